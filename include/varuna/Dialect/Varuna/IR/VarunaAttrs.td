@@ -1,0 +1,28 @@
+//===- VarunaAttrs.td - varuna dialect attributes ----------*- tablegen -*-===//
+
+#ifndef VARUNA_DIALECT_VARUNA_IR_VARUNAATTRS_TD
+#define VARUNA_DIALECT_VARUNA_IR_VARUNAATTRS_TD
+
+include "varuna/Dialect/Varuna/IR/VarunaDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Varuna_DataAttr : AttrDef<Varuna_Dialect, "Data"> {
+  let mnemonic = "data";
+  let summary = "Where a parameter's initial values live on disk";
+  let description = [{
+    `#varuna.data<file = "model.onnx.data", offset = 0, size = 8192>`: the
+    initial values are `size` bytes at byte `offset` of `file`, little-endian,
+    row-major, of the parameter's element type. `file` is relative to the
+    directory of the IR's source model (or absolute). Importers never copy
+    weight bytes into the IR; they record where they are.
+  }];
+  let parameters = (ins
+    StringRefParameter<"file the bytes are in">:$file,
+    "int64_t":$offset,
+    "int64_t":$size
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // VARUNA_DIALECT_VARUNA_IR_VARUNAATTRS_TD

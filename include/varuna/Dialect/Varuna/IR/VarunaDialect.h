@@ -1,0 +1,19 @@
+//===- VarunaDialect.h - The varuna dialect ---------------------*- C++ -*-===//
+
+#ifndef VARUNA_DIALECT_VARUNA_IR_VARUNADIALECT_H
+#define VARUNA_DIALECT_VARUNA_IR_VARUNADIALECT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Dialect.h"
+
+#include "varuna/Dialect/Varuna/IR/VarunaDialect.h.inc"
+
+namespace varuna {
+/// Attribute names on the graph function and its arguments / results.
+constexpr llvm::StringLiteral kGraphAttr = "varuna.graph";   // on func.func
+constexpr llvm::StringLiteral kNameAttr = "varuna.name";     // arg / result
+constexpr llvm::StringLiteral kLossAttr = "varuna.loss";     // result
+constexpr llvm::StringLiteral kSourceAttr = "varuna.source"; // module: model file
+} // namespace varuna
+
+#endif // VARUNA_DIALECT_VARUNA_IR_VARUNADIALECT_H

@@ -1,0 +1,458 @@
+//===- VarunaOps.td - varuna dialect operations ------------*- tablegen -*-===//
+//
+// Semantics follow ATen. Axes are non-negative (importers normalize them).
+// Every op's result type is a function of its operand types and attributes;
+// ops implementing InferTypeOpInterface compute it, the others (reshape,
+// expand, cast, constant, full) state it and their verifiers check it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_DIALECT_VARUNA_IR_VARUNAOPS_TD
+#define VARUNA_DIALECT_VARUNA_IR_VARUNAOPS_TD
+
+include "varuna/Dialect/Varuna/IR/VarunaDialect.td"
+include "varuna/Dialect/Varuna/IR/VarunaTypes.td"
+include "varuna/Dialect/Varuna/IR/VarunaAttrs.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Varuna_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Varuna_Dialect, mnemonic, traits>;
+
+def AnyVTensor : Type<CPred<"$_self.isa<::varuna::VTensorType>()">,
+                      "varuna tensor", "::varuna::VTensorType">;
+
+// Ops whose result type is inferred from operands and attributes.
+class Varuna_InferOp<string mnemonic, list<Trait> traits = []>
+    : Varuna_Op<mnemonic, !listconcat(traits,
+        [Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>])>;
+
+//===----------------------------------------------------------------------===//
+// Parameters, constants and graph structure
+//===----------------------------------------------------------------------===//
+
+def Varuna_ParamOp : Varuna_Op<"param", [Symbol]> {
+  let summary = "A named parameter of the model";
+  let description = [{
+    Declares a parameter at module level by the name its framework gave it
+    (`transformer.h.0.attn.c_attn.weight`). `type` is static. `init` says
+    where the initial values are (`#varuna.data`); it may be absent for a
+    parameter built by hand in a test. `frozen` marks state that is not
+    trained (buffers such as running statistics or registered masks).
+
+    ```mlir
+    varuna.param @wte.weight : !varuna.tensor<[64, 32], f32>
+        init #varuna.data<file = "gpt.onnx", offset = 812, size = 8192>
+    ```
+
+    A parameter read by ops in several places is one parameter: after
+    partitioning such a parameter is a *tie*.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyVTensor>:$type,
+                       OptionalAttr<AnyAttr>:$init, UnitAttr:$frozen);
+  let assemblyFormat = [{
+    $sym_name `:` $type (`init` $init^)? (`frozen` $frozen^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The initial-value reference, if any (verified to be #varuna.data).
+    ::varuna::DataAttr getInitData() {
+      return getInitAttr() ? getInitAttr().dyn_cast<::varuna::DataAttr>()
+                           : ::varuna::DataAttr();
+    }
+    ::varuna::VTensorType getTensorType() {
+      return getType().cast<::varuna::VTensorType>();
+    }
+  }];
+}
+
+def Varuna_GetParamOp : Varuna_Op<"get_param",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads a parameter declared by varuna.param";
+  let description = [{
+    `%w = varuna.get_param @wte.weight : !varuna.tensor<[64, 32], f32>`.
+    The result type must equal the parameter's type.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` qualified(type($result))";
+}
+
+def Varuna_ConstantOp : Varuna_Op<"constant", [Pure, ConstantLike]> {
+  let summary = "A small static tensor";
+  let description = [{
+    `%c = varuna.constant dense<[1.0, 2.0]> : tensor<2xf32> -> !varuna.tensor<[2], f32>`.
+    The value's shape and element type must match the static result type.
+    Only small constants (masks, scales, index tables) live in the IR;
+    weights are parameters.
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$value attr-dict `->` qualified(type($result))";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Varuna_FullOp : Varuna_Op<"full", [Pure]> {
+  let summary = "A tensor of the result type filled with one value";
+  let description = [{
+    `%z = varuna.full 0.0 : f32 -> !varuna.tensor<[B, 16], f32>`: like
+    `torch.full`; the shape may depend on B. The value's type must be the
+    result's element type (an integer attribute for integer tensors).
+  }];
+  let arguments = (ins AnyAttr:$value);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$value attr-dict `->` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+def Varuna_ArangeOp : Varuna_Op<"arange", [Pure]> {
+  let summary = "start + step * i for i in [0, n)";
+  let description = [{
+    A 1-D tensor of `n` elements where `n` is the result's only dimension,
+    which may be `B*k`: `%p = varuna.arange 0, 1 -> !varuna.tensor<[B], i64>`.
+    `start` and `step` are numbers of the element type.
+  }];
+  let arguments = (ins F64Attr:$start, F64Attr:$step);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$start `,` $step attr-dict `->` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Varuna_BinaryOp<string mnemonic, string what>
+    : Varuna_InferOp<mnemonic> {
+  let summary = "Elementwise " # what # " with numpy broadcasting";
+  let description = [{
+    Both operands have the same element type; shapes broadcast as in numpy
+    (a static 1 broadcasts against anything, `B*k` only against `B*k` or 1).
+    One FLOP per result element.
+  }];
+  let arguments = (ins AnyVTensor:$lhs, AnyVTensor:$rhs);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs)) `->` qualified(type($result))";
+}
+
+def Varuna_AddOp : Varuna_BinaryOp<"add", "addition">;
+def Varuna_SubOp : Varuna_BinaryOp<"sub", "subtraction">;
+def Varuna_MulOp : Varuna_BinaryOp<"mul", "multiplication">;
+def Varuna_DivOp : Varuna_BinaryOp<"div", "division (true division for floats, truncation toward zero for integers)">;
+def Varuna_PowOp : Varuna_BinaryOp<"pow", "power">;
+def Varuna_MaximumOp : Varuna_BinaryOp<"maximum", "maximum">;
+def Varuna_MinimumOp : Varuna_BinaryOp<"minimum", "minimum">;
+def Varuna_AndOp : Varuna_BinaryOp<"and", "logical and (i1)">;
+def Varuna_OrOp : Varuna_BinaryOp<"or", "logical or (i1)">;
+
+def Varuna_ComparePredicate : I64EnumAttr<"ComparePredicate", "comparison", [
+    I64EnumAttrCase<"eq", 0>, I64EnumAttrCase<"ne", 1>,
+    I64EnumAttrCase<"lt", 2>, I64EnumAttrCase<"le", 3>,
+    I64EnumAttrCase<"gt", 4>, I64EnumAttrCase<"ge", 5>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_CompareOp : Varuna_InferOp<"compare"> {
+  let summary = "Elementwise comparison with broadcasting, giving i1";
+  let description = [{
+    `%m = varuna.compare lt, %a, %b : ... -> !varuna.tensor<[B, 16], i1>`.
+  }];
+  let arguments = (ins Varuna_ComparePredicate:$predicate, AnyVTensor:$lhs,
+                       AnyVTensor:$rhs);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$predicate `,` $lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs)) `->` qualified(type($result))";
+}
+
+def Varuna_WhereOp : Varuna_InferOp<"where"> {
+  let summary = "Elementwise select: cond ? lhs : rhs, with broadcasting";
+  let arguments = (ins AnyVTensor:$cond, AnyVTensor:$lhs, AnyVTensor:$rhs);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$cond `,` $lhs `,` $rhs attr-dict `:` qualified(type($cond)) `,` qualified(type($lhs)) `,` qualified(type($rhs)) `->` qualified(type($result))";
+}
+
+def Varuna_UnaryKind : I64EnumAttr<"UnaryKind", "elementwise function", [
+    I64EnumAttrCase<"neg", 0>, I64EnumAttrCase<"exp", 1>,
+    I64EnumAttrCase<"log", 2>, I64EnumAttrCase<"sqrt", 3>,
+    I64EnumAttrCase<"rsqrt", 4>, I64EnumAttrCase<"reciprocal", 5>,
+    I64EnumAttrCase<"tanh", 6>, I64EnumAttrCase<"erf", 7>,
+    I64EnumAttrCase<"sigmoid", 8>, I64EnumAttrCase<"relu", 9>,
+    I64EnumAttrCase<"gelu", 10>, I64EnumAttrCase<"gelu_tanh", 11>,
+    I64EnumAttrCase<"abs", 12>, I64EnumAttrCase<"logical_not", 13, "not">,
+    I64EnumAttrCase<"sin", 14>, I64EnumAttrCase<"cos", 15>,
+    I64EnumAttrCase<"silu", 16>, I64EnumAttrCase<"softplus", 17>,
+    I64EnumAttrCase<"floor", 18>, I64EnumAttrCase<"ceil", 19>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_UnaryOp : Varuna_InferOp<"unary", [SameOperandsAndResultType]> {
+  let summary = "An elementwise function";
+  let description = [{
+    `%y = varuna.unary gelu_tanh, %x : !varuna.tensor<[B, 16, 128], f32>`.
+    `gelu` is the erf form, `gelu_tanh` the tanh approximation, `not` takes
+    i1; the others take floats (`neg` and `abs` also integers). Estimated
+    FLOPs per element: 1 for neg/abs/relu/not/floor/ceil, 8 for the
+    transcendental ones, 14 for gelu/gelu_tanh/silu/softplus.
+  }];
+  let arguments = (ins Varuna_UnaryKind:$kind, AnyVTensor:$input);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$kind `,` $input attr-dict `:` qualified(type($input))";
+  let hasVerifier = 1;
+}
+
+def Varuna_CastOp : Varuna_Op<"cast", [Pure]> {
+  let summary = "Converts the element type (same shape)";
+  let arguments = (ins AnyVTensor:$input);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+def Varuna_DropoutOp : Varuna_Op<"dropout",
+    [MemoryEffects<[MemRead, MemWrite]>, SameOperandsAndResultType]> {
+  let summary = "Training-mode dropout";
+  let description = [{
+    Zeroes each element with probability `ratio` and scales the rest by
+    1 / (1 - ratio), drawing from the stage's random generator (so two
+    dropouts are never merged, and recompute must restore the generator
+    state). `ratio` is in [0, 1).
+  }];
+  let arguments = (ins AnyVTensor:$input, F64Attr:$ratio);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input `,` $ratio attr-dict `:` qualified(type($input))";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape manipulation
+//===----------------------------------------------------------------------===//
+
+def Varuna_ReshapeOp : Varuna_Op<"reshape", [Pure]> {
+  let summary = "Row-major reshape to the result type's shape";
+  let description = [{
+    The element count is the same as an affine function of B (so a reshape
+    of a batched tensor to a fixed shape is rejected: it would bake one batch
+    size into the graph).
+  }];
+  let arguments = (ins AnyVTensor:$input);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+def Varuna_ExpandOp : Varuna_Op<"expand", [Pure]> {
+  let summary = "Broadcasts the input to the result type's shape (numpy rules)";
+  let arguments = (ins AnyVTensor:$input);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+def Varuna_TransposeOp : Varuna_InferOp<"transpose"> {
+  let summary = "Permutes dimensions: result dim i is input dim perm[i]";
+  let arguments = (ins AnyVTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input `,` $perm attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+}
+
+def Varuna_SliceOp : Varuna_InferOp<"slice"> {
+  let summary = "input[..., start:end:step, ...] along a static axis";
+  let description = [{
+    `start` and `end` are clamped to [0, size] like Python slicing with a
+    positive `step`. The sliced axis must be static.
+  }];
+  let arguments = (ins AnyVTensor:$input, I64Attr:$axis, I64Attr:$start,
+                       I64Attr:$end, I64Attr:$step);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+}
+
+def Varuna_ConcatOp : Varuna_InferOp<"concat"> {
+  let summary = "Concatenates along a static axis";
+  let arguments = (ins Variadic<AnyVTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+}
+
+def Varuna_GatherOp : Varuna_InferOp<"gather"> {
+  let summary = "ONNX Gather / embedding lookup along an axis";
+  let description = [{
+    result shape = input.shape[:axis] + indices.shape + input.shape[axis+1:];
+    indices are i64 or i32 and may be negative (counted from the end).
+    `varuna.gather %wte, %ids {axis = 0}` is an embedding lookup; its backward
+    is a scatter-add into the parameter's gradient.
+  }];
+  let arguments = (ins AnyVTensor:$input, AnyVTensor:$indices, I64Attr:$axis);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input `,` $indices attr-dict `:` qualified(type($input)) `,` qualified(type($indices)) `->` qualified(type($result))";
+}
+
+def Varuna_GatherElementsOp : Varuna_InferOp<"gather_elements"> {
+  let summary = "torch.gather: result[i][j] = input[i][indices[i][j]] along axis";
+  let arguments = (ins AnyVTensor:$input, AnyVTensor:$indices, I64Attr:$axis);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input `,` $indices attr-dict `:` qualified(type($input)) `,` qualified(type($indices)) `->` qualified(type($result))";
+}
+
+def Varuna_TriluOp : Varuna_InferOp<"trilu"> {
+  let summary = "Keeps the upper (or lower) triangle of the last two dims";
+  let description = [{
+    `upper`: keep elements with j - i >= k (torch.triu(x, k)); otherwise
+    keep j - i <= k (torch.tril(x, k)); others become zero.
+  }];
+  let arguments = (ins AnyVTensor:$input, I64Attr:$k, BoolAttr:$upper);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` qualified(type($input))";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalization
+//===----------------------------------------------------------------------===//
+
+def Varuna_ReduceKind : I64EnumAttr<"ReduceKind", "reduction", [
+    I64EnumAttrCase<"sum", 0>, I64EnumAttrCase<"mean", 1>,
+    I64EnumAttrCase<"max", 2>, I64EnumAttrCase<"min", 3>,
+    I64EnumAttrCase<"prod", 4>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_ReduceOp : Varuna_InferOp<"reduce"> {
+  let summary = "Reduces over the listed axes";
+  let description = [{
+    `%m = varuna.reduce mean, %x {axes = array<i64: 2>, keepdim = true}`.
+    Axes are sorted, unique and in range. One FLOP per input element.
+  }];
+  let arguments = (ins Varuna_ReduceKind:$kind, AnyVTensor:$input,
+                       DenseI64ArrayAttr:$axes, BoolAttr:$keepdim);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$kind `,` $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+}
+
+def Varuna_SoftmaxOp : Varuna_InferOp<"softmax"> {
+  let summary = "Softmax (or log-softmax) along one axis";
+  let arguments = (ins AnyVTensor:$input, I64Attr:$axis, UnitAttr:$log);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` qualified(type($input))";
+}
+
+def Varuna_LayerNormOp : Varuna_InferOp<"layer_norm", [AttrSizedOperandSegments]> {
+  let summary = "Layer normalization over dims [axis, rank)";
+  let description = [{
+    (x - mean) / sqrt(var + epsilon) * weight + bias with the biased variance
+    over dims [axis, rank); weight and bias (optional) have shape
+    x.shape[axis:]. Result has the input's type.
+  }];
+  let arguments = (ins AnyVTensor:$input, Optional<AnyVTensor>:$weight,
+                       Optional<AnyVTensor>:$bias, I64Attr:$axis,
+                       F64Attr:$epsilon);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = [{
+    $input (`weight` $weight^ `:` qualified(type($weight)))? (`bias` $bias^ `:` qualified(type($bias)))?
+    attr-dict `:` qualified(type($input)) `->` qualified(type($result))
+  }];
+}
+
+def Varuna_BatchNormOp : Varuna_InferOp<"batch_norm", [AttrSizedOperandSegments]> {
+  let summary = "Training-mode batch normalization over dim 1 (channels)";
+  let description = [{
+    Normalizes with the statistics of the current (micro-)batch:
+    (x - mean_c) / sqrt(var_c + epsilon) * weight_c + bias_c, mean/var over
+    all dims but 1. Note that under micro-batching the statistics are those
+    of the micro-batch, as in every pipeline system. `running_mean` and
+    `running_var` (frozen parameters) are updated with `momentum` when given.
+  }];
+  let arguments = (ins AnyVTensor:$input, AnyVTensor:$weight, AnyVTensor:$bias,
+                       Optional<AnyVTensor>:$running_mean,
+                       Optional<AnyVTensor>:$running_var,
+                       F64Attr:$epsilon, F64Attr:$momentum);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias (`running` $running_mean^ `,` $running_var)?
+    attr-dict `:` qualified(type(operands)) `->` qualified(type($result))
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra and convolution
+//===----------------------------------------------------------------------===//
+
+def Varuna_MatmulOp : Varuna_InferOp<"matmul"> {
+  let summary = "torch.matmul (batched, broadcasting)";
+  let description = [{
+    For ranks >= 2: [..., n, k] x [..., k, m] -> [..., n, m] with the leading
+    dims broadcast; a rank-1 lhs (rhs) is a row (column) vector whose added
+    dimension is removed from the result. FLOPs = 2 * n * k * m * prod(batch).
+  }];
+  let arguments = (ins AnyVTensor:$lhs, AnyVTensor:$rhs);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs)) `->` qualified(type($result))";
+}
+
+def Varuna_ConvOp : Varuna_InferOp<"conv"> {
+  let summary = "N-d convolution (NCHW), like torch.nn.functional.convNd";
+  let description = [{
+    input [N, C, spatial...], weight [F, C/group, kernel...], bias [F].
+    `pads` holds the begin pads then the end pads of each spatial dim.
+    out = floor((in + pad_begin + pad_end - dilation*(kernel-1) - 1)/stride) + 1.
+    FLOPs = 2 * N * F * prod(out spatial) * (C/group) * prod(kernel).
+  }];
+  let arguments = (ins AnyVTensor:$input, AnyVTensor:$weight,
+                       Optional<AnyVTensor>:$bias, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                       I64Attr:$groups);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^ `:` qualified(type($bias)))? attr-dict
+    `:` qualified(type($input)) `,` qualified(type($weight)) `->` qualified(type($result))
+  }];
+}
+
+def Varuna_PoolKind : I64EnumAttr<"PoolKind", "pooling", [
+    I64EnumAttrCase<"max", 0>, I64EnumAttrCase<"avg", 1>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_PoolOp : Varuna_InferOp<"pool"> {
+  let summary = "Max or average pooling over the spatial dims of NC...";
+  let description = [{
+    Same window arithmetic as varuna.conv (`ceil_mode` rounds up). Average
+    pooling divides by the window size including padding only if
+    `count_include_pad`.
+  }];
+  let arguments = (ins Varuna_PoolKind:$kind, AnyVTensor:$input,
+                       DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                       BoolAttr:$ceil_mode, BoolAttr:$count_include_pad);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$kind `,` $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+def Varuna_LossReduction : I64EnumAttr<"LossReduction", "loss reduction", [
+    I64EnumAttrCase<"none", 0>, I64EnumAttrCase<"sum", 1>,
+    I64EnumAttrCase<"mean", 2>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_CrossEntropyOp : Varuna_InferOp<"cross_entropy"> {
+  let summary = "Softmax cross-entropy of logits [N, C, d...] against labels [N, d...]";
+  let description = [{
+    Like `F.cross_entropy(logits, labels, ignore_index=..., reduction=...)`
+    (`log_input` set: the input is already log-probabilities, i.e. NLL loss).
+    With `mean`, the sum is divided by the number of labels not equal to
+    `ignore_index` *in this micro-batch*; the runtime rescales so the loss is
+    the mean over the global batch.
+  }];
+  let arguments = (ins AnyVTensor:$logits, AnyVTensor:$labels,
+                       Varuna_LossReduction:$reduction,
+                       OptionalAttr<I64Attr>:$ignore_index, UnitAttr:$log_input);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$reduction `,` $logits `,` $labels attr-dict `:` qualified(type($logits)) `,` qualified(type($labels)) `->` qualified(type($result))";
+}
+
+#endif // VARUNA_DIALECT_VARUNA_IR_VARUNAOPS_TD

@@ -1,0 +1,35 @@
+//===- Passes.td - varuna passes ---------------------------*- tablegen -*-===//
+
+#ifndef VARUNA_TRANSFORMS_PASSES_TD
+#define VARUNA_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PrintGraphSummary : Pass<"varuna-print-graph-summary", "mlir::ModuleOp"> {
+  let summary = "Prints a readable summary of a training graph";
+  let description = [{
+    An analysis that leaves the IR unchanged and prints, to the stream named
+    by `output` (default stdout):
+
+    * the graph inputs with their symbolic shapes (`[B, 16] i64`),
+    * parameter count and bytes (trainable and frozen), the largest
+      parameters, and every parameter read in more than one place (a tie
+      candidate, e.g. an embedding reused by the output projection),
+    * a histogram of op kinds, and the loss result with its type.
+
+    ```
+    graph gpt (from gpt.onnx)
+      inputs:  input_ids [B, 16] i64, labels [B, 16] i64
+      params:  28 trainable, 52,352 elements (204.5 KiB) ...
+    ```
+
+    Preconditions: the module holds one `func.func` marked `varuna.graph`.
+    Fails (with a diagnostic on the module) if there is none.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", /*default=*/"\"-\"",
+           "Where to print the summary ('-' for stdout)">
+  ];
+}
+
+#endif // VARUNA_TRANSFORMS_PASSES_TD

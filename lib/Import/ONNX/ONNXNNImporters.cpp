@@ -1,0 +1,377 @@
+//===- ONNXNNImporters.cpp - Neural-network ONNX ops ----------------------===//
+//
+// MatMul, Gemm, softmax, reductions, normalization, convolution, pooling,
+// dropout and losses. All operate on runtime tensors.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KnownValue.h"
+#include "ONNXOpImporters.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::onnx_import;
+
+namespace {
+
+LogicalResult setResult(NodeContext &nc, FailureOr<Value> v) {
+  if (failed(v))
+    return failure();
+  nc.setOutput(0, *v);
+  return success();
+}
+
+/// Fails if optional output `i` (`what`) is consumed: the importer computes
+/// only the main result.
+LogicalResult rejectUsedOutput(NodeContext &nc, size_t i, StringRef what) {
+  if (nc.outputUsed(i))
+    return nc.error("its output " + Twine(i) + " (" + what +
+                    ") is used, which is not supported");
+  return success();
+}
+
+FailureOr<Value> scalarConstant(NodeContext &nc, Type et, double v) {
+  KnownTensor t = et.isa<FloatType>()
+                      ? KnownTensor::ofFloats(et, {}, {v})
+                      : KnownTensor::ofInts(et, {}, {SymInt(int64_t(v))});
+  return nc.importer.materialize(t, nc.loc);
+}
+
+LogicalResult importMatMul(NodeContext &nc) {
+  auto a = nc.runtime(0), b = nc.runtime(1);
+  if (failed(a) || failed(b))
+    return failure();
+  return setResult(nc, nc.create<MatmulOp>(*a, *b));
+}
+
+/// Y = alpha * A' B' + beta * C (A' = A^T if transA, B' = B^T if transB).
+LogicalResult importGemm(NodeContext &nc) {
+  auto a = nc.runtime(0), b = nc.runtime(1);
+  if (failed(a) || failed(b))
+    return failure();
+  Value x = *a, w = *b;
+  if (typeOf(x).getRank() != 2 || typeOf(w).getRank() != 2)
+    return nc.error("Gemm operands must be 2-D");
+  if (nc.intAttr("transA").value_or(0)) {
+    auto t = nc.create<TransposeOp>(x, ArrayRef<int64_t>{1, 0});
+    if (failed(t))
+      return failure();
+    x = *t;
+  }
+  if (nc.intAttr("transB").value_or(0)) {
+    auto t = nc.create<TransposeOp>(w, ArrayRef<int64_t>{1, 0});
+    if (failed(t))
+      return failure();
+    w = *t;
+  }
+  auto y = nc.create<MatmulOp>(x, w);
+  if (failed(y))
+    return failure();
+  Type et = typeOf(*y).getElementType();
+  float alpha = nc.floatAttr("alpha").value_or(1.0f);
+  float beta = nc.floatAttr("beta").value_or(1.0f);
+  if (alpha != 1.0f) {
+    auto s = scalarConstant(nc, et, alpha);
+    if (failed(s) || failed(y = nc.create<MulOp>(*y, *s)))
+      return failure();
+  }
+  if (nc.hasInput(2) && beta != 0.0f) {
+    auto c = nc.runtime(2);
+    if (failed(c))
+      return failure();
+    Value cv = *c;
+    if (beta != 1.0f) {
+      auto s = scalarConstant(nc, et, beta);
+      if (failed(s))
+        return failure();
+      auto m = nc.create<MulOp>(cv, *s);
+      if (failed(m))
+        return failure();
+      cv = *m;
+    }
+    y = nc.create<AddOp>(*y, cv);
+  }
+  return setResult(nc, y);
+}
+
+LogicalResult importSoftmax(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(-1),
+                                  typeOf(*v).getRank());
+  bool log = nc.node.op_type() == "LogSoftmax";
+  return setResult(nc, nc.create<SoftmaxOp>(*v, axis, log));
+}
+
+LogicalResult importReduce(NodeContext &nc) {
+  StringRef op = nc.node.op_type();
+  ReduceKind kind = llvm::StringSwitch<ReduceKind>(op)
+                        .Case("ReduceSum", ReduceKind::sum)
+                        .Case("ReduceMean", ReduceKind::mean)
+                        .Case("ReduceMax", ReduceKind::max)
+                        .Case("ReduceMin", ReduceKind::min)
+                        .Default(ReduceKind::prod);
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  int64_t rank = typeOf(*v).getRank();
+  std::vector<int64_t> axes;
+  if (nc.hasInput(1)) {
+    auto k = nc.knownInput(1, "axes");
+    if (failed(k))
+      return failure();
+    auto s = staticInts(nc, *k, "axes");
+    if (failed(s))
+      return failure();
+    axes = *s;
+  } else if (auto a = nc.intsAttr("axes")) {
+    axes = *a;
+  }
+  if (axes.empty()) {
+    if (nc.intAttr("noop_with_empty_axes").value_or(0)) {
+      nc.setOutput(0, *v);
+      return success();
+    }
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  for (int64_t &a : axes) {
+    a = nc.normalizeAxis(a, rank);
+    if (a < 0 || a >= rank)
+      return nc.error("axis out of range for rank " + Twine(rank));
+  }
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  bool keep = nc.intAttr("keepdims").value_or(1) != 0;
+  return setResult(nc, nc.create<ReduceOp>(kind, *v, axes, keep));
+}
+
+LogicalResult importLayerNorm(NodeContext &nc) {
+  if (failed(rejectUsedOutput(nc, 1, "mean")) ||
+      failed(rejectUsedOutput(nc, 2, "inverse standard deviation")))
+    return failure();
+  auto x = nc.runtime(0);
+  if (failed(x))
+    return failure();
+  Value w, b;
+  if (nc.hasInput(1)) {
+    auto r = nc.runtime(1);
+    if (failed(r))
+      return failure();
+    w = *r;
+  }
+  if (nc.hasInput(2)) {
+    auto r = nc.runtime(2);
+    if (failed(r))
+      return failure();
+    b = *r;
+  }
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(-1),
+                                  typeOf(*x).getRank());
+  double eps = nc.floatAttr("epsilon").value_or(1e-5f);
+  return setResult(nc, nc.create<LayerNormOp>(*x, w, b, nc.b().getI64IntegerAttr(axis),
+                                              nc.b().getF64FloatAttr(eps)));
+}
+
+LogicalResult importBatchNorm(NodeContext &nc) {
+  if (!nc.intAttr("training_mode").value_or(0))
+    return nc.error("batch normalization in inference mode (training_mode "
+                    "= 0) cannot be trained: export the model in training "
+                    "mode (torch.onnx.export(..., training="
+                    "torch.onnx.TrainingMode.TRAINING); varuna.export does)");
+  SmallVector<Value> in;
+  for (size_t i = 0; i < 5; ++i) {
+    auto v = nc.runtime(i);
+    if (failed(v))
+      return failure();
+    in.push_back(*v);
+  }
+  double eps = nc.floatAttr("epsilon").value_or(1e-5f);
+  // ONNX: running = running * momentum + batch * (1 - momentum); the op
+  // stores the weight of the new statistics (PyTorch's convention).
+  double momentum = 1.0 - nc.floatAttr("momentum").value_or(0.9f);
+  return setResult(nc, nc.create<BatchNormOp>(
+                           in[0], in[1], in[2], in[3], in[4],
+                           nc.b().getF64FloatAttr(eps),
+                           nc.b().getF64FloatAttr(momentum)));
+}
+
+/// Pads for auto_pad (SAME_UPPER / SAME_LOWER / VALID) or the `pads` attr.
+FailureOr<std::vector<int64_t>>
+windowPads(NodeContext &nc, VTensorType in, ArrayRef<int64_t> kernel,
+           ArrayRef<int64_t> strides, ArrayRef<int64_t> dilations) {
+  size_t n = kernel.size();
+  std::string autoPad = nc.stringAttr("auto_pad").value_or("NOTSET");
+  std::vector<int64_t> pads(2 * n, 0);
+  if (autoPad == "NOTSET") {
+    if (auto p = nc.intsAttr("pads")) {
+      if (p->size() != 2 * n)
+        return nc.error("expected " + Twine(2 * n) + " pads");
+      pads = *p;
+    }
+    return pads;
+  }
+  if (autoPad == "VALID")
+    return pads;
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return nc.error("unknown auto_pad '" + autoPad + "'");
+  for (size_t i = 0; i < n; ++i) {
+    int64_t size = in.getShape()[i + 2];
+    int64_t out = (size + strides[i] - 1) / strides[i];
+    int64_t total = std::max<int64_t>(
+        0, (out - 1) * strides[i] + dilations[i] * (kernel[i] - 1) + 1 - size);
+    int64_t small = total / 2, big = total - small;
+    pads[i] = autoPad == "SAME_UPPER" ? small : big;
+    pads[i + n] = autoPad == "SAME_UPPER" ? big : small;
+  }
+  return pads;
+}
+
+LogicalResult importConv(NodeContext &nc) {
+  auto x = nc.runtime(0), w = nc.runtime(1);
+  if (failed(x) || failed(w))
+    return failure();
+  VTensorType in = typeOf(*x), wt = typeOf(*w);
+  if (in.getRank() < 3 || wt.getRank() != in.getRank())
+    return nc.error("input and weight must have the same rank >= 3");
+  size_t n = in.getRank() - 2;
+  std::vector<int64_t> kernel(wt.getShape().begin() + 2, wt.getShape().end());
+  std::vector<int64_t> strides =
+      nc.intsAttr("strides").value_or(std::vector<int64_t>(n, 1));
+  std::vector<int64_t> dil =
+      nc.intsAttr("dilations").value_or(std::vector<int64_t>(n, 1));
+  if (strides.size() != n || dil.size() != n)
+    return nc.error("strides/dilations do not match the spatial rank");
+  auto pads = windowPads(nc, in, kernel, strides, dil);
+  if (failed(pads))
+    return failure();
+  Value b;
+  if (nc.hasInput(2)) {
+    auto r = nc.runtime(2);
+    if (failed(r))
+      return failure();
+    b = *r;
+  }
+  int64_t groups = nc.intAttr("group").value_or(1);
+  return setResult(nc,
+                   nc.create<ConvOp>(*x, *w, b, strides, *pads, dil, groups));
+}
+
+LogicalResult importPool(NodeContext &nc) {
+  StringRef op = nc.node.op_type();
+  if (failed(rejectUsedOutput(nc, 1, "indices")))
+    return failure();
+  auto x = nc.runtime(0);
+  if (failed(x))
+    return failure();
+  VTensorType in = typeOf(*x);
+  if (in.getRank() < 3)
+    return nc.error("input must be [N, C, spatial...]");
+  size_t n = in.getRank() - 2;
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    std::vector<int64_t> axes;
+    for (size_t i = 0; i < n; ++i)
+      axes.push_back(i + 2);
+    ReduceKind kind =
+        op == "GlobalAveragePool" ? ReduceKind::mean : ReduceKind::max;
+    return setResult(nc, nc.create<ReduceOp>(kind, *x, axes, true));
+  }
+  auto kernel = nc.intsAttr("kernel_shape");
+  if (!kernel || kernel->size() != n)
+    return nc.error("missing or wrong kernel_shape");
+  std::vector<int64_t> strides =
+      nc.intsAttr("strides").value_or(std::vector<int64_t>(n, 1));
+  std::vector<int64_t> dil =
+      nc.intsAttr("dilations").value_or(std::vector<int64_t>(n, 1));
+  if (strides.size() != n || dil.size() != n)
+    return nc.error("strides/dilations do not match the spatial rank");
+  auto pads = windowPads(nc, in, *kernel, strides, dil);
+  if (failed(pads))
+    return failure();
+  bool ceil = nc.intAttr("ceil_mode").value_or(0) != 0;
+  bool countPad = nc.intAttr("count_include_pad").value_or(0) != 0;
+  PoolKind kind = op == "MaxPool" ? PoolKind::max : PoolKind::avg;
+  return setResult(nc, nc.create<PoolOp>(kind, *x, *kernel, strides, *pads,
+                                         dil, ceil, countPad));
+}
+
+LogicalResult importDropout(NodeContext &nc) {
+  if (failed(rejectUsedOutput(nc, 1, "mask")))
+    return failure();
+  auto x = nc.runtime(0);
+  if (failed(x))
+    return failure();
+  double ratio = 0.5;
+  if (nc.hasInput(1)) {
+    auto r = nc.knownInput(1, "ratio");
+    if (failed(r))
+      return failure();
+    ratio = r->floatAt(0);
+  }
+  bool training = false;
+  if (nc.hasInput(2)) {
+    auto t = nc.knownInput(2, "training_mode");
+    if (failed(t))
+      return failure();
+    training = t->intAt(0).constant != 0;
+  }
+  if (!training || ratio == 0.0) {
+    nc.setOutput(0, *x);
+    return success();
+  }
+  if (!(ratio > 0.0 && ratio < 1.0))
+    return nc.error("dropout ratio " + std::to_string(ratio) + " is not in [0, 1)");
+  nc.setOutput(0, nc.b()
+                      .create<DropoutOp>(nc.loc, typeOf(*x), *x,
+                                         nc.b().getF64FloatAttr(ratio))
+                      .getResult());
+  return success();
+}
+
+LogicalResult importLoss(NodeContext &nc) {
+  bool nll = nc.node.op_type() == "NegativeLogLikelihoodLoss";
+  if (!nll && failed(rejectUsedOutput(nc, 1, "log_prob")))
+    return failure();
+  if (nc.hasInput(2))
+    return nc.error("class weights are not supported");
+  auto x = nc.runtime(0), y = nc.runtime(1);
+  if (failed(x) || failed(y))
+    return failure();
+  std::string red = nc.stringAttr("reduction").value_or("mean");
+  auto reduction = llvm::StringSwitch<std::optional<LossReduction>>(red)
+                       .Case("mean", LossReduction::mean)
+                       .Case("sum", LossReduction::sum)
+                       .Case("none", LossReduction::none)
+                       .Default(std::nullopt);
+  if (!reduction)
+    return nc.error("unknown reduction '" + red + "'");
+  IntegerAttr ignore;
+  if (auto i = nc.intAttr("ignore_index"))
+    ignore = nc.b().getI64IntegerAttr(*i);
+  return setResult(nc, nc.create<CrossEntropyOp>(
+                           *x, *y,
+                           LossReductionAttr::get(nc.ctx(), *reduction), ignore,
+                           nll ? nc.b().getUnitAttr() : UnitAttr()));
+}
+
+} // namespace
+
+OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
+  return llvm::StringSwitch<OpImporter>(op)
+      .Case("MatMul", importMatMul)
+      .Case("Gemm", importGemm)
+      .Cases("Softmax", "LogSoftmax", importSoftmax)
+      .Cases("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", importReduce)
+      .Case("ReduceProd", importReduce)
+      .Case("LayerNormalization", importLayerNorm)
+      .Case("BatchNormalization", importBatchNorm)
+      .Case("Conv", importConv)
+      .Cases("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+             importPool)
+      .Case("Dropout", importDropout)
+      .Cases("SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss",
+             importLoss)
+      .Default(nullptr);
+}

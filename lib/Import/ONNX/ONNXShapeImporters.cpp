@@ -1,0 +1,667 @@
+//===- ONNXShapeImporters.cpp - Shape-manipulating ONNX ops ---------------===//
+//
+// Reshape, Flatten, (Un)Squeeze, Expand, Concat, Gather, Slice, Split,
+// Transpose, ConstantOfShape, Range, Trilu. Each works on known tensors (shape
+// arithmetic evaluated at import) and on runtime tensors (varuna ops).
+//
+//===----------------------------------------------------------------------===//
+
+#include "KnownValue.h"
+#include "ONNXOpImporters.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::onnx_import;
+
+namespace {
+
+/// Dims of input i (known or runtime), plus the runtime value if any.
+struct Operand {
+  SmallVector<SymInt> dims;
+  Value value;                    // null for known
+  const KnownTensor *known = nullptr;
+};
+
+FailureOr<Operand> operand(NodeContext &nc, size_t i) {
+  if (!nc.hasInput(i))
+    return nc.error("input " + Twine(i) + " is missing");
+  Operand o;
+  ImportValue &v = nc.input(i);
+  if (v.isKnown()) {
+    o.known = &*v.known;
+    for (int64_t d : v.known->shape)
+      o.dims.push_back(d);
+    return o;
+  }
+  auto r = nc.runtime(i);
+  if (failed(r))
+    return failure();
+  o.value = *r;
+  o.dims = typeOf(*r).getDims();
+  return o;
+}
+
+/// Gives `o` the new dims: a known tensor keeps its elements.
+LogicalResult setReshaped(NodeContext &nc, const Operand &o,
+                          ArrayRef<SymInt> dims) {
+  if (o.known) {
+    std::vector<int64_t> shape;
+    for (SymInt d : dims) {
+      if (!d.isStatic())
+        return nc.error("reshapes a constant to a batch-dependent shape");
+      shape.push_back(d.constant);
+    }
+    KnownTensor t = *o.known;
+    t.shape = shape;
+    if (t.numel() != o.known->numel())
+      return nc.error("cannot reshape a constant of " +
+                      Twine(o.known->numel()) + " elements to " +
+                      dimsStr(dims));
+    nc.setOutput(0, std::move(t));
+    return success();
+  }
+  auto r = reshapeTo(nc, o.value, dims);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+SymInt product(ArrayRef<SymInt> dims) {
+  SymInt p(1);
+  for (SymInt d : dims)
+    p = p.mul(d).value_or(SymInt(0, -1)); // at most one dim depends on B
+  return p;
+}
+
+LogicalResult importReshape(NodeContext &nc) {
+  auto o = operand(nc, 0);
+  auto shape = nc.knownInput(1, "target shape");
+  if (failed(o) || failed(shape))
+    return failure();
+  bool allowZero = nc.intAttr("allowzero").value_or(0) != 0;
+  SmallVector<SymInt> dims;
+  int64_t inferAt = -1;
+  for (int64_t i = 0, n = shape->numel(); i < n; ++i) {
+    SymInt s = shape->intAt(i);
+    if (s == SymInt(0) && !allowZero) {
+      if (i >= static_cast<int64_t>(o->dims.size()))
+        return nc.error("target dimension " + Twine(i) +
+                        " is 0 (copy) but the input has rank " +
+                        Twine(o->dims.size()));
+      s = o->dims[i];
+    } else if (s == SymInt(-1)) {
+      if (inferAt >= 0)
+        return nc.error("more than one target dimension is -1");
+      inferAt = i;
+    } else if (s.isStatic() && s.constant < 0) {
+      return nc.error("invalid target dimension " + Twine(s.constant));
+    }
+    dims.push_back(s);
+  }
+  if (inferAt >= 0) {
+    SmallVector<SymInt> rest(dims);
+    rest.erase(rest.begin() + inferAt);
+    auto d = product(o->dims).divExact(product(rest));
+    if (!d)
+      return nc.error("cannot infer the -1 dimension: " +
+                      product(o->dims).str() + " elements do not divide by " +
+                      product(rest).str() +
+                      (product(o->dims).isStatic() ? "" :
+                       " (the target shape may have been exported with a "
+                       "fixed batch size)"));
+    dims[inferAt] = *d;
+  }
+  return setReshaped(nc, *o, dims);
+}
+
+LogicalResult importFlatten(NodeContext &nc) {
+  auto o = operand(nc, 0);
+  if (failed(o))
+    return failure();
+  int64_t rank = o->dims.size();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(1), rank);
+  if (axis < 0 || axis > rank)
+    return nc.error("axis out of range");
+  ArrayRef<SymInt> d(o->dims);
+  SmallVector<SymInt> dims{product(d.take_front(axis)),
+                           product(d.drop_front(axis))};
+  return setReshaped(nc, *o, dims);
+}
+
+FailureOr<std::vector<int64_t>> axesOf(NodeContext &nc, size_t inputIndex,
+                                       int64_t rank) {
+  std::vector<int64_t> axes;
+  if (nc.hasInput(inputIndex)) {
+    auto k = nc.knownInput(inputIndex, "axes");
+    if (failed(k))
+      return failure();
+    auto s = staticInts(nc, *k, "axes");
+    if (failed(s))
+      return failure();
+    axes = *s;
+  } else if (auto a = nc.intsAttr("axes")) {
+    axes = *a;
+  }
+  for (int64_t &a : axes) {
+    a = nc.normalizeAxis(a, rank);
+    if (a < 0 || a >= rank)
+      return nc.error("axis out of range for rank " + Twine(rank));
+  }
+  llvm::sort(axes);
+  return axes;
+}
+
+LogicalResult importSqueeze(NodeContext &nc) {
+  auto o = operand(nc, 0);
+  if (failed(o))
+    return failure();
+  int64_t rank = o->dims.size();
+  auto axes = axesOf(nc, 1, rank);
+  if (failed(axes))
+    return failure();
+  SmallVector<SymInt> dims;
+  for (int64_t i = 0; i < rank; ++i) {
+    bool listed = llvm::is_contained(*axes, i);
+    if (listed && o->dims[i] != SymInt(1))
+      return nc.error("cannot squeeze dimension " + Twine(i) + " of size " +
+                      o->dims[i].str());
+    if (listed || (axes->empty() && o->dims[i] == SymInt(1)))
+      continue;
+    dims.push_back(o->dims[i]);
+  }
+  return setReshaped(nc, *o, dims);
+}
+
+LogicalResult importUnsqueeze(NodeContext &nc) {
+  auto o = operand(nc, 0);
+  if (failed(o))
+    return failure();
+  int64_t outRank = o->dims.size();
+  std::vector<int64_t> raw;
+  if (nc.hasInput(1)) {
+    auto k = nc.knownInput(1, "axes");
+    if (failed(k))
+      return failure();
+    auto s = staticInts(nc, *k, "axes");
+    if (failed(s))
+      return failure();
+    raw = *s;
+  } else if (auto a = nc.intsAttr("axes")) {
+    raw = *a;
+  }
+  outRank += raw.size();
+  for (int64_t &a : raw) {
+    a = nc.normalizeAxis(a, outRank);
+    if (a < 0 || a >= outRank)
+      return nc.error("axis out of range");
+  }
+  SmallVector<SymInt> dims;
+  size_t next = 0;
+  for (int64_t i = 0; i < outRank; ++i) {
+    if (llvm::is_contained(raw, i))
+      dims.push_back(1);
+    else
+      dims.push_back(o->dims[next++]);
+  }
+  return setReshaped(nc, *o, dims);
+}
+
+LogicalResult importExpand(NodeContext &nc) {
+  auto o = operand(nc, 0);
+  auto shape = nc.knownInput(1, "target shape");
+  if (failed(o) || failed(shape))
+    return failure();
+  size_t rank = std::max<size_t>(o->dims.size(), shape->numel());
+  SmallVector<SymInt> dims(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t ia = o->dims.size() - rank + i, ib = shape->numel() - rank + i;
+    SymInt a = ia >= 0 ? o->dims[ia] : SymInt(1);
+    SymInt b = ib >= 0 ? shape->intAt(ib) : SymInt(1);
+    if (a != b && a != SymInt(1) && b != SymInt(1))
+      return nc.error("cannot expand dimension " + a.str() + " to " + b.str());
+    dims[i] = a == SymInt(1) ? b : a;
+  }
+  if (o->known) {
+    // Small known tensors are expanded at import time.
+    bool isStatic = llvm::all_of(dims, [](SymInt d) { return d.isStatic(); });
+    int64_t n = isStatic ? product(dims).constant : -1;
+    if (isStatic && n <= kMaxKnownElements) {
+      std::vector<int64_t> shapeOut, idx;
+      for (SymInt d : dims)
+        shapeOut.push_back(d.constant);
+      for (int64_t flat = 0; flat < n; ++flat) {
+        int64_t f = flat, src = 0, stride = 1;
+        for (int64_t i = rank - 1, j = o->known->shape.size() - 1; i >= 0;
+             --i, --j) {
+          int64_t coord = f % shapeOut[i];
+          f /= shapeOut[i];
+          if (j >= 0) {
+            if (o->known->shape[j] != 1)
+              src += coord * stride;
+            stride *= o->known->shape[j];
+          }
+        }
+        idx.push_back(src);
+      }
+      nc.setOutput(0, gatherFlat(*o->known, idx, shapeOut));
+      return success();
+    }
+  }
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  VTensorType out =
+      VTensorType::getFromDims(nc.ctx(), dims, typeOf(*v).getElementType());
+  if (!out)
+    return nc.error("expanded shape " + dimsStr(dims) + " is not valid");
+  if (out == typeOf(*v)) {
+    nc.setOutput(0, *v);
+    return success();
+  }
+  nc.setOutput(0, nc.b().create<ExpandOp>(nc.loc, out, *v).getResult());
+  return success();
+}
+
+LogicalResult importConcat(NodeContext &nc) {
+  auto axisAttr = nc.intAttr("axis");
+  if (!axisAttr)
+    return nc.error("missing 'axis'");
+  bool known = true;
+  for (size_t i = 0; i < nc.numInputs(); ++i)
+    known &= nc.hasInput(i) && nc.input(i).isKnown() &&
+             nc.input(i).known->shape.size() == 1;
+  if (known && nc.numInputs() > 0) {
+    KnownTensor out = *nc.input(0).known;
+    for (size_t i = 1; i < nc.numInputs(); ++i) {
+      const KnownTensor &t = *nc.input(i).known;
+      out.ints.insert(out.ints.end(), t.ints.begin(), t.ints.end());
+      out.floats.insert(out.floats.end(), t.floats.begin(), t.floats.end());
+      out.shape[0] += t.shape[0];
+    }
+    nc.setOutput(0, std::move(out));
+    return success();
+  }
+  SmallVector<Value> vals;
+  for (size_t i = 0; i < nc.numInputs(); ++i) {
+    auto v = nc.runtime(i);
+    if (failed(v))
+      return failure();
+    // ONNX allows empty inputs; they contribute nothing.
+    if (typeOf(*v).getNumElements() == SymInt(0))
+      continue;
+    vals.push_back(*v);
+  }
+  if (vals.empty())
+    return nc.error("all inputs are empty");
+  int64_t axis = nc.normalizeAxis(*axisAttr, typeOf(vals[0]).getRank());
+  if (vals.size() == 1) {
+    nc.setOutput(0, vals[0]);
+    return success();
+  }
+  auto r = nc.create<ConcatOp>(ValueRange(vals), axis);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importGather(NodeContext &nc) {
+  auto data = operand(nc, 0);
+  if (failed(data))
+    return failure();
+  int64_t rank = data->dims.size();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0), rank);
+  if (axis < 0 || axis >= rank)
+    return nc.error("axis out of range");
+  ImportValue &idx = nc.input(1);
+  if (data->known && idx.isKnown()) {
+    const KnownTensor &d = *data->known;
+    auto ids = staticInts(nc, *idx.known, "indices");
+    if (failed(ids))
+      return failure();
+    int64_t outer = 1, inner = 1, n = d.shape[axis];
+    for (int64_t i = 0; i < axis; ++i)
+      outer *= d.shape[i];
+    for (int64_t i = axis + 1; i < rank; ++i)
+      inner *= d.shape[i];
+    std::vector<int64_t> flat, shape(d.shape.begin(), d.shape.begin() + axis);
+    shape.insert(shape.end(), idx.known->shape.begin(),
+                 idx.known->shape.end());
+    shape.insert(shape.end(), d.shape.begin() + axis + 1, d.shape.end());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t k : *ids) {
+        if (k < -n || k >= n)
+          return nc.error("index " + Twine(k) + " out of range for size " +
+                          Twine(n));
+        k = k < 0 ? k + n : k;
+        for (int64_t in = 0; in < inner; ++in)
+          flat.push_back((o * n + k) * inner + in);
+      }
+    nc.setOutput(0, gatherFlat(d, flat, shape));
+    return success();
+  }
+  auto v = nc.runtime(0), i = nc.runtime(1);
+  if (failed(v) || failed(i))
+    return failure();
+  auto r = nc.create<GatherOp>(*v, *i, axis);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importGatherElements(NodeContext &nc) {
+  auto v = nc.runtime(0), i = nc.runtime(1);
+  if (failed(v) || failed(i))
+    return failure();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0),
+                                  typeOf(*v).getRank());
+  auto r = nc.create<GatherElementsOp>(*v, *i, axis);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importSlice(NodeContext &nc) {
+  auto data = operand(nc, 0);
+  auto starts = nc.knownInput(1, "starts");
+  auto ends = nc.knownInput(2, "ends");
+  if (failed(data) || failed(starts) || failed(ends))
+    return failure();
+  int64_t rank = data->dims.size(), n = starts->numel();
+  if (ends->numel() != n)
+    return nc.error("starts and ends differ in length");
+  std::vector<int64_t> axes, steps(n, 1);
+  if (nc.hasInput(3)) {
+    auto k = nc.knownInput(3, "axes");
+    if (failed(k))
+      return failure();
+    auto s = staticInts(nc, *k, "axes");
+    if (failed(s))
+      return failure();
+    axes = *s;
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      axes.push_back(i);
+  }
+  if (nc.hasInput(4)) {
+    auto k = nc.knownInput(4, "steps");
+    if (failed(k))
+      return failure();
+    auto s = staticInts(nc, *k, "steps");
+    if (failed(s))
+      return failure();
+    steps = *s;
+  }
+  if (static_cast<int64_t>(axes.size()) != n ||
+      static_cast<int64_t>(steps.size()) != n)
+    return nc.error("axes/steps length differs from starts");
+
+  // Each (axis, start, end, step) with batch-independent bounds.
+  struct Cut { int64_t axis, start, end, step; };
+  SmallVector<Cut> cuts;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t axis = nc.normalizeAxis(axes[i], rank);
+    if (axis < 0 || axis >= rank)
+      return nc.error("axis out of range");
+    if (steps[i] < 1)
+      return nc.error("slices with step " + Twine(steps[i]) +
+                      " are not supported (only positive steps)");
+    SymInt st = starts->intAt(i), en = ends->intAt(i), size = data->dims[axis];
+    if (!size.isStatic()) {
+      // Only the whole batch dimension can be taken.
+      bool whole = st == SymInt(0) && steps[i] == 1 &&
+                   (en == size || (en.isStatic() && en.constant >= INT32_MAX));
+      if (!whole)
+        return nc.error("slices the batch-dependent dimension " + Twine(axis) +
+                        " (" + st.str() + ":" + en.str() + ")");
+      continue;
+    }
+    if (!st.isStatic() || !en.isStatic())
+      return nc.error("slice bounds depend on the batch size");
+    int64_t s = st.constant, e = en.constant, d = size.constant;
+    s = std::clamp<int64_t>(s < 0 ? s + d : s, 0, d);
+    e = std::clamp<int64_t>(e < 0 ? e + d : e, 0, d);
+    if (s == 0 && e == d && steps[i] == 1)
+      continue;
+    cuts.push_back({axis, s, e, steps[i]});
+  }
+  if (data->known) {
+    KnownTensor t = *data->known;
+    for (const Cut &c : cuts) {
+      int64_t outer = 1, inner = 1, d = t.shape[c.axis];
+      for (int64_t i = 0; i < c.axis; ++i)
+        outer *= t.shape[i];
+      for (size_t i = c.axis + 1; i < t.shape.size(); ++i)
+        inner *= t.shape[i];
+      std::vector<int64_t> flat;
+      int64_t count = 0;
+      for (int64_t k = c.start; k < c.end; k += c.step)
+        ++count;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t k = c.start; k < c.end; k += c.step)
+          for (int64_t in = 0; in < inner; ++in)
+            flat.push_back((o * d + k) * inner + in);
+      std::vector<int64_t> shape = t.shape;
+      shape[c.axis] = count;
+      t = gatherFlat(t, flat, shape);
+    }
+    nc.setOutput(0, std::move(t));
+    return success();
+  }
+  Value v = data->value;
+  for (const Cut &c : cuts) {
+    auto r = nc.create<SliceOp>(v, c.axis, c.start, c.end, c.step);
+    if (failed(r))
+      return failure();
+    v = *r;
+  }
+  nc.setOutput(0, v);
+  return success();
+}
+
+LogicalResult importSplit(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  VTensorType t = typeOf(*v);
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0), t.getRank());
+  if (axis < 0 || axis >= t.getRank())
+    return nc.error("axis out of range");
+  if (!t.getDim(axis).isStatic())
+    return nc.error("splits the batch-dependent dimension");
+  int64_t size = t.getShape()[axis], outs = nc.node.output_size();
+  std::vector<int64_t> sizes;
+  if (nc.hasInput(1)) {
+    auto k = nc.knownInput(1, "split");
+    if (failed(k))
+      return failure();
+    auto s = staticInts(nc, *k, "split");
+    if (failed(s))
+      return failure();
+    sizes = *s;
+  } else if (auto a = nc.intsAttr("split")) {
+    sizes = *a;
+  } else {
+    int64_t parts = nc.intAttr("num_outputs").value_or(outs);
+    int64_t chunk = (size + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::min(chunk, size - i * chunk));
+  }
+  if (static_cast<int64_t>(sizes.size()) != outs)
+    return nc.error("split sizes do not match the " + Twine(outs) +
+                    " outputs");
+  int64_t start = 0;
+  for (int64_t i = 0; i < outs; ++i) {
+    auto r = nc.create<SliceOp>(*v, axis, start, start + sizes[i], 1);
+    if (failed(r))
+      return failure();
+    nc.setOutput(i, *r);
+    start += sizes[i];
+  }
+  if (start != size)
+    return nc.error("split sizes add up to " + Twine(start) + ", not " +
+                    Twine(size));
+  return success();
+}
+
+LogicalResult importTranspose(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  int64_t rank = typeOf(*v).getRank();
+  std::vector<int64_t> perm;
+  if (auto p = nc.intsAttr("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  auto r = nc.create<TransposeOp>(*v, perm);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importConstantOfShape(NodeContext &nc) {
+  auto shape = nc.knownInput(0, "shape");
+  if (failed(shape))
+    return failure();
+  Type et = nc.b().getF32Type();
+  double fval = 0;
+  int64_t ival = 0;
+  if (auto *a = nc.attr("value")) {
+    et = convertElementType(nc.ctx(), a->t().data_type());
+    if (!et)
+      return nc.error("unsupported fill type");
+    InitializerData d;
+    d.proto = &a->t();
+    auto k = nc.importer.file().readKnown(d, et, nc.loc);
+    if (failed(k) || k->numel() != 1)
+      return nc.error("the fill value must have one element");
+    fval = k->floatAt(0);
+    ival = k->intAt(0).constant;
+  }
+  SmallVector<SymInt> dims;
+  for (int64_t i = 0; i < shape->numel(); ++i)
+    dims.push_back(shape->intAt(i));
+  bool isStatic = llvm::all_of(dims, [](SymInt d) { return d.isStatic(); });
+  if (isStatic) {
+    int64_t n = product(dims).constant;
+    if (n <= kMaxKnownElements) {
+      std::vector<int64_t> s;
+      for (SymInt d : dims)
+        s.push_back(d.constant);
+      if (et.isa<FloatType>())
+        nc.setOutput(0, KnownTensor::ofFloats(et, s,
+                                              std::vector<double>(n, fval)));
+      else
+        nc.setOutput(0, KnownTensor::ofInts(et, s,
+                                            std::vector<SymInt>(n, ival)));
+      return success();
+    }
+  }
+  VTensorType t = VTensorType::getFromDims(nc.ctx(), dims, et);
+  if (!t)
+    return nc.error("shape " + dimsStr(dims) + " is not valid");
+  Attribute value = et.isa<FloatType>()
+                        ? Attribute(nc.b().getFloatAttr(et, fval))
+                        : Attribute(nc.b().getIntegerAttr(et, ival));
+  nc.setOutput(0, nc.b().create<FullOp>(nc.loc, t, value).getResult());
+  return success();
+}
+
+LogicalResult importRange(NodeContext &nc) {
+  auto start = nc.knownInput(0, "start"), limit = nc.knownInput(1, "limit"),
+       delta = nc.knownInput(2, "delta");
+  if (failed(start) || failed(limit) || failed(delta))
+    return failure();
+  Type et = start->elementType;
+  if (start->isFloat()) {
+    double s = start->floatAt(0), l = limit->floatAt(0), d = delta->floatAt(0);
+    if (d == 0)
+      return nc.error("delta is zero");
+    int64_t n = std::max<int64_t>(0, std::ceil((l - s) / d));
+    if (n > kMaxKnownElements)
+      return nc.error("range too long to evaluate");
+    std::vector<double> v;
+    for (int64_t i = 0; i < n; ++i)
+      v.push_back(s + i * d);
+    nc.setOutput(0, KnownTensor::ofFloats(et, {n}, v));
+    return success();
+  }
+  SymInt s = start->intAt(0), l = limit->intAt(0), d = delta->intAt(0);
+  if (!d.isStatic() || d.constant == 0)
+    return nc.error("delta must be a non-zero fixed number");
+  if (s.isStatic() && l.isStatic()) {
+    int64_t n = std::max<int64_t>(
+        0, (l.constant - s.constant + d.constant - (d.constant > 0 ? 1 : -1)) /
+               d.constant);
+    if (n <= kMaxKnownElements) {
+      std::vector<SymInt> v;
+      for (int64_t i = 0; i < n; ++i)
+        v.push_back(s.constant + i * d.constant);
+      nc.setOutput(0, KnownTensor::ofInts(et, {n}, v));
+      return success();
+    }
+  }
+  auto n = (l - s).divExact(d);
+  if (!s.isStatic() || !n)
+    return nc.error("range length (" + l.str() + " - " + s.str() + ") / " +
+                    d.str() + " is not a valid size");
+  VTensorType t = VTensorType::getFromDims(nc.ctx(), {*n}, et);
+  if (!t)
+    return nc.error("range length " + n->str() + " is not a valid size");
+  nc.setOutput(0, nc.b()
+                      .create<ArangeOp>(nc.loc, t,
+                                        nc.b().getF64FloatAttr(s.constant),
+                                        nc.b().getF64FloatAttr(d.constant))
+                      .getResult());
+  return success();
+}
+
+LogicalResult importTrilu(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  int64_t k = 0;
+  if (nc.hasInput(1)) {
+    auto kk = nc.knownInput(1, "k");
+    if (failed(kk))
+      return failure();
+    auto s = staticInts(nc, *kk, "k");
+    if (failed(s) || s->size() != 1)
+      return nc.error("k must be one fixed number");
+    k = (*s)[0];
+  }
+  bool upper = nc.intAttr("upper").value_or(1) != 0;
+  auto r = nc.create<TriluOp>(*v, k, upper);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+} // namespace
+
+OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
+  return llvm::StringSwitch<OpImporter>(op)
+      .Case("Reshape", importReshape)
+      .Case("Flatten", importFlatten)
+      .Case("Squeeze", importSqueeze)
+      .Case("Unsqueeze", importUnsqueeze)
+      .Case("Expand", importExpand)
+      .Case("Concat", importConcat)
+      .Case("Gather", importGather)
+      .Case("GatherElements", importGatherElements)
+      .Case("Slice", importSlice)
+      .Case("Split", importSplit)
+      .Case("Transpose", importTranspose)
+      .Case("ConstantOfShape", importConstantOfShape)
+      .Case("Range", importRange)
+      .Case("Trilu", importTrilu)
+      .Default(nullptr);
+}

@@ -1,0 +1,620 @@
+"""Tests for varuna.export, varuna.models and varuna.testmodels.
+
+Run: python3 -m pytest -q python/tests
+"""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import varuna
+from varuna import models, testmodels
+from varuna.export import EXTERNAL_DATA_THRESHOLD
+
+RTOL = 1e-5
+PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALL = models.names()
+
+
+def ort_loss(path, names, inputs):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feeds = {n: (t.numpy() if isinstance(t, torch.Tensor) else t) for n, t in zip(names, inputs)}
+    return float(sess.run(["loss"], feeds)[0])
+
+
+def torch_loss(model, inputs):
+    with torch.no_grad():
+        return float(model(*inputs))
+
+
+def meta(proto):
+    return {p.key: p.value for p in proto.metadata_props}
+
+
+def assert_close(a, b, rtol=RTOL):
+    assert abs(a - b) <= rtol * max(abs(b), 1e-12), (a, b)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Each zoo model exported once to ONNX (shared by several tests)."""
+    d = tmp_path_factory.mktemp("onnx")
+    out = {}
+    for name in ALL:
+        model, inputs, names = models.make(name)
+        path = d / f"{name}.onnx"
+        ret = varuna.export(model, inputs, path)
+        assert ret == str(path)
+        out[name] = (model, inputs, names, path)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# zoo
+# ---------------------------------------------------------------------------
+
+def test_names():
+    assert ALL == ["gpt", "bert", "vit", "resnet", "convnext"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_make_is_deterministic_and_returns_loss(name):
+    m1, x1, n1 = models.make(name, seed=3)
+    m2, x2, n2 = models.make(name, seed=3)
+    assert n1 == n2 and len(n1) == len(x1)
+    for a, b in zip(x1, x2):
+        assert torch.equal(a, b)
+    for (k1, p1), (k2, p2) in zip(m1.state_dict().items(), m2.state_dict().items()):
+        assert k1 == k2 and torch.equal(p1, p2)
+    assert all(t.shape[0] == 2 for t in x1)
+    loss = m1(*x1)
+    assert loss.dim() == 0 and loss.dtype == torch.float32 and torch.isfinite(loss)
+    m3, _, _ = models.make(name, seed=4)
+    assert any(not torch.equal(a, b) for a, b in zip(m1.parameters(), m3.parameters()))
+
+
+def test_make_rejects_unknown():
+    with pytest.raises(ValueError, match="unknown model"):
+        models.make("nope")
+    with pytest.raises(ValueError, match="unknown config key"):
+        models.make("gpt", hiddn=8)
+
+
+def test_make_does_not_touch_global_rng():
+    state = torch.random.get_rng_state()
+    models.make("gpt")
+    assert torch.equal(state, torch.random.get_rng_state())
+
+
+def test_gpt_tie_is_real():
+    model, _, _ = models.make("gpt")
+    assert model.lm_head.weight is model.wte.weight
+    assert model.lm_head.bias is None
+    names = [n for n, _ in model.named_parameters()]
+    assert "wte.weight" in names and "lm_head.weight" not in names
+
+
+def test_bert_tie_and_mask():
+    model, (ids, mask, labels), names = models.make("bert")
+    assert names == ["input_ids", "attention_mask", "labels"]
+    assert model.decoder.weight is model.embeddings.word_embeddings.weight
+    assert mask.dtype == torch.int64 and set(mask.unique().tolist()) <= {0, 1}
+    assert (labels == -100).any() and (labels != -100).any()
+    # The padding mask matters: changing padded tokens must not change the loss.
+    ids2 = torch.where(mask == 0, (ids + 1) % model.cfg.vocab, ids)
+    assert (ids2 != ids).any()
+    assert_close(torch_loss(model, (ids2, mask, labels)), torch_loss(model, (ids, mask, labels)))
+
+
+def test_gpt_trains_in_plain_pytorch():
+    model, inputs, _ = models.make("gpt")
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = model(*inputs)
+        loss.backward()
+        losses.append(loss.item())
+        opt.step()
+    assert losses[-1] < losses[0]
+    # The tied weight received gradient from both the embedding and the head.
+    model.zero_grad()
+    model(*inputs).backward()
+    g = model.wte.weight.grad
+    unused = torch.ones(model.cfg.vocab, dtype=torch.bool)
+    unused[inputs[0].unique()] = False
+    assert g[unused].abs().sum() > 0  # only the lm_head reaches rows of unused tokens
+
+
+def test_gpt_dropout_config():
+    model, inputs, _ = models.make("gpt", dropout=0.1)
+    torch.manual_seed(0)
+    a = model(*inputs).item()
+    b = model(*inputs).item()
+    assert a != b
+    model.eval()
+    assert model(*inputs).item() == model(*inputs).item()
+
+
+def test_gpt2_xl_shape_config():
+    cfg = models.gpt2_xl_shape()
+    assert (cfg.layers, cfg.hidden, cfg.heads, cfg.vocab, cfg.seq) == (48, 1600, 25, 50257, 1024)
+
+
+def test_make_gpt2_xl_shape_small_override():
+    m, (ids, labels), names = models.make_gpt2_xl_shape(layers=1, vocab=50, hidden=16, heads=2,
+                                                        seq=8)
+    assert names == ["input_ids", "labels"] and ids.shape == (1, 8)
+    assert m.lm_head.weight is m.wte.weight
+    assert not any(p.is_meta for p in m.parameters())
+    mask = m.h[0].attn.causal_mask[0, 0]
+    assert torch.equal(mask, torch.tril(torch.ones(8, 8, dtype=torch.bool)))
+    assert torch.isfinite(m(ids, labels))
+    m2, _, _ = models.make_gpt2_xl_shape(layers=1, vocab=50, hidden=16, heads=2, seq=8)
+    assert torch.equal(m.wte.weight, m2.wte.weight)
+
+
+# ---------------------------------------------------------------------------
+# ONNX export of every zoo model
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ALL)
+def test_onnx_matches_pytorch(exported, name):
+    model, inputs, names, path = exported[name]
+    onnx.checker.check_model(str(path))
+    assert_close(ort_loss(path, names, inputs), torch_loss(model, inputs))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_onnx_batch_axis_is_dynamic(exported, name):
+    model, _, names, path = exported[name]
+    inputs3 = models.example_inputs(name, batch=3, seed=7)
+    assert inputs3[0].shape[0] == 3
+    assert_close(ort_loss(path, names, inputs3), torch_loss(model, inputs3))
+    proto = onnx.load(str(path))
+    assert [i.name for i in proto.graph.input] == names
+    for i in proto.graph.input:
+        assert i.type.tensor_type.shape.dim[0].dim_param == "batch"
+    assert [o.name for o in proto.graph.output] == ["loss"]
+    assert len(proto.graph.output[0].type.tensor_type.shape.dim) == 0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_onnx_metadata_and_parameter_names(exported, name):
+    model, _, _, path = exported[name]
+    proto = onnx.load(str(path))
+    md = meta(proto)
+    params = [n for n, _ in model.named_parameters()]
+    buffers = [n for n, _ in model.named_buffers()]
+    assert json.loads(md["varuna.parameters"]) == params
+    assert json.loads(md["varuna.buffers"]) == buffers
+    assert md["varuna.batch_dim"] == "0"
+    assert md["varuna.exporter"] == f"varuna.export torch {torch.__version__}"
+    assert md["varuna.training"] == "1"
+    # Every trainable parameter is an initializer under its own module name.
+    inits = {t.name for t in proto.graph.initializer}
+    assert set(params) <= inits, set(params) - inits
+    # Training-mode export: no value-based de-duplication, no Identity aliases.
+    assert not any(n.op_type == "Identity" for n in proto.graph.node)
+    assert not any(i.startswith("onnx::") for i in inits)
+    assert proto.opset_import[0].version == 17
+
+
+def test_export_restores_buffers_and_stores_pre_export_values(tmp_path):
+    model, inputs, _ = models.make("resnet")
+    before = {n: b.clone() for n, b in model.named_buffers()}
+    varuna.export(model, inputs, tmp_path / "r.onnx")
+    varuna.export(model, inputs, tmp_path / "r.pt")
+    for n, b in model.named_buffers():
+        assert torch.equal(b, before[n]), n
+    proto = onnx.load(str(tmp_path / "r.onnx"))
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    assert np.array_equal(inits["bn1.running_mean"], before["bn1.running_mean"].numpy())
+    assert np.array_equal(inits["bn1.running_var"], before["bn1.running_var"].numpy())
+    ts = torch.jit.load(str(tmp_path / "r.pt"))
+    assert torch.equal(ts.bn1.running_mean, before["bn1.running_mean"])
+    assert int(ts.bn1.num_batches_tracked) == 0
+
+
+def test_export_does_not_advance_rng_or_change_mode(tmp_path):
+    model, inputs, _ = models.make("gpt", dropout=0.1)
+    model.eval()
+    state = torch.random.get_rng_state()
+    model.h[0].train()  # mixed modes are restored module by module
+    varuna.export(model, inputs, tmp_path / "g.onnx")
+    varuna.export(model, inputs, tmp_path / "g.pt")
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert not model.training and model.h[0].training and model.h[0].attn.training
+    assert not model.h[1].training
+
+
+def test_gpt_tied_weight_single_initializer_two_consumers(exported):
+    model, _, _, path = exported["gpt"]
+    assert model.lm_head.weight is model.wte.weight
+    proto = onnx.load(str(path))
+    names = [t.name for t in proto.graph.initializer]
+    assert names.count("wte.weight") == 1
+    assert "lm_head.weight" not in names
+    consumers = {}
+    for n in proto.graph.node:
+        for x in n.input:
+            consumers.setdefault(x, []).append(n)
+    final = []  # consumers of wte.weight, looking through Transpose
+    for n in consumers["wte.weight"]:
+        if n.op_type == "Transpose":
+            final += [(m.op_type, m.name) for m in consumers[n.output[0]]]
+        else:
+            final.append((n.op_type, n.name))
+    assert len(set(final)) == 2, final
+    assert {op for op, _ in final} == {"Gather", "MatMul"}
+
+
+def test_dropout_in_training_export(tmp_path):
+    model, inputs, names = models.make("gpt", dropout=0.25)
+    path = tmp_path / "d.onnx"
+    varuna.export(model, inputs, path)
+    proto = onnx.load(str(path))
+    consts = {n.output[0]: onnx.numpy_helper.to_array(n.attribute[0].t)
+              for n in proto.graph.node if n.op_type == "Constant"}
+    drops = [n for n in proto.graph.node if n.op_type == "Dropout"]
+    assert drops
+    for d in drops:
+        assert float(consts[d.input[1]]) == pytest.approx(0.25)
+        assert bool(consts[d.input[2]]) is True  # training_mode
+    loss = ort_loss(path, names, inputs)
+    assert np.isfinite(loss)
+
+
+# ---------------------------------------------------------------------------
+# external data
+# ---------------------------------------------------------------------------
+
+def test_external_data_forced(tmp_path):
+    model, inputs, names = models.make("gpt")
+    path = tmp_path / "ext.onnx"
+    varuna.export(model, inputs, path, external_data=True)
+    data = tmp_path / "ext.onnx.data"
+    assert data.exists()
+    proto = onnx.load(str(path), load_external_data=False)
+    total = 0
+    for t in proto.graph.initializer:
+        assert t.data_location == onnx.TensorProto.EXTERNAL
+        info = {e.key: e.value for e in t.external_data}
+        assert info["location"] == "ext.onnx.data"
+        assert int(info["offset"]) % 64 == 0
+        total = max(total, int(info["offset"]) + int(info["length"]))
+    assert total == data.stat().st_size
+    assert os.path.getsize(path) < 64 * 1024
+    onnx.checker.check_model(str(path))
+    assert_close(ort_loss(path, names, inputs), torch_loss(model, inputs))
+    # onnx.load resolves the data and gets the same values as the model.
+    full = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    assert np.array_equal(full["wte.weight"], model.wte.weight.detach().numpy())
+    assert json.loads(meta(proto)["varuna.parameters"])[0] == "wte.weight"
+    # Re-exporting embedded removes the now-stale data file.
+    varuna.export(model, inputs, path, external_data=False)
+    assert not data.exists()
+    assert_close(ort_loss(path, names, inputs), torch_loss(model, inputs))
+    # No temp files are left behind.
+    assert sorted(os.listdir(tmp_path)) == ["ext.onnx"]
+
+
+def test_external_data_auto_threshold(tmp_path, monkeypatch):
+    import varuna.export as _  # noqa: F401  (module is shadowed by the function)
+    mod = __import__("sys").modules["varuna.export"]
+    assert mod.EXTERNAL_DATA_THRESHOLD == EXTERNAL_DATA_THRESHOLD == 1 << 30
+    model, inputs, names = models.make("convnext")
+    varuna.export(model, inputs, tmp_path / "small.onnx")
+    assert not (tmp_path / "small.onnx.data").exists()
+    monkeypatch.setattr(mod, "EXTERNAL_DATA_THRESHOLD", 1000)
+    varuna.export(model, inputs, tmp_path / "big.onnx")
+    assert (tmp_path / "big.onnx.data").exists()
+    assert_close(ort_loss(tmp_path / "big.onnx", names, inputs), torch_loss(model, inputs))
+
+
+# ---------------------------------------------------------------------------
+# TorchScript
+# ---------------------------------------------------------------------------
+
+def _ts_info(path):
+    extra = {"varuna.json": ""}
+    mod = torch.jit.load(str(path), _extra_files=extra)
+    return mod, json.loads(extra["varuna.json"])
+
+
+@pytest.mark.parametrize("name", ["gpt", "resnet"])
+def test_torchscript_roundtrip(tmp_path, name):
+    model, inputs, names = models.make(name)
+    path = tmp_path / f"{name}.pt"
+    varuna.export(model, inputs, path)  # format inferred from .pt
+    assert zipfile.is_zipfile(path)
+    mod, info = _ts_info(path)
+    assert_close(torch_loss(mod, inputs), torch_loss(model, inputs), rtol=1e-6)
+    inputs3 = models.example_inputs(name, batch=3, seed=5)
+    assert_close(torch_loss(mod, inputs3), torch_loss(model, inputs3))
+    assert info["loss"] == "loss"
+    assert info["parameters"] == [n for n, _ in model.named_parameters()]
+    assert info["buffers"] == [n for n, _ in model.named_buffers()]
+    assert info["exporter"].startswith("varuna.export torch ")
+    assert [i["name"] for i in info["inputs"]] == names
+    for i, t in zip(info["inputs"], inputs):
+        assert i["shape"] == list(t.shape)
+        assert i["dtype"] == str(t.dtype).replace("torch.", "")
+        assert i["batch_dim"] == 0
+    if name == "gpt":
+        assert info["inputs"][0]["dtype"] == "int64"
+        # The tie survives serialization.
+        assert mod.lm_head.weight.data_ptr() == mod.wte.weight.data_ptr()
+    else:
+        assert info["inputs"][0]["dtype"] == "float32"
+
+
+def test_torchscript_explicit_format_any_suffix(tmp_path):
+    model, inputs, _ = models.make("gpt")
+    path = tmp_path / "model.bin"
+    varuna.export(model, inputs, path, format="torchscript", input_names=["ids", "tgt"],
+                  loss_name="nll")
+    _, info = _ts_info(path)
+    assert [i["name"] for i in info["inputs"]] == ["ids", "tgt"] and info["loss"] == "nll"
+
+
+# ---------------------------------------------------------------------------
+# arguments
+# ---------------------------------------------------------------------------
+
+class Pair(nn.Module):
+    def __init__(self, out="loss"):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.out = out
+
+    def forward(self, x, y):
+        logits = self.lin(x)
+        loss = F.cross_entropy(logits, y)
+        if self.out == "tuple":
+            return loss, logits
+        if self.out == "logits":
+            return logits
+        if self.out == "int":
+            return y.sum()
+        if self.out == "list":
+            return [1.0]
+        return loss
+
+
+def pair_inputs(b=2):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(b, 4, generator=g), torch.randint(0, 3, (b,), generator=g)
+
+
+def test_default_input_names_from_signature(tmp_path):
+    path = tmp_path / "p.onnx"
+    varuna.export(Pair(), pair_inputs(), path)
+    proto = onnx.load(str(path))
+    assert [i.name for i in proto.graph.input] == ["x", "y"]
+    assert [o.name for o in proto.graph.output] == ["loss"]
+
+
+def test_tuple_output_and_custom_names(tmp_path):
+    m, inputs = Pair("tuple"), pair_inputs()
+    path = tmp_path / "p.onnx"
+    varuna.export(m, inputs, path, input_names=["feat", "target"], loss_name="objective")
+    proto = onnx.load(str(path))
+    assert [i.name for i in proto.graph.input] == ["feat", "target"]
+    assert proto.graph.output[0].name == "objective"
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    out = sess.run(["objective"], {"feat": inputs[0].numpy(), "target": inputs[1].numpy()})[0]
+    assert_close(float(out), float(m(*inputs)[0].detach()))
+
+
+def test_single_tensor_example_input(tmp_path):
+    class One(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+            return (x * self.w).pow(2).mean()
+
+    path = tmp_path / "one.onnx"
+    varuna.export(One(), torch.randn(2, 4), path)
+    assert json.loads(meta(onnx.load(str(path)))["varuna.parameters"]) == ["w"]
+
+
+def test_batch_dim_other_than_zero(tmp_path):
+    class SeqFirst(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):  # x: [T, B, 4]
+            return self.lin(x).pow(2).mean()
+
+    m = SeqFirst()
+    path = tmp_path / "s.onnx"
+    x = torch.randn(5, 2, 4)
+    varuna.export(m, (x,), path, batch_dim=1)
+    proto = onnx.load(str(path))
+    assert meta(proto)["varuna.batch_dim"] == "1"
+    dims = proto.graph.input[0].type.tensor_type.shape.dim
+    assert dims[0].dim_value == 5 and dims[1].dim_param == "batch"
+    x3 = torch.randn(5, 3, 4)
+    assert_close(ort_loss_named(path, {"x": x3.numpy()}), float(m(x3).detach()))
+
+
+def ort_loss_named(path, feeds):
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return float(sess.run(["loss"], feeds)[0])
+
+
+@pytest.mark.parametrize("out,match", [
+    ("logits", r"scalar floating-point loss.*shape \[2, 3\]"),
+    ("int", r"scalar floating-point loss.*dtype int64"),
+    ("list", r"loss tensor .*got float"),
+])
+def test_error_not_a_scalar_loss(tmp_path, out, match):
+    with pytest.raises(ValueError, match=match):
+        varuna.export(Pair(out), pair_inputs(), tmp_path / "p.onnx")
+    assert not os.listdir(tmp_path)
+
+
+def test_error_input_names_length(tmp_path):
+    with pytest.raises(ValueError, match=r"input_names has 1 name\(s\) \['x'\] but there are 2"):
+        varuna.export(Pair(), pair_inputs(), tmp_path / "p.onnx", input_names=["x"])
+
+
+def test_error_unknown_format(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown export format 'tflite'"):
+        varuna.export(Pair(), pair_inputs(), tmp_path / "p.onnx", format="tflite")
+
+
+def test_error_input_without_batch_dim(tmp_path):
+    with pytest.raises(ValueError, match=r"'y' has shape \[2\] \(1 dims\).*batch_dim=1"):
+        varuna.export(Pair(), pair_inputs(), tmp_path / "p.onnx", batch_dim=1)
+    x, y = pair_inputs()
+    with pytest.raises(ValueError, match=r"'x' has shape \[\] \(0 dims\)"):
+        varuna.export(Pair(), (torch.tensor(1.0), y), tmp_path / "p.onnx")
+
+
+def test_error_misc_arguments(tmp_path):
+    x, y = pair_inputs()
+    with pytest.raises(ValueError, match="disagree on the batch size"):
+        varuna.export(Pair(), (x, y[:1]), tmp_path / "p.onnx")
+    with pytest.raises(ValueError, match=r"example_inputs\[1\] is a int"):
+        varuna.export(Pair(), (x, 3), tmp_path / "p.onnx")
+    with pytest.raises(ValueError, match="duplicate input name"):
+        varuna.export(Pair(), (x, y), tmp_path / "p.onnx", input_names=["a", "a"])
+    with pytest.raises(ValueError, match="collides with an input name"):
+        varuna.export(Pair(), (x, y), tmp_path / "p.onnx", loss_name="x")
+    with pytest.raises(ValueError, match="batch_dim must be a non-negative int"):
+        varuna.export(Pair(), (x, y), tmp_path / "p.onnx", batch_dim=-1)
+    with pytest.raises(ValueError, match="pass input_names"):
+        varuna.export(Pair(), (x, y, x), tmp_path / "p.onnx")
+    with pytest.raises(ValueError, match="external_data applies to ONNX"):
+        varuna.export(Pair(), (x, y), tmp_path / "p.pt", external_data=True)
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        varuna.export(lambda a, b: a, (x, y), tmp_path / "p.onnx")
+    assert not os.listdir(tmp_path)
+
+
+def test_batch_size_one_warns(tmp_path):
+    x, y = pair_inputs(1)
+    with pytest.warns(UserWarning, match="batch size is 1"):
+        varuna.export(Pair(), (x, y), tmp_path / "p.onnx")
+
+
+# ---------------------------------------------------------------------------
+# testmodels CLI
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def testmodel_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("testmodels")
+    assert testmodels.main([str(d), "-q"]) == 0
+    return d
+
+
+def test_testmodels_files(testmodel_dir):
+    files = set(os.listdir(testmodel_dir))
+    for name in ALL:
+        assert {f"{name}.onnx", f"{name}.inputs.npz", f"{name}.expected.json"} <= files
+    assert {"gpt.pt", "resnet.pt"} <= files
+    assert not {"bert.pt", "vit.pt", "convnext.pt"} & files
+    for v in ["gpt_static", "gpt_eval", "gpt_external", "gpt_opset13", "gpt_opset21"]:
+        assert f"{v}.onnx" in files and f"{v}.expected.json" in files
+    assert "gpt_external.onnx.data" in files
+    assert not [f for f in files if f.startswith(".")]
+
+
+@pytest.mark.parametrize("name", testmodels.all_names())
+def test_testmodels_expected_losses(testmodel_dir, name):
+    exp = json.loads((testmodel_dir / f"{name}.expected.json").read_text())
+    data = np.load(testmodel_dir / exp["inputs_file"])
+    names = [i["name"] for i in exp["inputs"]]
+    feeds = {n: data[n] for n in names}
+    for i in exp["inputs"]:
+        assert list(feeds[i["name"]].shape) == i["shape"]
+        assert str(feeds[i["name"]].dtype) == i["dtype"]
+    assert float.fromhex(exp["loss_hex"]) == exp["loss"]
+    model, inputs, _ = models.make(exp["model"], seed=exp["seed"])
+    assert exp["loss"] == torch_loss(model, inputs)
+    assert_close(ort_loss_named(testmodel_dir / f"{name}.onnx", feeds), exp["loss"])
+
+
+def test_testmodels_variants(testmodel_dir):
+    def load(n):
+        return onnx.load(str(testmodel_dir / f"{n}.onnx"), load_external_data=False)
+
+    static = load("gpt_static")
+    assert all(i.type.tensor_type.shape.dim[0].dim_value == 2 for i in static.graph.input)
+    assert load("gpt_opset13").opset_import[0].version == 13
+    assert load("gpt_opset21").opset_import[0].version == 21
+    ev = load("gpt_eval")
+    assert meta(ev)["varuna.training"] == "0"
+    assert any(n.op_type == "Identity" for n in ev.graph.node)
+    assert not any(n.op_type == "Dropout" for n in ev.graph.node)
+    assert len(ev.graph.initializer) < len(load("gpt").graph.initializer)
+    ext = load("gpt_external")
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in ext.graph.initializer)
+    # TorchScript files carry varuna.json
+    _, info = _ts_info(testmodel_dir / "gpt.pt")
+    assert info["parameters"][0] == "wte.weight"
+
+
+def test_testmodels_idempotent_and_deterministic(testmodel_dir, tmp_path):
+    # In-process re-run: nothing changes on disk except TorchScript files,
+    # whose class names TorchScript mangles differently within one process.
+    before = {f: (testmodel_dir / f).read_bytes() for f in os.listdir(testmodel_dir)}
+    mtimes = {f: os.stat(testmodel_dir / f).st_mtime_ns for f in before}
+    assert testmodels.main([str(testmodel_dir), "-q"]) == 0
+    after = {f: os.stat(testmodel_dir / f).st_mtime_ns for f in before}
+    assert [f for f in before if after[f] != mtimes[f] and not f.endswith(".pt")] == []
+    # The CLI (a fresh process each run) is byte-deterministic and idempotent.
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    cmd = [sys.executable, "-m", "varuna.testmodels", str(tmp_path), "--only", "gpt", "resnet"]
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    assert "changed" in first.stdout
+    snap = {f: ((tmp_path / f).read_bytes(), os.stat(tmp_path / f).st_mtime_ns)
+            for f in os.listdir(tmp_path)}
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    assert second.stdout.count("(0 changed)") == 2, second.stdout
+    assert {f: ((tmp_path / f).read_bytes(), os.stat(tmp_path / f).st_mtime_ns)
+            for f in os.listdir(tmp_path)} == snap
+    for f in snap:
+        if not f.endswith(".pt"):
+            assert snap[f][0] == before[f], f
+
+
+def test_testmodels_cli_errors(tmp_path, capsys):
+    assert testmodels.main([str(tmp_path), "--only", "nope"]) == 2
+    assert "unknown test model" in capsys.readouterr().err
+    assert testmodels.main(["--list"]) == 0
+    assert "gpt_eval" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------
+# large models (opt-in)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("VARUNA_SLOW_TESTS") != "1", reason="set VARUNA_SLOW_TESTS=1")
+def test_over_2gb_export(tmp_path):
+    """>2 GiB of parameters: automatic external data, embedded export refused."""
+    model, inputs, names = models.make_gpt2_xl_shape(layers=16, batch=1, input_len=32)
+    path = tmp_path / "big.onnx"
+    with pytest.warns(UserWarning, match="batch size is 1"):
+        varuna.export(model, inputs, path)
+    assert (tmp_path / "big.onnx.data").stat().st_size > 2 ** 31
+    assert sorted(os.listdir(tmp_path)) == ["big.onnx", "big.onnx.data"]
+    with pytest.raises(ValueError, match="2 GiB protobuf limit"):
+        varuna.export(model, inputs, tmp_path / "x.onnx", external_data=False)

@@ -1,0 +1,470 @@
+"""Export a PyTorch training model (forward + loss) for the Varuna compiler.
+
+``export(model, example_inputs, path)`` writes either
+
+* an ONNX model (``.onnx``), produced by PyTorch's *legacy* TorchScript-based
+  exporter in training mode without constant folding, so parameters keep their
+  module names as initializers (``wte.weight``, ``h.0.attn.c_attn.bias``...),
+  tied parameters appear once, and the batch axis of every input is dynamic;
+  Varuna metadata is stored in ``metadata_props``; or
+* a TorchScript module (``.pt``) traced with ``torch.jit.trace``, with a
+  ``varuna.json`` extra file describing the inputs, loss and parameters.
+
+The model's ``forward(*example_inputs)`` must return the scalar loss (or a
+tuple whose first element is the loss).
+
+Exporting runs the model (tracing); any buffer it mutates in place (e.g.
+BatchNorm running statistics) is restored afterwards, and the exported file
+holds the buffer values from *before* the call. The global RNG state is not
+advanced by ``export``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import tempfile
+import warnings
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+__all__ = ["export", "EXTERNAL_DATA_THRESHOLD", "PROTOBUF_LIMIT"]
+
+#: ``external_data=None`` switches to external data above this many bytes of
+#: parameters and buffers.
+EXTERNAL_DATA_THRESHOLD = 1 << 30
+#: Hard protobuf limit for a single serialized ModelProto.
+PROTOBUF_LIMIT = (1 << 31) - 1
+#: Byte alignment of each tensor inside ``<model>.onnx.data``.
+EXTERNAL_ALIGNMENT = 64
+
+_FORMATS = ("onnx", "torchscript")
+
+
+def _exporter_id() -> str:
+    return f"varuna.export torch {torch.__version__}"
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+# ---------------------------------------------------------------------------
+# argument validation
+# ---------------------------------------------------------------------------
+
+def _resolve_format(path: str, format: Optional[str]) -> str:
+    if format is None:
+        return "torchscript" if str(path).lower().endswith(".pt") else "onnx"
+    fmt = str(format).lower()
+    if fmt == "ts":
+        fmt = "torchscript"
+    if fmt not in _FORMATS:
+        raise ValueError(f"unknown export format {format!r}; expected one of {list(_FORMATS)} "
+                         f"(or None to infer it from the path suffix: .onnx or .pt)")
+    return fmt
+
+
+def _normalize_inputs(example_inputs) -> Tuple[torch.Tensor, ...]:
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    if not isinstance(example_inputs, (tuple, list)):
+        raise ValueError("example_inputs must be a tuple of tensors, got "
+                         f"{type(example_inputs).__name__}")
+    if len(example_inputs) == 0:
+        raise ValueError("example_inputs is empty: forward needs at least one input tensor")
+    for i, t in enumerate(example_inputs):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"example_inputs[{i}] is a {type(t).__name__}, not a torch.Tensor; "
+                             "every example input must be a tensor")
+    return tuple(example_inputs)
+
+
+def _default_input_names(model: torch.nn.Module, n: int) -> List[str]:
+    try:
+        sig = inspect.signature(model.forward)
+    except (TypeError, ValueError) as e:
+        raise ValueError("cannot read the forward signature to name the inputs; "
+                         "pass input_names=[...]") from e
+    names = []
+    for p in sig.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            break
+        if p.kind == p.KEYWORD_ONLY:
+            break
+        names.append(p.name)
+    if len(names) < n:
+        raise ValueError(f"forward{sig} names {len(names)} positional parameter(s) but "
+                         f"{n} example input(s) were given; pass input_names=[...] explicitly")
+    return names[:n]
+
+
+def _check_names(input_names: Sequence[str], inputs, loss_name: str) -> List[str]:
+    if isinstance(input_names, str):
+        raise ValueError("input_names must be a list of strings, not a single string")
+    names = list(input_names)
+    if len(names) != len(inputs):
+        raise ValueError(f"input_names has {len(names)} name(s) {names} but there are "
+                         f"{len(inputs)} example input(s)")
+    for nm in names:
+        if not isinstance(nm, str) or not nm:
+            raise ValueError(f"input names must be non-empty strings, got {nm!r}")
+    dup = sorted({nm for nm in names if names.count(nm) > 1})
+    if dup:
+        raise ValueError(f"duplicate input name(s) {dup}")
+    if not isinstance(loss_name, str) or not loss_name:
+        raise ValueError(f"loss_name must be a non-empty string, got {loss_name!r}")
+    if loss_name in names:
+        raise ValueError(f"loss_name {loss_name!r} collides with an input name")
+    return names
+
+
+def _check_batch(inputs, names, batch_dim) -> int:
+    if not isinstance(batch_dim, int) or isinstance(batch_dim, bool) or batch_dim < 0:
+        raise ValueError(f"batch_dim must be a non-negative int, got {batch_dim!r}")
+    sizes = {}
+    for nm, t in zip(names, inputs):
+        if t.dim() <= batch_dim:
+            raise ValueError(f"example input {nm!r} has shape {list(t.shape)} ({t.dim()} dims), "
+                             f"fewer than batch_dim={batch_dim} needs ({batch_dim + 1} dims): "
+                             "every input must have a batch axis")
+        sizes[nm] = int(t.shape[batch_dim])
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"example inputs disagree on the batch size along dim {batch_dim}: "
+                         f"{sizes}")
+    b = next(iter(sizes.values()))
+    if b == 1:
+        warnings.warn("example batch size is 1: the tracer may specialise size-1 batch axes; "
+                      "export with a batch of 2 or more", UserWarning, stacklevel=3)
+    return b
+
+
+def _check_loss(out) -> None:
+    loss = out[0] if isinstance(out, (tuple, list)) and len(out) > 0 else out
+    if not isinstance(loss, torch.Tensor):
+        raise ValueError("model.forward must return the scalar loss tensor (or a tuple whose "
+                         f"first element is the loss); got {type(loss).__name__}")
+    if loss.dim() != 0 or not loss.is_floating_point():
+        raise ValueError("model.forward must return a scalar floating-point loss (or a tuple "
+                         "whose first element is the loss); got a tensor of shape "
+                         f"{list(loss.shape)} and dtype {_dtype_name(loss.dtype)}"
+                         + (" - reduce it (e.g. .mean()) inside forward" if loss.dim() else ""))
+
+
+# ---------------------------------------------------------------------------
+# model state handling
+# ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _preserved_state(model: torch.nn.Module, training: bool):
+    """Run with the model in train/eval mode, RNG forked, and buffers restored."""
+    snapshot = {n: b.detach().clone() for n, b in model.named_buffers()}
+    modes = [(m, m.training) for m in model.modules()]  # per module: modes may be mixed
+    with torch.random.fork_rng(devices=[]):
+        model.train(training)
+        try:
+            yield snapshot
+        finally:
+            for m, mode in modes:
+                m.training = mode
+            with torch.no_grad():
+                for n, b in model.named_buffers():
+                    if n in snapshot and b.shape == snapshot[n].shape:
+                        b.copy_(snapshot[n])
+
+
+def _names(model: torch.nn.Module):
+    params = [n for n, _ in model.named_parameters()]
+    buffers = [n for n, _ in model.named_buffers()]
+    return params, buffers
+
+
+def _state_bytes(model: torch.nn.Module) -> int:
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    total += sum(b.numel() * b.element_size() for b in model.buffers())
+    return total
+
+
+# ---------------------------------------------------------------------------
+# ONNX
+# ---------------------------------------------------------------------------
+
+def _quiet_torch_internals():
+    """Silence tracer warnings raised inside torch's own library code (e.g. the
+    shape checks of F.multi_head_attention_forward / F.batch_norm); warnings
+    from the user's model code stay visible."""
+    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"torch\.")
+
+
+def _torch_onnx_export(model, inputs, f, *, input_names, output_names, opset, dynamic_axes,
+                       training, do_constant_folding):
+    with warnings.catch_warnings():
+        _quiet_torch_internals()
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.onnx")
+        # BatchNorm's num_batches_tracked += 1 cannot be expressed in ONNX;
+        # expected for training exports (the runtime owns buffer updates).
+        warnings.filterwarnings("ignore", message=r"ONNX Preprocess - Removing mutation")
+        torch.onnx.export(model, inputs, f, dynamo=False, training=training,
+                          do_constant_folding=do_constant_folding, opset_version=opset,
+                          input_names=list(input_names), output_names=list(output_names),
+                          dynamic_axes=dynamic_axes)
+
+
+def _set_tensor_bytes(t, raw: bytes) -> None:
+    """Replace the payload of TensorProto ``t`` with little-endian ``raw`` bytes."""
+    for field in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data",
+                  "string_data"):
+        t.ClearField(field)
+    t.ClearField("external_data")
+    t.data_location = t.DEFAULT
+    t.raw_data = raw
+
+
+def _tensor_raw_bytes(t, base_dir: str) -> bytes:
+    """The payload of an (inline or external) TensorProto as raw little-endian bytes."""
+    import onnx.numpy_helper as nh
+    if t.data_location == t.EXTERNAL:
+        info = {e.key: e.value for e in t.external_data}
+        with open(os.path.join(base_dir, info["location"]), "rb") as fh:
+            fh.seek(int(info.get("offset", 0)))
+            n = info.get("length")
+            return fh.read(int(n)) if n is not None else fh.read()
+    if t.HasField("raw_data"):
+        return t.raw_data
+    return nh.to_array(t).tobytes()
+
+
+def _copy_tensor_to(t, base_dir: str, out, chunk: int = 64 << 20) -> int:
+    """Stream tensor ``t`` (inline or external in ``base_dir``) into file ``out``."""
+    if t.data_location == t.EXTERNAL:
+        info = {e.key: e.value for e in t.external_data}
+        remaining = int(info["length"]) if "length" in info else None
+        with open(os.path.join(base_dir, info["location"]), "rb") as fh:
+            fh.seek(int(info.get("offset", 0)))
+            written = 0
+            while remaining is None or remaining > 0:
+                buf = fh.read(chunk if remaining is None else min(chunk, remaining))
+                if not buf:
+                    break
+                out.write(buf)
+                written += len(buf)
+                if remaining is not None:
+                    remaining -= len(buf)
+            return written
+    raw = _tensor_raw_bytes(t, base_dir)
+    out.write(raw)
+    return len(raw)
+
+
+def _patch_buffers(proto, snapshot: Dict[str, torch.Tensor]) -> None:
+    """Store the pre-export buffer values (tracing may have updated them)."""
+    for t in proto.graph.initializer:
+        b = snapshot.get(t.name)
+        if b is None:
+            continue
+        b = b.detach().cpu().contiguous()
+        if list(t.dims) != list(b.shape):
+            continue
+        raw = b.reshape(-1).view(torch.uint8).numpy().tobytes() if b.numel() else b""
+        if t.data_location != t.EXTERNAL and t.HasField("raw_data") and t.raw_data == raw:
+            continue
+        _set_tensor_bytes(t, raw)
+
+
+def _set_metadata(proto, entries: Dict[str, str]) -> None:
+    keep = [p for p in proto.metadata_props if p.key not in entries]
+    del proto.metadata_props[:]
+    for p in keep:
+        proto.metadata_props.add(key=p.key, value=p.value)
+    for k, v in entries.items():
+        proto.metadata_props.add(key=k, value=v)
+
+
+def _write_onnx(proto, src_dir: str, path: str, external: bool) -> None:
+    """Write ``proto`` (whose external tensors, if any, live in ``src_dir``) to ``path``.
+
+    With ``external`` every initializer goes to ``<path>.data`` (one file,
+    64-byte aligned offsets). Files are written under temporary names and
+    renamed into place, data first."""
+    import onnx
+    data_path = path + ".data"
+    location = os.path.basename(data_path)
+    out_dir = os.path.dirname(os.path.abspath(path))
+    tmp_model = os.path.join(out_dir, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    if external:
+        tmp_data = tmp_model + ".data"
+        with open(tmp_data, "wb") as out:
+            offset = 0
+            for t in proto.graph.initializer:
+                pad = (-offset) % EXTERNAL_ALIGNMENT
+                if pad:
+                    out.write(b"\0" * pad)
+                    offset += pad
+                n = _copy_tensor_to(t, src_dir, out)
+                for field in ("float_data", "int32_data", "int64_data", "double_data",
+                              "uint64_data", "string_data", "raw_data", "external_data"):
+                    t.ClearField(field)
+                t.data_location = t.EXTERNAL
+                t.external_data.add(key="location", value=location)
+                t.external_data.add(key="offset", value=str(offset))
+                t.external_data.add(key="length", value=str(n))
+                offset += n
+            out.flush()
+            os.fsync(out.fileno())
+        with open(tmp_model, "wb") as fh:
+            fh.write(proto.SerializeToString())
+        os.replace(tmp_data, data_path)
+        os.replace(tmp_model, path)
+        return
+    too_big = ValueError("the model is over the 2 GiB protobuf limit of a single .onnx file; "
+                         "use external_data=True (or None)")
+    external_bytes = 0
+    for t in proto.graph.initializer:
+        if t.data_location == t.EXTERNAL:
+            info = {e.key: e.value for e in t.external_data}
+            external_bytes += int(info.get("length", 0))
+    if proto.ByteSize() + external_bytes > PROTOBUF_LIMIT:
+        raise too_big
+    for t in proto.graph.initializer:
+        if t.data_location == t.EXTERNAL:
+            _set_tensor_bytes(t, _tensor_raw_bytes(t, src_dir))
+    with open(tmp_model, "wb") as fh:
+        fh.write(proto.SerializeToString())
+    os.replace(tmp_model, path)
+    if os.path.exists(data_path):
+        os.remove(data_path)  # stale external data from an earlier export of this path
+
+
+def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_dim,
+                 external_data, dynamic=True, training=True, do_constant_folding=False,
+                 extra_metadata=None):
+    import onnx
+    params, buffers = _names(model)
+    state_bytes = _state_bytes(model)
+    if external_data is None:
+        external = state_bytes > EXTERNAL_DATA_THRESHOLD
+    else:
+        external = bool(external_data)
+    if not external and state_bytes > PROTOBUF_LIMIT:
+        raise ValueError(f"parameters and buffers take {state_bytes / 2**30:.2f} GiB, over the "
+                         "2 GiB protobuf limit of a single .onnx file; use external_data=True "
+                         "(or None)")
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+    dynamic_axes = {n: {batch_dim: "batch"} for n in input_names} if dynamic else None
+    out_dir = os.path.dirname(os.path.abspath(path))
+    os.makedirs(out_dir, exist_ok=True)
+    # Export into a private temp dir: for >2 GB models the legacy exporter
+    # writes one external file per tensor next to the model file.
+    with tempfile.TemporaryDirectory(prefix=".varuna-export-", dir=out_dir) as tmp:
+        tmp_path = os.path.join(tmp, "model.onnx")
+        with _preserved_state(model, training) as snapshot:
+            _torch_onnx_export(model, inputs, tmp_path, input_names=input_names,
+                               output_names=[loss_name], opset=opset,
+                               dynamic_axes=dynamic_axes, training=mode,
+                               do_constant_folding=do_constant_folding)
+        proto = onnx.load(tmp_path, load_external_data=False)
+        _patch_buffers(proto, snapshot)
+        meta = {
+            "varuna.parameters": json.dumps(params),
+            "varuna.buffers": json.dumps(buffers),
+            "varuna.batch_dim": str(batch_dim),
+            "varuna.exporter": _exporter_id(),
+            "varuna.training": "1" if training else "0",
+        }
+        meta.update(extra_metadata or {})
+        _set_metadata(proto, meta)
+        _write_onnx(proto, tmp, path, external)
+    onnx.checker.check_model(path)
+
+
+# ---------------------------------------------------------------------------
+# TorchScript
+# ---------------------------------------------------------------------------
+
+def _export_torchscript(model, inputs, path, *, input_names, loss_name, batch_dim):
+    params, buffers = _names(model)
+    info = {
+        "inputs": [{"name": n, "shape": list(t.shape), "dtype": _dtype_name(t.dtype),
+                    "batch_dim": batch_dim} for n, t in zip(input_names, inputs)],
+        "loss": loss_name,
+        "parameters": params,
+        "buffers": buffers,
+        "exporter": _exporter_id(),
+    }
+    with _preserved_state(model, True):
+        with warnings.catch_warnings():
+            _quiet_torch_internals()
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.jit")
+            traced = torch.jit.trace(model, inputs, check_trace=False)
+    # _preserved_state restored the buffers in place; the traced module shares
+    # their storage, so it is saved with the pre-export values.
+    out_dir = os.path.dirname(os.path.abspath(path))
+    os.makedirs(out_dir, exist_ok=True)
+    # Save under the final basename (torch names the archive's top folder
+    # after it) in a private temp dir, then rename into place.
+    with tempfile.TemporaryDirectory(prefix=".varuna-export-", dir=out_dir) as tmp_dir:
+        tmp = os.path.join(tmp_dir, os.path.basename(path))
+        traced.save(tmp, _extra_files={"varuna.json": json.dumps(info, indent=1)})
+        os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------
+# public entry point
+# ---------------------------------------------------------------------------
+
+def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, format=None,
+           opset: int = 17, batch_dim: int = 0, external_data=None, loss_name: str = "loss"):
+    """Export ``model`` (whose forward returns the loss) for Varuna.
+
+    Args:
+      model: a ``torch.nn.Module``; ``model(*example_inputs)`` returns the
+        scalar loss or a tuple whose first element is the loss.
+      example_inputs: tuple of tensors (a single tensor is accepted), all with
+        the same size along ``batch_dim``.
+      path: output file. ``.pt`` selects TorchScript when ``format`` is None,
+        anything else ONNX.
+      input_names: names of the inputs; default: forward's parameter names.
+      format: ``"onnx"`` or ``"torchscript"``; None infers it from ``path``.
+      opset: ONNX opset version (ONNX only).
+      batch_dim: the batch axis of every input; exported as dynamic (``"batch"``).
+      external_data: ONNX only. None: store initializers in ``<path>.data``
+        when parameters+buffers exceed 1 GiB, else embed; True/False force it.
+      loss_name: name of the loss output.
+
+    Returns the path written. Raises ``ValueError`` for invalid arguments or a
+    forward that does not return a scalar floating-point loss.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    path = os.fspath(path)
+    fmt = _resolve_format(path, format)
+    inputs = _normalize_inputs(example_inputs)
+    if input_names is None:
+        input_names = _default_input_names(model, len(inputs))
+    names = _check_names(input_names, inputs, loss_name)
+    _check_batch(inputs, names, batch_dim)
+    if fmt == "onnx" and (not isinstance(opset, int) or isinstance(opset, bool)):
+        raise ValueError(f"opset must be an int, got {opset!r}")
+    if external_data not in (None, True, False):
+        raise ValueError(f"external_data must be None, True or False, got {external_data!r}")
+
+    with _preserved_state(model, True):
+        with torch.no_grad():
+            out = model(*inputs)
+    _check_loss(out)
+    del out
+
+    if fmt == "onnx":
+        _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name, opset=opset,
+                     batch_dim=batch_dim, external_data=external_data)
+    else:
+        if external_data:
+            raise ValueError("external_data applies to ONNX export only")
+        _export_torchscript(model, inputs, path, input_names=names, loss_name=loss_name,
+                            batch_dim=batch_dim)
+    return path

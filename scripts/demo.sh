@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job on the bundled default: export a small GPT-style model with tied
+# input/output embeddings from PyTorch, import it into the varuna dialect and
+# print a readable summary of the training graph.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD_DIR=${BUILD_DIR:-build}
+OUT=${OUT:-$BUILD_DIR/demo}
+
+bash scripts/setup.sh
+bash scripts/build.sh >/dev/null
+mkdir -p "$OUT"
+
+echo "== export: python -m varuna.testmodels (GPT-style, tied embeddings) -> $OUT/gpt.onnx"
+PYTHONPATH="$ROOT/python" PYTHONWARNINGS=ignore python3 -m varuna.testmodels "$OUT" --only gpt >/dev/null
+echo "== import: varuna-translate --import-onnx $OUT/gpt.onnx -o $OUT/gpt.mlir"
+"$BUILD_DIR/bin/varuna-translate" --import-onnx "$OUT/gpt.onnx" -o "$OUT/gpt.mlir"
+echo "== summary: varuna-opt --varuna-print-graph-summary"
+"$BUILD_DIR/bin/varuna-opt" "$OUT/gpt.mlir" --varuna-print-graph-summary -o /dev/null

@@ -1,0 +1,39 @@
+"""Writes small malformed or unsupported ONNX models for errors.test."""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.save(m, os.path.join(out, name + ".onnx"))
+
+
+x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
+y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+w = numpy_helper.from_array(np.ones((8, 3), np.float32), "w")
+
+save("unsupported", [helper.make_node("Einsum", ["x", "w"], ["y"], name="my_einsum",
+                                      equation="bi,ij->bj")], [x], [y], [w])
+save("opset11", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [w],
+     opset=11)
+xs = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])
+save("seqdim", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [xs], [y], [w])
+w4 = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+save("mismatch", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [w4])
+shape = numpy_helper.from_array(np.array([16], np.int64), "shape")
+save("baked", [helper.make_node("Reshape", ["x", "shape"], ["y"], name="flat")], [x], [y],
+     [shape])
+ext = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[8, 3])
+ext.data_location = TensorProto.EXTERNAL
+for k, v in (("location", "nowhere.bin"), ("offset", "0"), ("length", "96")):
+    e = ext.external_data.add()
+    e.key, e.value = k, v
+save("missing_ext", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [ext])

@@ -1,0 +1,22 @@
+//===- varuna-opt.cpp - Runs varuna passes (mlir-opt style) ---------------===//
+
+#include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
+#include "varuna/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+
+int main(int argc, char **argv) {
+  llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "varuna-opt (Varuna " VARUNA_VERSION ")\n";
+  });
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+  varuna::registerVarunaPasses();
+  mlir::DialectRegistry registry;
+  registry.insert<varuna::VarunaDialect, mlir::func::FuncDialect>();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, "Varuna optimizer driver\n", registry));
+}
