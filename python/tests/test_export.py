@@ -580,7 +580,7 @@ def test_testmodels_idempotent_and_deterministic(testmodel_dir, tmp_path):
     after = {f: os.stat(testmodel_dir / f).st_mtime_ns for f in before}
     assert [f for f in before if after[f] != mtimes[f] and not f.endswith(".pt")] == []
     # The CLI (a fresh process each run) is byte-deterministic and idempotent.
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
+    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "varuna.testmodels", str(tmp_path), "--only", "gpt", "resnet"]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     assert "changed" in first.stdout
