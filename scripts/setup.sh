@@ -22,6 +22,7 @@ PIP_PACKAGES=(
   numpy==2.4.6
   lit==23.1.5
   pytest==9.2.0
+  transformers==5.23.0
 )
 
 PYTHON=${PYTHON:-python3}

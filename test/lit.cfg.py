@@ -47,3 +47,9 @@ config.substitutions.append(("%models", models))
 
 if config.varuna_have_torch:
     config.available_features.add("torch")
+try:
+    import importlib.util
+    if importlib.util.find_spec("transformers") is not None:
+        config.available_features.add("transformers")
+except Exception:
+    pass

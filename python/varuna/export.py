@@ -444,14 +444,20 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     path = os.fspath(path)
     fmt = _resolve_format(path, format)
     inputs = _normalize_inputs(example_inputs)
+    if external_data not in (None, True, False):
+        raise ValueError(f"external_data must be None, True or False, got {external_data!r}")
+    if fmt == "torchscript" and external_data:
+        raise ValueError("external_data applies to ONNX export only")
+    if fmt == "onnx" and external_data is False and _state_bytes(model) > PROTOBUF_LIMIT:
+        raise ValueError(f"parameters and buffers take {_state_bytes(model) / 2**30:.2f} GiB, "
+                         "over the 2 GiB protobuf limit of a single .onnx file; use "
+                         "external_data=True (or None)")
     if input_names is None:
         input_names = _default_input_names(model, len(inputs))
     names = _check_names(input_names, inputs, loss_name)
     _check_batch(inputs, names, batch_dim)
     if fmt == "onnx" and (not isinstance(opset, int) or isinstance(opset, bool)):
         raise ValueError(f"opset must be an int, got {opset!r}")
-    if external_data not in (None, True, False):
-        raise ValueError(f"external_data must be None, True or False, got {external_data!r}")
 
     with _preserved_state(model, True):
         with torch.no_grad():
@@ -463,8 +469,6 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
         _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name, opset=opset,
                      batch_dim=batch_dim, external_data=external_data)
     else:
-        if external_data:
-            raise ValueError("external_data applies to ONNX export only")
         _export_torchscript(model, inputs, path, input_names=names, loss_name=loss_name,
                             batch_dim=batch_dim)
     return path

@@ -407,9 +407,12 @@ LogicalResult importSlice(NodeContext &nc) {
     int64_t axis = nc.normalizeAxis(axes[i], rank);
     if (axis < 0 || axis >= rank)
       return nc.error("axis out of range");
-    if (steps[i] < 1)
+    if (steps[i] == 0)
+      return nc.error("slice step is 0");
+    if (steps[i] < 0 && !data->known)
       return nc.error("slices with step " + Twine(steps[i]) +
-                      " are not supported (only positive steps)");
+                      " of a tensor computed at run time are not supported "
+                      "(only positive steps)");
     SymInt st = starts->intAt(i), en = ends->intAt(i), size = data->dims[axis];
     if (!size.isStatic()) {
       // Only the whole batch dimension can be taken.
@@ -423,8 +426,14 @@ LogicalResult importSlice(NodeContext &nc) {
     if (!st.isStatic() || !en.isStatic())
       return nc.error("slice bounds depend on the batch size");
     int64_t s = st.constant, e = en.constant, d = size.constant;
-    s = std::clamp<int64_t>(s < 0 ? s + d : s, 0, d);
-    e = std::clamp<int64_t>(e < 0 ? e + d : e, 0, d);
+    if (steps[i] > 0) {
+      s = std::clamp<int64_t>(s < 0 ? s + d : s, 0, d);
+      e = std::clamp<int64_t>(e < 0 ? e + d : e, 0, d);
+    } else {
+      // ONNX: negative steps clamp start to [0, d-1] and end to [-1, d-1].
+      s = std::clamp<int64_t>(s < 0 ? s + d : s, 0, d - 1);
+      e = std::clamp<int64_t>(e < 0 ? e + d : e, -1, d - 1);
+    }
     if (s == 0 && e == d && steps[i] == 1)
       continue;
     cuts.push_back({axis, s, e, steps[i]});
@@ -437,12 +446,13 @@ LogicalResult importSlice(NodeContext &nc) {
         outer *= t.shape[i];
       for (size_t i = c.axis + 1; i < t.shape.size(); ++i)
         inner *= t.shape[i];
-      std::vector<int64_t> flat;
-      int64_t count = 0;
-      for (int64_t k = c.start; k < c.end; k += c.step)
-        ++count;
+      std::vector<int64_t> flat, picked;
+      for (int64_t k = c.start; c.step > 0 ? k < c.end : k > c.end;
+           k += c.step)
+        picked.push_back(k);
+      int64_t count = picked.size();
       for (int64_t o = 0; o < outer; ++o)
-        for (int64_t k = c.start; k < c.end; k += c.step)
+        for (int64_t k : picked)
           for (int64_t in = 0; in < inner; ++in)
             flat.push_back((o * d + k) * inner + in);
       std::vector<int64_t> shape = t.shape;
@@ -508,12 +518,50 @@ LogicalResult importSplit(NodeContext &nc) {
   return success();
 }
 
+/// A known tensor with its dimensions permuted (result dim i = input dim
+/// perm[i]).
+KnownTensor permuteKnown(const KnownTensor &t, ArrayRef<int64_t> perm) {
+  int64_t rank = t.shape.size();
+  std::vector<int64_t> outShape, inStrides(rank, 1);
+  for (int64_t i = rank - 2; i >= 0; --i)
+    inStrides[i] = inStrides[i + 1] * t.shape[i + 1];
+  for (int64_t p : perm)
+    outShape.push_back(t.shape[p]);
+  std::vector<int64_t> flat;
+  for (int64_t f = 0, n = t.numel(); f < n; ++f) {
+    int64_t rem = f, src = 0;
+    for (int64_t i = rank - 1; i >= 0; --i) {
+      int64_t coord = rem % outShape[i];
+      rem /= outShape[i];
+      src += coord * inStrides[perm[i]];
+    }
+    flat.push_back(src);
+  }
+  return gatherFlat(t, flat, outShape);
+}
+
 LogicalResult importTranspose(NodeContext &nc) {
+  ImportValue &in = nc.input(0);
+  int64_t rank = in.isKnown() ? int64_t(in.known->shape.size()) : -1;
+  std::vector<int64_t> perm;
+  if (in.isKnown()) {
+    if (auto p = nc.intsAttr("perm"))
+      perm = *p;
+    else
+      for (int64_t i = rank - 1; i >= 0; --i)
+        perm.push_back(i);
+    std::vector<int64_t> sorted = perm;
+    llvm::sort(sorted);
+    for (int64_t i = 0; i < rank; ++i)
+      if (static_cast<int64_t>(sorted.size()) != rank || sorted[i] != i)
+        return nc.error("perm is not a permutation of the input's dims");
+    nc.setOutput(0, permuteKnown(*in.known, perm));
+    return success();
+  }
   auto v = nc.runtime(0);
   if (failed(v))
     return failure();
-  int64_t rank = typeOf(*v).getRank();
-  std::vector<int64_t> perm;
+  rank = typeOf(*v).getRank();
   if (auto p = nc.intsAttr("perm"))
     perm = *p;
   else
@@ -645,6 +693,163 @@ LogicalResult importTrilu(NodeContext &nc) {
   return success();
 }
 
+LogicalResult importPad(NodeContext &nc) {
+  std::string mode = nc.stringAttr("mode").value_or("constant");
+  if (mode != "constant")
+    return nc.error("pad mode '" + mode + "' is not supported (only constant)");
+  auto v = nc.runtime(0);
+  auto padsK = nc.knownInput(1, "pads");
+  if (failed(v) || failed(padsK))
+    return failure();
+  auto raw = staticInts(nc, *padsK, "pads");
+  if (failed(raw))
+    return failure();
+  VTensorType t = typeOf(*v);
+  int64_t rank = t.getRank();
+  std::vector<int64_t> axes;
+  if (nc.hasInput(3)) {
+    auto k = nc.knownInput(3, "axes");
+    if (failed(k))
+      return failure();
+    auto s = staticInts(nc, *k, "axes");
+    if (failed(s))
+      return failure();
+    axes = *s;
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  }
+  int64_t n = axes.size();
+  if (static_cast<int64_t>(raw->size()) != 2 * n)
+    return nc.error("expected " + Twine(2 * n) + " pads");
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t a = nc.normalizeAxis(axes[i], rank);
+    if (a < 0 || a >= rank)
+      return nc.error("axis out of range");
+    if ((*raw)[i] < 0 || (*raw)[i + n] < 0)
+      return nc.error("negative pads (cropping) are not supported");
+    pads[a] = (*raw)[i];
+    pads[a + rank] = (*raw)[i + n];
+  }
+  Type et = t.getElementType();
+  double fill = 0;
+  if (nc.hasInput(2)) {
+    auto c = nc.knownInput(2, "constant_value");
+    if (failed(c))
+      return failure();
+    fill = c->isFloat() ? c->floatAt(0) : double(c->intAt(0).constant);
+  }
+  Attribute value = et.isa<FloatType>()
+                        ? Attribute(nc.b().getFloatAttr(et, fill))
+                        : Attribute(nc.b().getIntegerAttr(et, int64_t(fill)));
+  if (llvm::all_of(pads, [](int64_t p) { return p == 0; })) {
+    nc.setOutput(0, *v);
+    return success();
+  }
+  auto r = nc.create<PadOp>(*v, pads, value);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+LogicalResult importCumSum(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  auto axisK = nc.knownInput(1, "axis");
+  if (failed(v) || failed(axisK))
+    return failure();
+  auto axis = staticInts(nc, *axisK, "axis");
+  if (failed(axis) || axis->size() != 1)
+    return nc.error("axis must be one fixed number");
+  int64_t a = nc.normalizeAxis((*axis)[0], typeOf(*v).getRank());
+  bool exclusive = nc.intAttr("exclusive").value_or(0) != 0;
+  bool reverse = nc.intAttr("reverse").value_or(0) != 0;
+  auto r = nc.create<CumsumOp>(*v, a, exclusive, reverse);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
+/// Tile = for each repeated dim: insert a dim, expand it, merge it.
+LogicalResult importTile(NodeContext &nc) {
+  auto o = operand(nc, 0);
+  auto repK = nc.knownInput(1, "repeats");
+  if (failed(o) || failed(repK))
+    return failure();
+  auto reps = staticInts(nc, *repK, "repeats");
+  if (failed(reps))
+    return failure();
+  int64_t rank = o->dims.size();
+  if (static_cast<int64_t>(reps->size()) != rank)
+    return nc.error("expected " + Twine(rank) + " repeats");
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  Value cur = *v;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t r = (*reps)[i];
+    if (r == 1)
+      continue;
+    if (r < 1)
+      return nc.error("repeats must be positive");
+    SmallVector<SymInt> dims = typeOf(cur).getDims();
+    if (!dims[i].isStatic())
+      return nc.error("cannot tile the batch-dependent dimension");
+    SmallVector<SymInt> withOne(dims);
+    withOne.insert(withOne.begin() + i, SymInt(1));
+    auto a = reshapeTo(nc, cur, withOne);
+    if (failed(a))
+      return failure();
+    withOne[i] = SymInt(r);
+    VTensorType et = VTensorType::getFromDims(nc.ctx(), withOne,
+                                              typeOf(cur).getElementType());
+    if (!et)
+      return nc.error("tiled shape is not valid");
+    Value expanded = nc.b().create<ExpandOp>(nc.loc, et, *a);
+    dims[i] = SymInt(r * dims[i].constant);
+    auto merged = reshapeTo(nc, expanded, dims);
+    if (failed(merged))
+      return failure();
+    cur = *merged;
+  }
+  nc.setOutput(0, cur);
+  return success();
+}
+
+LogicalResult importRandomLike(NodeContext &nc) {
+  StringRef op = nc.node.op_type();
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  VTensorType t = typeOf(*v);
+  if (auto dt = nc.intAttr("dtype")) {
+    Type et = convertElementType(nc.ctx(), *dt);
+    if (!et || !et.isa<FloatType>())
+      return nc.error("random values must be floating-point");
+    t = t.withElementType(et);
+  }
+  if (!t.getElementType().isa<FloatType>())
+    return nc.error("random values must be floating-point");
+  bool uniform = op == "RandomUniformLike";
+  double a = uniform ? nc.floatAttr("low").value_or(0.0f)
+                     : nc.floatAttr("mean").value_or(0.0f);
+  double b = uniform ? nc.floatAttr("high").value_or(1.0f)
+                     : nc.floatAttr("scale").value_or(1.0f);
+  nc.setOutput(0, nc.b()
+                      .create<RandomOp>(nc.loc, t,
+                                        RandomDistributionAttr::get(
+                                            nc.ctx(),
+                                            uniform
+                                                ? RandomDistribution::uniform
+                                                : RandomDistribution::normal),
+                                        nc.b().getF64FloatAttr(a),
+                                        nc.b().getF64FloatAttr(b))
+                      .getResult());
+  return success();
+}
+
 } // namespace
 
 OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
@@ -663,5 +868,9 @@ OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
       .Case("ConstantOfShape", importConstantOfShape)
       .Case("Range", importRange)
       .Case("Trilu", importTrilu)
+      .Case("Pad", importPad)
+      .Case("CumSum", importCumSum)
+      .Case("Tile", importTile)
+      .Cases("RandomUniformLike", "RandomNormalLike", importRandomLike)
       .Default(nullptr);
 }

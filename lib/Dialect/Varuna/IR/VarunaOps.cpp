@@ -387,9 +387,6 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *ctx,
   if (failed(checkAxis(loc, "varuna.gather", axis, in.getRank())) ||
       failed(checkIndexType(loc, "varuna.gather", idx)))
     return failure();
-  if (axis == in.getBatchDim())
-    return fail(loc, "varuna.gather: cannot gather along the batch-dependent "
-                     "dimension");
   SmallVector<SymInt> dims;
   for (int64_t i = 0; i < axis; ++i)
     dims.push_back(in.getDim(i));
@@ -421,6 +418,61 @@ LogicalResult GatherElementsOp::inferReturnTypes(
                          Twine(idx.getRank()) + " differs from input rank " +
                          Twine(in.getRank()));
   results.push_back(idx.withElementType(in.getElementType()));
+  return success();
+}
+
+LogicalResult CumsumOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         ValueRange operands,
+                                         DictionaryAttr attrs,
+                                         RegionRange regions,
+                                         SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, regions);
+  VTensorType in = tensorOf(adaptor.getInput());
+  if (failed(checkAxis(loc, "varuna.cumsum", adaptor.getAxis(), in.getRank())))
+    return failure();
+  if (adaptor.getAxis() == in.getBatchDim())
+    return fail(loc, "varuna.cumsum: cannot sum along the batch-dependent "
+                     "dimension (it would mix micro-batches)");
+  results.push_back(in);
+  return success();
+}
+
+LogicalResult RandomOp::verify() {
+  if (!getType().cast<VTensorType>().getElementType().isa<FloatType>())
+    return emitOpError("result must be floating-point");
+  if (getDistribution() == RandomDistribution::normal &&
+      getB().convertToDouble() < 0)
+    return emitOpError("standard deviation must be non-negative");
+  return success();
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *ctx,
+                                      std::optional<Location> loc,
+                                      ValueRange operands,
+                                      DictionaryAttr attrs,
+                                      RegionRange regions,
+                                      SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, regions);
+  VTensorType in = tensorOf(adaptor.getInput());
+  ArrayRef<int64_t> pads = adaptor.getPads();
+  int64_t rank = in.getRank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return fail(loc, "varuna.pad: expected " + Twine(2 * rank) +
+                         " pads for rank " + Twine(rank));
+  auto typed = adaptor.getValue().dyn_cast<TypedAttr>();
+  if (!typed || typed.getType() != in.getElementType())
+    return fail(loc, "varuna.pad: the pad value must have the element type " +
+                         typeStr(in.getElementType()));
+  SmallVector<SymInt> dims = in.getDims();
+  for (int64_t i = 0; i < rank; ++i) {
+    if (pads[i] < 0 || pads[i + rank] < 0)
+      return fail(loc, "varuna.pad: pads must be non-negative");
+    if (i == in.getBatchDim() && (pads[i] || pads[i + rank]))
+      return fail(loc, "varuna.pad: cannot pad the batch-dependent dimension");
+    dims[i] = dims[i] + SymInt(pads[i] + pads[i + rank]);
+  }
+  results.push_back(VTensorType::getFromDims(ctx, dims, in.getElementType()));
   return success();
 }
 

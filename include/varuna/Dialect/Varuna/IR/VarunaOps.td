@@ -282,7 +282,9 @@ def Varuna_GatherOp : Varuna_InferOp<"gather"> {
     result shape = input.shape[:axis] + indices.shape + input.shape[axis+1:];
     indices are i64 or i32 and may be negative (counted from the end).
     `varuna.gather %wte, %ids {axis = 0}` is an embedding lookup; its backward
-    is a scatter-add into the parameter's gradient.
+    is a scatter-add into the parameter's gradient. Gathering along a
+    batch-dependent axis (flat indexing such as `mask.flatten()[b * S + s]`)
+    is allowed: both sides are sized by the same micro-batch.
   }];
   let arguments = (ins AnyVTensor:$input, AnyVTensor:$indices, I64Attr:$axis);
   let results = (outs AnyVTensor:$result);
@@ -294,6 +296,52 @@ def Varuna_GatherElementsOp : Varuna_InferOp<"gather_elements"> {
   let arguments = (ins AnyVTensor:$input, AnyVTensor:$indices, I64Attr:$axis);
   let results = (outs AnyVTensor:$result);
   let assemblyFormat = "$input `,` $indices attr-dict `:` qualified(type($input)) `,` qualified(type($indices)) `->` qualified(type($result))";
+}
+
+def Varuna_CumsumOp : Varuna_InferOp<"cumsum"> {
+  let summary = "Cumulative sum along a static axis";
+  let description = [{
+    `torch.cumsum(x, axis)`; `exclusive` starts from 0 (ONNX CumSum),
+    `reverse` sums from the end. One FLOP per element.
+  }];
+  let arguments = (ins AnyVTensor:$input, I64Attr:$axis, BoolAttr:$exclusive,
+                       BoolAttr:$reverse);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
+}
+
+def Varuna_RandomDistribution : I64EnumAttr<"RandomDistribution", "distribution", [
+    I64EnumAttrCase<"uniform", 0>, I64EnumAttrCase<"normal", 1>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_RandomOp : Varuna_Op<"random", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Random numbers of the result type (training-time noise)";
+  let description = [{
+    `uniform`: values in [a, b); `normal`: mean a, standard deviation b. Drawn
+    from the stage's random generator like varuna.dropout (never merged;
+    recompute restores the generator state). Used by stochastic depth
+    (`drop_path`). The shape may depend on B.
+  }];
+  let arguments = (ins Varuna_RandomDistribution:$distribution, F64Attr:$a,
+                       F64Attr:$b);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$distribution `,` $a `,` $b attr-dict `->` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
+def Varuna_PadOp : Varuna_InferOp<"pad"> {
+  let summary = "Pads with a constant value";
+  let description = [{
+    `pads` holds the begin pads of every dimension, then the end pads, all
+    non-negative (like `F.pad` in constant mode with the order of ONNX Pad).
+    A batch-dependent dimension cannot be padded. `value` is a float or
+    integer attribute of the element type.
+  }];
+  let arguments = (ins AnyVTensor:$input, DenseI64ArrayAttr:$pads,
+                       AnyAttr:$value);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$input `,` $pads `,` `value` `(` $value `)` attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
 }
 
 def Varuna_TriluOp : Varuna_InferOp<"trilu"> {

@@ -1,0 +1,90 @@
+"""Exports tiny, randomly initialised Hugging Face transformers models (no
+downloads) with varuna.export, as a user would: the wrapper returns the loss
+the model computes from its labels. Usage: hf_models.py OUTDIR NAME..."""
+import os
+import sys
+import warnings
+
+import torch
+
+warnings.filterwarnings("ignore")
+import transformers as T  # noqa: E402
+
+import varuna  # noqa: E402
+
+T.logging.set_verbosity_error()
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+V = 100
+EAGER = dict(attn_implementation="eager")
+
+
+class TextLM(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, labels):
+        return self.m(input_ids=input_ids, labels=labels).loss
+
+
+class Vision(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, pixel_values, labels):
+        return self.m(pixel_values=pixel_values, labels=labels).loss
+
+
+def text(cls, cfg):
+    ids = torch.randint(0, V, (2, 16))
+    return TextLM(cls(cfg)), (ids, ids.clone())
+
+
+def vision(cls, cfg):
+    return Vision(cls(cfg)), (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,)))
+
+
+MODELS = {
+    "gpt2": lambda: text(T.GPT2LMHeadModel, T.GPT2Config(
+        vocab_size=V, n_positions=32, n_embd=32, n_layer=2, n_head=4, **EAGER)),
+    "llama": lambda: text(T.LlamaForCausalLM, T.LlamaConfig(
+        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        tie_word_embeddings=True, **EAGER)),
+    "mistral": lambda: text(T.MistralForCausalLM, T.MistralConfig(
+        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        sliding_window=8, **EAGER)),
+    "gptneo": lambda: text(T.GPTNeoForCausalLM, T.GPTNeoConfig(
+        vocab_size=V, hidden_size=32, num_layers=2, num_heads=4, max_position_embeddings=32,
+        attention_types=[[["global", "local"], 1]], window_size=8, **EAGER)),
+    "gptj": lambda: text(T.GPTJForCausalLM, T.GPTJConfig(
+        vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=32, rotary_dim=4, **EAGER)),
+    "opt": lambda: text(T.OPTForCausalLM, T.OPTConfig(
+        vocab_size=V, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=32, word_embed_proj_dim=32, **EAGER)),
+    "bert": lambda: text(T.BertForMaskedLM, T.BertConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=32, **EAGER)),
+    "roberta": lambda: text(T.RobertaForMaskedLM, T.RobertaConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=40, **EAGER)),
+    "distilbert": lambda: text(T.DistilBertForMaskedLM, T.DistilBertConfig(
+        vocab_size=V, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+        max_position_embeddings=32, **EAGER)),
+    "vit": lambda: vision(T.ViTForImageClassification, T.ViTConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, num_labels=10, **EAGER)),
+    "swin": lambda: vision(T.SwinForImageClassification, T.SwinConfig(
+        image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2],
+        window_size=4, num_labels=10, **EAGER)),
+    "resnet": lambda: vision(T.ResNetForImageClassification, T.ResNetConfig(
+        num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)),
+}
+
+for name in sys.argv[2:]:
+    torch.manual_seed(0)
+    model, inputs = MODELS[name]()
+    varuna.export(model, inputs, os.path.join(out, name + ".onnx"))
