@@ -248,9 +248,45 @@ LogicalResult Importer::declareParam(StringRef name,
   return success();
 }
 
+/// Names exporters give to tensors they made by folding (`val_13` from the
+/// dynamo exporter, `onnx::MatMul_291` from the TorchScript one).
+static bool isGeneratedName(StringRef name) {
+  if (name.startswith("onnx::") || name.startswith("/"))
+    return true;
+  if (!name.consume_front("val_"))
+    return false;
+  return !name.empty() && llvm::all_of(name, llvm::isDigit);
+}
+
 LogicalResult Importer::importInitializers() {
   const onnx::GraphProto &g = modelFile.model().graph();
   Location loc = FileLineColLoc::get(ctx, displayName, 0, 0);
+  if (!trainable) {
+    // Without varuna metadata, say so when the exporter folded parameters
+    // into unnamed tensors: identity and ties with the originals are lost.
+    SmallVector<StringRef> generated;
+    for (const auto &t : g.initializer()) {
+      Type et = convertElementType(ctx, t.data_type());
+      int64_t n = 1;
+      for (int64_t d : t.dims())
+        n *= d;
+      if (et && et.isa<FloatType>() && n > 1 && isGeneratedName(t.name()))
+        generated.push_back(t.name());
+    }
+    if (!generated.empty()) {
+      auto diag = mlir::emitWarning(loc)
+                  << generated.size()
+                  << " float initializers have exporter-generated names (";
+      llvm::interleaveComma(ArrayRef(generated).take_front(4), diag);
+      diag << (generated.size() > 4 ? ", ...)" : ")")
+           << ": the exporter folded parameters into new tensors (e.g. a "
+              "transposed weight). They are imported as trainable "
+              "parameters, but their link to the original parameters (and "
+              "any tie) is lost. Export with varuna.export, or "
+              "torch.onnx.export(..., dynamo=False, training="
+              "TrainingMode.TRAINING, do_constant_folding=False)";
+    }
+  }
   for (const auto &t : g.initializer()) {
     const InitializerData *d = modelFile.initializer(t.name());
     Type et = convertElementType(ctx, t.data_type());
