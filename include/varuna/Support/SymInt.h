@@ -10,6 +10,7 @@
 #ifndef VARUNA_SUPPORT_SYMINT_H
 #define VARUNA_SUPPORT_SYMINT_H
 
+#include "llvm/ADT/Hashing.h"
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,6 +60,10 @@ struct SymInt {
   /// "16", "B", "B*4", "B*4+2".
   std::string str() const;
 };
+
+inline llvm::hash_code hash_value(const SymInt &s) {
+  return llvm::hash_combine(s.perBatch, s.constant);
+}
 
 } // namespace varuna
 

@@ -32,4 +32,32 @@ def PrintGraphSummary : Pass<"varuna-print-graph-summary", "mlir::ModuleOp"> {
   ];
 }
 
+def AnnotateCosts : Pass<"varuna-annotate-costs", "mlir::ModuleOp"> {
+  let summary = "Attaches estimated FLOPs and bytes, affine in B, to every op";
+  let description = [{
+    Sets `varuna.cost = #varuna.cost<flops = .., backward = .., bytes = ..>`
+    on every op of the training graph (see `varuna::getOpCost` and
+    docs/cost-model.md), and the sum over the graph on the graph function as
+    `varuna.total_cost`. Each number is `a*B + c` for micro-batch size B, so
+    one annotation serves every micro-batch size.
+
+    Before:
+    ```mlir
+    %y = varuna.matmul %x, %w : !varuna.tensor<[B, 16, 32], f32>,
+        !varuna.tensor<[32, 96], f32> -> !varuna.tensor<[B, 16, 96], f32>
+    ```
+    After:
+    ```mlir
+    %y = varuna.matmul %x, %w {varuna.cost = #varuna.cost<flops = B*98304,
+        backward = B*196608, bytes = B*6144>} : ...
+    ```
+
+    Preconditions: a verified module with one `func.func` marked
+    `varuna.graph`. Fails (diagnostic on the module) if there is none, or on
+    an op whose cost is not affine in B. Re-running it overwrites the
+    annotations (idempotent).
+  }];
+  let dependentDialects = ["::varuna::VarunaDialect"];
+}
+
 #endif // VARUNA_TRANSFORMS_PASSES_TD

@@ -29,3 +29,54 @@ LogicalResult DataAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << offset << ", size " << size << ")";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// #varuna.cost<flops = B*2048 + 16, backward = B*4096, bytes = B*512>
+//===----------------------------------------------------------------------===//
+
+/// Parses `12`, `B`, `B*4`, `B*4 + 12` (a negative constant: `+ -3`).
+static ParseResult parseSymInt(AsmParser &p, SymInt &out) {
+  out = SymInt();
+  if (succeeded(p.parseOptionalKeyword("B"))) {
+    out.perBatch = 1;
+    if (succeeded(p.parseOptionalStar()) && p.parseInteger(out.perBatch))
+      return failure();
+    if (succeeded(p.parseOptionalPlus()) && p.parseInteger(out.constant))
+      return failure();
+    return success();
+  }
+  return p.parseInteger(out.constant);
+}
+
+static void printSymInt(AsmPrinter &p, SymInt v) {
+  if (v.perBatch == 0) {
+    p << v.constant;
+    return;
+  }
+  p << "B";
+  if (v.perBatch != 1)
+    p << "*" << v.perBatch;
+  if (v.constant != 0)
+    p << " + " << v.constant;
+}
+
+Attribute CostAttr::parse(AsmParser &p, Type) {
+  SymInt flops, backward, bytes;
+  if (p.parseLess() || p.parseKeyword("flops") || p.parseEqual() ||
+      parseSymInt(p, flops) || p.parseComma() || p.parseKeyword("backward") ||
+      p.parseEqual() || parseSymInt(p, backward) || p.parseComma() ||
+      p.parseKeyword("bytes") || p.parseEqual() || parseSymInt(p, bytes) ||
+      p.parseGreater())
+    return {};
+  return CostAttr::get(p.getContext(), flops, backward, bytes);
+}
+
+void CostAttr::print(AsmPrinter &p) const {
+  p << "<flops = ";
+  printSymInt(p, getFlops());
+  p << ", backward = ";
+  printSymInt(p, getBackward());
+  p << ", bytes = ";
+  printSymInt(p, getBytes());
+  p << ">";
+}

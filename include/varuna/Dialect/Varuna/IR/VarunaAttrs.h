@@ -5,6 +5,7 @@
 
 #include "mlir/IR/Attributes.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "varuna/Support/SymInt.h"
 
 #define GET_ATTRDEF_CLASSES
 #include "varuna/Dialect/Varuna/IR/VarunaAttrs.h.inc"

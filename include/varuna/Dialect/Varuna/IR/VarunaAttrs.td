@@ -25,4 +25,19 @@ def Varuna_DataAttr : AttrDef<Varuna_Dialect, "Data"> {
   let genVerifyDecl = 1;
 }
 
+def Varuna_CostAttr : AttrDef<Varuna_Dialect, "Cost"> {
+  let mnemonic = "cost";
+  let summary = "Estimated cost of one op as affine functions of the batch B";
+  let description = [{
+    `#varuna.cost<flops = B*2048, backward = B*4096, bytes = B*512>`: forward
+    floating-point operations, backward FLOPs (gradients of every input) and
+    bytes of the results, each `a*B + c` for micro-batch size B. Attached by
+    `varuna-annotate-costs`; the model is documented in docs/cost-model.md.
+  }];
+  let parameters = (ins "::varuna::SymInt":$flops,
+                        "::varuna::SymInt":$backward,
+                        "::varuna::SymInt":$bytes);
+  let hasCustomAssemblyFormat = 1;
+}
+
 #endif // VARUNA_DIALECT_VARUNA_IR_VARUNAATTRS_TD

@@ -1,0 +1,116 @@
+//===- CostModel.cpp - Static cost estimates of varuna ops ----------------===//
+
+#include "varuna/Analysis/CostModel.h"
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace varuna;
+
+namespace {
+
+VTensorType typeOf(Value v) { return v.getType().cast<VTensorType>(); }
+
+/// FLOPs per element of an elementwise function.
+int64_t unaryFlops(UnaryKind kind) {
+  switch (kind) {
+  case UnaryKind::neg:
+  case UnaryKind::abs:
+  case UnaryKind::relu:
+  case UnaryKind::logical_not:
+  case UnaryKind::floor:
+  case UnaryKind::ceil:
+    return 1;
+  case UnaryKind::gelu:
+  case UnaryKind::gelu_tanh:
+  case UnaryKind::silu:
+  case UnaryKind::softplus:
+    return 14;
+  default:
+    return 8; // exp, log, sqrt, rsqrt, reciprocal, tanh, erf, sigmoid, sin, cos
+  }
+}
+
+std::optional<SymInt> times(SymInt a, SymInt b) { return a.mul(b); }
+
+} // namespace
+
+FailureOr<OpCost> varuna::getOpCost(Operation *op) {
+  OpCost c;
+  if (op->getDialect() == nullptr ||
+      !isa<VarunaDialect>(op->getDialect()))
+    return c;
+  for (Value r : op->getResults())
+    if (auto t = r.getType().dyn_cast<VTensorType>())
+      c.bytes = c.bytes + t.getSizeInBytes();
+  SymInt out = op->getNumResults() == 1 && op->getResult(0).getType().isa<VTensorType>()
+                   ? typeOf(op->getResult(0)).getNumElements()
+                   : SymInt(0);
+  // Per-element ops: forward `k` FLOPs per result element, backward `kb`.
+  auto perElement = [&](int64_t k, int64_t kb) {
+    c.flops = out.scaled(k);
+    c.backward = out.scaled(kb);
+  };
+  bool ok = true;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<GetParamOp, ParamOp>([&](auto) { c.bytes = SymInt(0); })
+      .Case<ConstantOp, FullOp, ArangeOp, ReshapeOp, ExpandOp, TransposeOp,
+            SliceOp, ConcatOp, GatherElementsOp, PadOp>(
+          [&](auto) { perElement(0, 0); })
+      .Case<GatherOp>([&](auto) {
+        // Backward of a lookup is a scatter-add of the result.
+        perElement(0, 1);
+      })
+      .Case<AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, AndOp, OrOp,
+            CompareOp, WhereOp, CastOp, TriluOp, CumsumOp, RandomOp>(
+          [&](auto) { perElement(1, 1); })
+      .Case<PowOp>([&](auto) { perElement(8, 10); })
+      .Case<DropoutOp>([&](auto) { perElement(2, 1); })
+      .Case<UnaryOp>([&](UnaryOp u) {
+        int64_t k = unaryFlops(u.getKind());
+        perElement(k, k + 1);
+      })
+      .Case<SoftmaxOp>([&](auto) { perElement(5, 4); })
+      .Case<LayerNormOp, BatchNormOp>([&](auto) { perElement(8, 12); })
+      .Case<ReduceOp>([&](ReduceOp r) {
+        SymInt in = typeOf(r.getInput()).getNumElements();
+        c.flops = in;
+        c.backward = in;
+      })
+      .Case<MatmulOp>([&](MatmulOp m) {
+        // 2 * (result elements) * (contraction size); backward computes the
+        // gradient of both operands: twice the forward.
+        VTensorType lhs = typeOf(m.getLhs());
+        SymInt k = lhs.getDim(lhs.getRank() - 1);
+        auto f = times(out, k);
+        if (!f) {
+          ok = false;
+          return;
+        }
+        c.flops = f->scaled(2);
+        c.backward = f->scaled(4);
+      })
+      .Case<ConvOp>([&](ConvOp conv) {
+        VTensorType w = typeOf(conv.getWeight());
+        int64_t perOut = w.getShape()[1]; // C / groups
+        for (int64_t i = 2; i < w.getRank(); ++i)
+          perOut *= w.getShape()[i];
+        c.flops = out.scaled(2 * perOut);
+        c.backward = out.scaled(4 * perOut);
+      })
+      .Case<PoolOp>([&](PoolOp p) {
+        int64_t window = 1;
+        for (int64_t k : p.getKernel())
+          window *= k;
+        perElement(window, window);
+      })
+      .Case<CrossEntropyOp>([&](CrossEntropyOp ce) {
+        SymInt logits = typeOf(ce.getLogits()).getNumElements();
+        c.flops = logits.scaled(6);
+        c.backward = logits.scaled(3);
+      })
+      .Default([&](Operation *) { perElement(1, 1); });
+  if (!ok)
+    return op->emitError("cost is not affine in the batch size"), failure();
+  return c;
+}

@@ -1,0 +1,278 @@
+//===- TorchScriptImporterImpl.h - TorchScript importer internals -*- C++ -*-===//
+//
+// Private to lib/Import/TorchScript. The importer walks the inlined `forward`
+// graph of a traced module node by node. Every TorchScript value maps to a
+// `TSValue`: a varuna tensor, a not yet read parameter, a symbolic integer
+// (SymInt: sizes derived from the batch dimension stay affine in B), a float,
+// bool, string, None, a list/tuple, or a submodule (its dotted path).
+//
+// TorchScriptImporter.cpp: loading, varuna.json, inputs, parameters and the
+// node loop. TorchScriptOperands.cpp: operand access, casts, reshapes.
+// TorchScriptOps.cpp: constants, lists, scalar arithmetic, elementwise ops.
+// TorchScriptShapeOps.cpp: view/slice/split/concat. TorchScriptTensorOps.cpp:
+// where/masks/clamp and factories. TorchScriptNNOps.cpp: linear algebra,
+// normalization, convolution, pooling, losses, attention.
+// All code here runs inside the try/catch of importTorchScript.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_LIB_IMPORT_TORCHSCRIPT_TORCHSCRIPTIMPORTERIMPL_H
+#define VARUNA_LIB_IMPORT_TORCHSCRIPT_TORCHSCRIPTIMPORTERIMPL_H
+
+#include "varuna/Import/TorchScriptImporter.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <torch/csrc/jit/api/module.h>
+#include <torch/csrc/jit/ir/ir.h>
+
+#include <map>
+#include <memory>
+#include <set>
+
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+}
+
+namespace varuna::ts {
+
+/// The importer's view of one TorchScript value.
+struct TSValue {
+  enum class Kind { Other, None, Tensor, Int, Float, Bool, Str, List, Module };
+  Kind kind = Kind::Other;
+  mlir::Value tensor;    // Tensor (null until a parameter is first read)
+  std::string param;     // Tensor: parameter name; Module: dotted path
+  SymInt i;              // Int
+  double f = 0;          // Float
+  bool b = false;        // Bool
+  std::string s;         // Str
+  std::vector<TSValue> list;
+  /// A 0-d tensor made by prim::NumToTensor (or arithmetic on one): kept as
+  /// a scalar so sizes stay symbolic; materialized if used as a tensor.
+  bool scalarTensor = false;
+
+  static TSValue none() { return make(Kind::None); }
+  static TSValue ofTensor(mlir::Value v) {
+    TSValue t = make(Kind::Tensor);
+    t.tensor = v;
+    return t;
+  }
+  static TSValue ofInt(SymInt v) {
+    TSValue t = make(Kind::Int);
+    t.i = v;
+    return t;
+  }
+  static TSValue ofFloat(double v) {
+    TSValue t = make(Kind::Float);
+    t.f = v;
+    return t;
+  }
+  static TSValue ofBool(bool v) {
+    TSValue t = make(Kind::Bool);
+    t.b = v;
+    return t;
+  }
+  static TSValue make(Kind k) {
+    TSValue t;
+    t.kind = k;
+    return t;
+  }
+  bool isScalar() const {
+    return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool;
+  }
+};
+
+/// A parameter (or buffer) of the module, found by walking the attributes.
+struct ParamInfo {
+  std::string name;
+  at::Tensor tensor;
+  bool frozen = false;
+  bool declared = false;
+};
+
+class TSImporter {
+public:
+  TSImporter(mlir::MLIRContext *ctx, llvm::StringRef path,
+             const TorchScriptImportOptions &options);
+  mlir::OwningOpRef<mlir::ModuleOp> run();
+
+  using Node = torch::jit::Node;
+  using JitValue = torch::jit::Value;
+  using Handler = mlir::LogicalResult (TSImporter::*)(Node *, mlir::Location);
+
+private:
+  // --- TorchScriptImporter.cpp ---------------------------------------------
+  mlir::LogicalResult load();
+  mlir::LogicalResult readVarunaJson(const std::string &text);
+  mlir::LogicalResult collectParams();
+  mlir::LogicalResult addInputs();
+  mlir::LogicalResult convertGraph();
+  mlir::LogicalResult convertNode(Node *node);
+  mlir::LogicalResult finish();
+  mlir::FailureOr<std::string> paramNameFor(llvm::StringRef path,
+                                            mlir::Location loc);
+  mlir::FailureOr<mlir::Value> readParam(llvm::StringRef name,
+                                         mlir::Location loc);
+  mlir::FailureOr<DataAttr> dataFor(const ParamInfo &p, mlir::Location loc);
+
+public:
+  // --- helpers shared by the op files (TorchScriptImporter.cpp) -------------
+  mlir::MLIRContext *ctx;
+  mlir::OpBuilder &b() { return gb.builder(); }
+  std::string fileName;
+
+  /// "node 12 (aten::foo) at models.py:85: " for messages.
+  std::string where(Node *node) const;
+  mlir::InFlightDiagnostic error(Node *node, mlir::Location loc);
+
+  TSValue &lookup(JitValue *v) { return env[v]; }
+  void bind(JitValue *v, TSValue t) { env[v] = std::move(t); }
+  void bindTensor(JitValue *v, mlir::Value t) { env[v] = TSValue::ofTensor(t); }
+
+  /// Operand accessors: fail with a diagnostic naming the node and operand.
+  mlir::FailureOr<mlir::Value> tensorArg(Node *n, unsigned i,
+                                         mlir::Location loc);
+  bool isNoneArg(Node *n, unsigned i) {
+    return i >= n->inputs().size() || lookup(n->input(i)).kind ==
+                                          TSValue::Kind::None;
+  }
+  mlir::FailureOr<SymInt> symIntArg(Node *n, unsigned i, mlir::Location loc);
+  mlir::FailureOr<int64_t> intArg(Node *n, unsigned i, mlir::Location loc);
+  mlir::FailureOr<double> floatArg(Node *n, unsigned i, mlir::Location loc);
+  mlir::FailureOr<bool> boolArg(Node *n, unsigned i, mlir::Location loc);
+  mlir::FailureOr<std::string> strArg(Node *n, unsigned i, mlir::Location loc);
+  mlir::FailureOr<llvm::SmallVector<SymInt>>
+  symIntListArg(Node *n, unsigned i, mlir::Location loc);
+  mlir::FailureOr<llvm::SmallVector<int64_t>>
+  intListArg(Node *n, unsigned i, mlir::Location loc);
+  /// A tensor list (prim::ListConstruct of tensors).
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+  tensorListArg(Node *n, unsigned i, mlir::Location loc);
+  /// The element type named by a ScalarType int argument (None -> null).
+  mlir::FailureOr<mlir::Type> dtypeArg(Node *n, unsigned i,
+                                       mlir::Location loc);
+
+  /// Materializes a value as a tensor: scalars become rank-0 constants of
+  /// `like` (or their natural type when null).
+  mlir::FailureOr<mlir::Value> asTensor(const TSValue &v, mlir::Type like,
+                                        mlir::Location loc, Node *n);
+  mlir::Value scalarConstant(double value, mlir::Type elementType,
+                             mlir::Location loc);
+  mlir::FailureOr<VTensorType> typeFromDims(llvm::ArrayRef<SymInt> dims,
+                                            mlir::Type elementType,
+                                            mlir::Location loc);
+  mlir::Value cast(mlir::Value v, mlir::Type elementType, mlir::Location loc);
+  mlir::FailureOr<mlir::Value> reshape(mlir::Value v,
+                                       llvm::ArrayRef<SymInt> dims,
+                                       mlir::Location loc);
+
+  /// Creates an op implementing InferTypeOpInterface after checking that its
+  /// result type can be inferred (a diagnostic at loc otherwise).
+  template <typename OpTy>
+  mlir::FailureOr<mlir::Value>
+  make(mlir::Location loc, mlir::ValueRange operands,
+       llvm::ArrayRef<mlir::NamedAttribute> attrs = {}) {
+    llvm::SmallVector<mlir::Type, 1> types;
+    auto dict = mlir::DictionaryAttr::get(ctx, attrs);
+    if (failed(OpTy::inferReturnTypes(ctx, loc, operands, dict, {}, types)))
+      return mlir::failure();
+    if (types.size() != 1 || !types[0]) {
+      mlir::emitError(loc) << "cannot represent the result type of "
+                           << OpTy::getOperationName();
+      return mlir::failure();
+    }
+    return b().create<OpTy>(loc, types, operands, attrs)->getResult(0);
+  }
+  mlir::NamedAttribute attr(llvm::StringRef name, mlir::Attribute a) {
+    return b().getNamedAttr(name, a);
+  }
+  mlir::NamedAttribute i64(llvm::StringRef name, int64_t v) {
+    return attr(name, b().getI64IntegerAttr(v));
+  }
+
+  // --- TorchScriptOps.cpp ---------------------------------------------------
+  static void registerBasicOps(llvm::StringMap<Handler> &table);
+  mlir::LogicalResult convertConstant(Node *n, mlir::Location loc);
+  mlir::LogicalResult convertScalarArith(Node *n, mlir::Location loc,
+                                         llvm::StringRef op);
+  bool isScalarNode(Node *n);
+  /// Elementwise binary op `kind` (add sub mul div pow maximum minimum and
+  /// or, or a compare predicate) with torch type promotion.
+  mlir::FailureOr<mlir::Value> binary(llvm::StringRef kind, const TSValue &a,
+                                      const TSValue &b, mlir::Location loc,
+                                      Node *n);
+  mlir::FailureOr<mlir::Value> unary(UnaryKind kind, mlir::Value v,
+                                     mlir::Location loc);
+  mlir::FailureOr<mlir::Value> sliceOf(mlir::Value v, int64_t axis,
+                                       SymInt start, SymInt end, int64_t step,
+                                       mlir::Location loc, Node *n);
+  mlir::FailureOr<mlir::Value> transpose(mlir::Value v,
+                                         llvm::ArrayRef<int64_t> perm,
+                                         mlir::Location loc);
+  mlir::FailureOr<mlir::Value> swapDims(mlir::Value v, int64_t a, int64_t b,
+                                        mlir::Location loc);
+
+#define VARUNA_TS_HANDLER(NAME)                                                \
+  mlir::LogicalResult NAME(Node *n, mlir::Location loc);
+#include "TorchScriptHandlers.def"
+#undef VARUNA_TS_HANDLER
+
+  // --- TorchScriptNNOps.cpp -------------------------------------------------
+  static void registerNNOps(llvm::StringMap<Handler> &table);
+
+private:
+  GraphBuilder gb;
+  std::string path;
+  TorchScriptImportOptions options;
+  torch::jit::Module module;
+  std::shared_ptr<torch::jit::Graph> graph;
+  llvm::DenseMap<JitValue *, TSValue> env;
+  llvm::DenseMap<Node *, int64_t> nodeIndex;
+
+  // varuna.json
+  bool haveJson = false;
+  struct InputSpec {
+    std::string name;
+    llvm::SmallVector<SymInt> dims;
+    mlir::Type elementType;
+  };
+  std::vector<InputSpec> jsonInputs;
+  std::string lossName = "loss";
+  std::vector<std::string> jsonParams, jsonBuffers;
+
+  // parameters: canonical names by tensor identity, paths to canonical names
+  std::map<std::string, ParamInfo> paramsByName;
+  llvm::StringMap<std::string> canonicalByPath;
+  std::vector<std::string> paramOrder;
+  std::unique_ptr<llvm::MemoryBuffer> fileBytes;
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
+  std::set<std::string> claimedRecords;
+  llvm::StringMap<Handler> handlers;
+};
+
+mlir::FailureOr<mlir::Type> elementTypeOf(mlir::MLIRContext *ctx,
+                                          c10::ScalarType t);
+mlir::FailureOr<mlir::Type> elementTypeByName(mlir::MLIRContext *ctx,
+                                              llvm::StringRef name);
+llvm::SmallVector<SymInt> dimsOf(mlir::Value v);
+inline VTensorType tensorType(mlir::Value v) {
+  return v.getType().cast<VTensorType>();
+}
+/// "aten::add_" -> "add"; "prim::ListConstruct" -> "ListConstruct".
+std::string opName(torch::jit::Node *n);
+/// torch's type promotion between two tensor element types.
+mlir::Type promoteTypes(mlir::Type a, mlir::Type b);
+/// The element type a scalar takes next to a tensor of element type `t`.
+mlir::Type promoteScalarType(mlir::MLIRContext *ctx, mlir::Type t,
+                             const TSValue &s);
+inline bool isFloatType(mlir::Type t) { return t.isa<mlir::FloatType>(); }
+/// "[B, 16, 4]".
+std::string dimsStr(llvm::ArrayRef<SymInt> dims);
+/// Normalizes a possibly negative axis; -1 if out of range.
+int64_t normAxis(int64_t axis, int64_t rank);
+
+} // namespace varuna::ts
+
+#endif // VARUNA_LIB_IMPORT_TORCHSCRIPT_TORCHSCRIPTIMPORTERIMPL_H

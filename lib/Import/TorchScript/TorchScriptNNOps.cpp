@@ -1,0 +1,687 @@
+//===- TorchScriptNNOps.cpp - Linear algebra, normalization, losses -------===//
+//
+// aten::linear becomes transpose + matmul + add (so a weight shared with an
+// embedding is one parameter read by a gather and a matmul);
+// scaled_dot_product_attention is decomposed into matmul, scale, mask,
+// softmax (and dropout), matmul.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TorchScriptImporterImpl.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::ts;
+
+namespace {
+using K = TSValue::Kind;
+
+
+/// A window attribute list of `n` entries: one value repeats, empty gives
+/// `dflt` (or `fallback` when given).
+SmallVector<int64_t> window(ArrayRef<int64_t> l, int64_t n, int64_t dflt,
+                            ArrayRef<int64_t> fallback = {}) {
+  if (l.empty())
+    return fallback.empty() ? SmallVector<int64_t>(n, dflt)
+                            : SmallVector<int64_t>(fallback);
+  if (l.size() == 1)
+    return SmallVector<int64_t>(n, l[0]);
+  return SmallVector<int64_t>(l);
+}
+
+SmallVector<int64_t> twice(ArrayRef<int64_t> pads) {
+  SmallVector<int64_t> out(pads);
+  out.append(pads.begin(), pads.end());
+  return out;
+}
+} // namespace
+
+LogicalResult TSImporter::hEmbedding(Node *n, Location loc) {
+  auto w = tensorArg(n, 0, loc), ids = tensorArg(n, 1, loc);
+  if (failed(w) || failed(ids))
+    return failure();
+  if (!isNoneArg(n, 2)) {
+    auto pad = intArg(n, 2, loc);
+    if (failed(pad))
+      return failure();
+    if (*pad >= 0)
+      return error(n, loc) << "embedding padding_idx=" << *pad
+                           << " is not supported (it changes the gradient)";
+  }
+  if (!isNoneArg(n, 3)) {
+    auto scale = boolArg(n, 3, loc);
+    if (failed(scale))
+      return failure();
+    if (*scale)
+      return error(n, loc) << "embedding scale_grad_by_freq is not supported";
+  }
+  auto r = make<GatherOp>(loc, {*w, *ids}, {i64("axis", 0)});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hMatmul(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc), y = tensorArg(n, 1, loc);
+  if (failed(x) || failed(y))
+    return failure();
+  auto r = make<MatmulOp>(loc, {*x, *y});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hLinear(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc), w = tensorArg(n, 1, loc);
+  if (failed(x) || failed(w))
+    return failure();
+  Value wt = *w;
+  if (tensorType(wt).getRank() == 2) {
+    auto t = transpose(wt, {1, 0}, loc);
+    if (failed(t))
+      return failure();
+    wt = *t;
+  }
+  auto r = make<MatmulOp>(loc, {*x, wt});
+  if (failed(r))
+    return failure();
+  if (!isNoneArg(n, 2)) {
+    auto bias = tensorArg(n, 2, loc);
+    if (failed(bias))
+      return failure();
+    r = make<AddOp>(loc, {*r, *bias});
+    if (failed(r))
+      return failure();
+  }
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hAddmm(Node *n, Location loc) {
+  auto self = tensorArg(n, 0, loc), m1 = tensorArg(n, 1, loc),
+       m2 = tensorArg(n, 2, loc);
+  if (failed(self) || failed(m1) || failed(m2))
+    return failure();
+  double beta = 1, alpha = 1;
+  if (!isNoneArg(n, 3)) {
+    auto v = floatArg(n, 3, loc);
+    if (failed(v))
+      return failure();
+    beta = *v;
+  }
+  if (!isNoneArg(n, 4)) {
+    auto v = floatArg(n, 4, loc);
+    if (failed(v))
+      return failure();
+    alpha = *v;
+  }
+  auto prod = make<MatmulOp>(loc, {*m1, *m2});
+  if (failed(prod))
+    return failure();
+  TSValue p = TSValue::ofTensor(*prod), s = TSValue::ofTensor(*self);
+  if (alpha != 1) {
+    auto m = binary("mul", p, TSValue::ofFloat(alpha), loc, n);
+    if (failed(m))
+      return failure();
+    p = TSValue::ofTensor(*m);
+  }
+  if (beta != 1) {
+    auto m = binary("mul", s, TSValue::ofFloat(beta), loc, n);
+    if (failed(m))
+      return failure();
+    s = TSValue::ofTensor(*m);
+  }
+  auto r = binary("add", p, s, loc, n);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hSoftmax(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  if (failed(x) || failed(d))
+    return failure();
+  std::string op = opName(n);
+  Value v = *x;
+  if (op[0] != '_' && n->inputs().size() > 2) {
+    auto dt = dtypeArg(n, 2, loc);
+    if (failed(dt))
+      return failure();
+    if (*dt)
+      v = cast(v, *dt, loc);
+  }
+  int64_t axis = normAxis(*d, tensorType(v).getRank());
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  SmallVector<NamedAttribute> attrs{i64("axis", axis)};
+  if (op.find("log_softmax") != std::string::npos)
+    attrs.push_back(attr("log", b().getUnitAttr()));
+  auto r = make<SoftmaxOp>(loc, {v}, attrs);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hLayerNorm(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto shape = intListArg(n, 1, loc);
+  auto eps = floatArg(n, 4, loc);
+  if (failed(x) || failed(shape) || failed(eps))
+    return failure();
+  SmallVector<Value> operands{*x};
+  int32_t hasW = 0, hasB = 0;
+  for (unsigned i : {2u, 3u}) {
+    if (isNoneArg(n, i))
+      continue;
+    auto t = tensorArg(n, i, loc);
+    if (failed(t))
+      return failure();
+    operands.push_back(*t);
+    (i == 2 ? hasW : hasB) = 1;
+  }
+  int64_t axis = tensorType(*x).getRank() - shape->size();
+  auto r = make<LayerNormOp>(
+      loc, operands,
+      {i64("axis", axis), attr("epsilon", b().getF64FloatAttr(*eps)),
+       attr("operand_segment_sizes",
+            b().getDenseI32ArrayAttr({1, hasW, hasB}))});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hBatchNorm(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto training = boolArg(n, 5, loc);
+  auto momentum = floatArg(n, 6, loc), eps = floatArg(n, 7, loc);
+  if (failed(x) || failed(training) || failed(eps))
+    return failure();
+  VTensorType t = tensorType(*x);
+  if (t.getRank() < 2 || !t.getDim(1).isStatic())
+    return error(n, loc) << "input " << t << " needs a static channel dim 1";
+  int64_t c = t.getDim(1).constant;
+  auto vec = [&](unsigned i, double fill) -> FailureOr<Value> {
+    if (!isNoneArg(n, i))
+      return tensorArg(n, i, loc);
+    auto type = VTensorType::get(ctx, {c}, -1, t.getElementType());
+    return b()
+        .create<FullOp>(loc, type, FloatAttr::get(t.getElementType(), fill))
+        .getResult();
+  };
+  auto w = vec(1, 1.0), bias = vec(2, 0.0);
+  if (failed(w) || failed(bias))
+    return failure();
+  bool haveStats = !isNoneArg(n, 3) && !isNoneArg(n, 4);
+  if (*training) {
+    SmallVector<Value> operands{*x, *w, *bias};
+    if (haveStats) {
+      auto rm = tensorArg(n, 3, loc), rv = tensorArg(n, 4, loc);
+      if (failed(rm) || failed(rv))
+        return failure();
+      operands.push_back(*rm);
+      operands.push_back(*rv);
+    }
+    double mom = succeeded(momentum) ? *momentum : 0.1;
+    int32_t s = haveStats ? 1 : 0;
+    auto r = make<BatchNormOp>(
+        loc, operands,
+        {attr("epsilon", b().getF64FloatAttr(*eps)),
+         attr("momentum", b().getF64FloatAttr(mom)),
+         attr("operand_segment_sizes",
+              b().getDenseI32ArrayAttr({1, 1, 1, s, s}))});
+    if (failed(r))
+      return failure();
+    bindTensor(n->output(), *r);
+    return success();
+  }
+  // Eval mode: (x - mean) * rsqrt(var + eps) * w + b with [C, 1, ...] views.
+  if (!haveStats)
+    return error(n, loc) << "eval-mode batch_norm without running statistics";
+  auto rm = tensorArg(n, 3, loc), rv = tensorArg(n, 4, loc);
+  if (failed(rm) || failed(rv))
+    return failure();
+  SmallVector<SymInt> dims(t.getRank() - 1, SymInt(1));
+  dims[0] = c;
+  auto view = [&](Value v) { return reshape(v, dims, loc); };
+  auto mean = view(*rm), var = view(*rv), wv = view(*w), bv = view(*bias);
+  if (failed(mean) || failed(var) || failed(wv) || failed(bv))
+    return failure();
+  auto r = binary("add", TSValue::ofTensor(*var), TSValue::ofFloat(*eps), loc,
+                  n);
+  if (succeeded(r))
+    r = unary(UnaryKind::rsqrt, *r, loc);
+  if (succeeded(r))
+    r = make<MulOp>(loc, {*r, *wv});
+  FailureOr<Value> centered = make<SubOp>(loc, {*x, *mean});
+  if (failed(r) || failed(centered))
+    return failure();
+  r = make<MulOp>(loc, {*centered, *r});
+  if (succeeded(r))
+    r = make<AddOp>(loc, {*r, *bv});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hConvolution(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc), w = tensorArg(n, 1, loc);
+  if (failed(x) || failed(w))
+    return failure();
+  int64_t sp = tensorType(*x).getRank() - 2;
+  if (sp < 1)
+    return error(n, loc) << "input must be [N, C, spatial...]";
+  bool full = opName(n) == "_convolution" || opName(n) == "convolution";
+  // conv2d(input, weight, bias, stride, padding, dilation, groups);
+  // _convolution(..., stride, padding, dilation, transposed, output_padding,
+  //              groups, ...)
+  if (!full && lookup(n->input(4)).kind == K::Str)
+    return error(n, loc) << "string padding ('same'/'valid') is not "
+                            "supported; trace with integer padding";
+  auto stride = intListArg(n, 3, loc), pad = intListArg(n, 4, loc),
+       dil = intListArg(n, 5, loc);
+  auto groups = intArg(n, full ? 8 : 6, loc);
+  if (failed(stride) || failed(pad) || failed(dil) || failed(groups))
+    return failure();
+  if (full) {
+    auto transposed = boolArg(n, 6, loc);
+    if (failed(transposed))
+      return failure();
+    if (*transposed)
+      return error(n, loc) << "transposed convolution is not supported";
+  }
+  SmallVector<Value> operands{*x, *w};
+  if (!isNoneArg(n, 2)) {
+    auto bias = tensorArg(n, 2, loc);
+    if (failed(bias))
+      return failure();
+    operands.push_back(*bias);
+  }
+  auto r = make<ConvOp>(
+      loc, operands,
+      {attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1))),
+       attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
+       attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
+       i64("groups", *groups)});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hMaxPool(Node *n, Location loc) {
+  // max_poolNd(input, kernel, stride, padding, dilation, ceil_mode)
+  auto x = tensorArg(n, 0, loc);
+  auto kernel = intListArg(n, 1, loc), stride = intListArg(n, 2, loc),
+       pad = intListArg(n, 3, loc), dil = intListArg(n, 4, loc);
+  auto ceil = boolArg(n, 5, loc);
+  if (failed(x) || failed(kernel) || failed(stride) || failed(pad) ||
+      failed(dil) || failed(ceil))
+    return failure();
+  int64_t sp = tensorType(*x).getRank() - 2;
+  SmallVector<int64_t> k = window(*kernel, sp, 1);
+  auto r = make<PoolOp>(
+      loc, {*x},
+      {attr("kind", PoolKindAttr::get(ctx, PoolKind::max)),
+       attr("kernel", b().getDenseI64ArrayAttr(k)),
+       attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1, k))),
+       attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
+       attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
+       attr("ceil_mode", b().getBoolAttr(*ceil)),
+       attr("count_include_pad", b().getBoolAttr(false))});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hAvgPool(Node *n, Location loc) {
+  // avg_poolNd(input, kernel, stride, padding, ceil_mode, count_include_pad,
+  //            divisor_override)
+  auto x = tensorArg(n, 0, loc);
+  auto kernel = intListArg(n, 1, loc), stride = intListArg(n, 2, loc),
+       pad = intListArg(n, 3, loc);
+  auto ceil = boolArg(n, 4, loc), include = boolArg(n, 5, loc);
+  if (failed(x) || failed(kernel) || failed(stride) || failed(pad) ||
+      failed(ceil) || failed(include))
+    return failure();
+  if (!isNoneArg(n, 6))
+    return error(n, loc) << "avg_pool divisor_override is not supported";
+  int64_t sp = tensorType(*x).getRank() - 2;
+  SmallVector<int64_t> k = window(*kernel, sp, 1);
+  auto r = make<PoolOp>(
+      loc, {*x},
+      {attr("kind", PoolKindAttr::get(ctx, PoolKind::avg)),
+       attr("kernel", b().getDenseI64ArrayAttr(k)),
+       attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1, k))),
+       attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
+       attr("dilations", b().getDenseI64ArrayAttr(SmallVector<int64_t>(sp, 1))),
+       attr("ceil_mode", b().getBoolAttr(*ceil)),
+       attr("count_include_pad", b().getBoolAttr(*include))});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto out = intListArg(n, 1, loc);
+  if (failed(x) || failed(out))
+    return failure();
+  VTensorType t = tensorType(*x);
+  int64_t sp = t.getRank() - 2;
+  SmallVector<int64_t> o = window(*out, sp, 1);
+  if (sp < 1 || static_cast<int64_t>(o.size()) != sp)
+    return error(n, loc) << "output size does not match the input rank";
+  if (llvm::all_of(o, [](int64_t v) { return v == 1; })) {
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < sp; ++i)
+      axes.push_back(i + 2);
+    auto r = make<ReduceOp>(
+        loc, {*x},
+        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::mean)),
+         attr("axes", b().getDenseI64ArrayAttr(axes)),
+         attr("keepdim", b().getBoolAttr(true))});
+    if (failed(r))
+      return failure();
+    bindTensor(n->output(), *r);
+    return success();
+  }
+  SmallVector<int64_t> k;
+  for (int64_t i = 0; i < sp; ++i) {
+    SymInt in = t.getDim(i + 2);
+    if (!in.isStatic() || o[i] <= 0 || in.constant % o[i] != 0)
+      return error(n, loc) << "adaptive pooling from " << in.str() << " to "
+                           << o[i]
+                           << " is supported only when the size divides";
+    k.push_back(in.constant / o[i]);
+  }
+  auto r = make<PoolOp>(
+      loc, {*x},
+      {attr("kind", PoolKindAttr::get(ctx, PoolKind::avg)),
+       attr("kernel", b().getDenseI64ArrayAttr(k)),
+       attr("strides", b().getDenseI64ArrayAttr(k)),
+       attr("pads", b().getDenseI64ArrayAttr(SmallVector<int64_t>(2 * sp, 0))),
+       attr("dilations", b().getDenseI64ArrayAttr(SmallVector<int64_t>(sp, 1))),
+       attr("ceil_mode", b().getBoolAttr(false)),
+       attr("count_include_pad", b().getBoolAttr(true))});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hReduce(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  std::string op = opName(n);
+  int64_t rank = tensorType(*x).getRank();
+  SmallVector<int64_t> axes;
+  bool keepdim = false;
+  unsigned dtypeIdx = 1;
+  // mean(x, dtype) / mean(x, dims, keepdim, dtype) / amax(x, dims, keepdim)
+  bool withDims = n->inputs().size() >= 3;
+  if (withDims) {
+    if (!isNoneArg(n, 1)) {
+      auto l = intListArg(n, 1, loc);
+      if (failed(l))
+        return failure();
+      for (int64_t a : *l) {
+        int64_t axis = normAxis(a, rank);
+        if (axis < 0)
+          return error(n, loc) << "dimension " << a << " out of range";
+        axes.push_back(axis);
+      }
+    }
+    auto k = boolArg(n, 2, loc);
+    if (failed(k))
+      return failure();
+    keepdim = *k;
+    dtypeIdx = 3;
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i)
+      axes.push_back(i);
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  Value v = *x;
+  if (n->inputs().size() > dtypeIdx && (op == "mean" || op == "sum")) {
+    auto dt = dtypeArg(n, dtypeIdx, loc);
+    if (failed(dt))
+      return failure();
+    if (*dt)
+      v = cast(v, *dt, loc);
+  }
+  ReduceKind kind = op == "mean"   ? ReduceKind::mean
+                    : op == "sum"  ? ReduceKind::sum
+                    : op == "amax" ? ReduceKind::max
+                    : op == "amin" ? ReduceKind::min
+                                   : ReduceKind::prod;
+  if (kind == ReduceKind::mean && !tensorType(v).getElementType().isa<FloatType>())
+    return error(n, loc) << "mean of an integer tensor";
+  auto r = make<ReduceOp>(loc, {v},
+                          {attr("kind", ReduceKindAttr::get(ctx, kind)),
+                           attr("axes", b().getDenseI64ArrayAttr(axes)),
+                           attr("keepdim", b().getBoolAttr(keepdim))});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+/// Shared by cross_entropy_loss and nll_loss:
+/// (self, target, weight, reduction, ignore_index, ...).
+static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
+                                Location loc, bool logInput) {
+  auto x = imp.tensorArg(n, 0, loc), y = imp.tensorArg(n, 1, loc);
+  auto red = imp.intArg(n, 3, loc), ignore = imp.intArg(n, 4, loc);
+  if (failed(x) || failed(y) || failed(red) || failed(ignore))
+    return failure();
+  if (!imp.isNoneArg(n, 2))
+    return imp.error(n, loc) << "class weights are not supported";
+  if (!logInput && !imp.isNoneArg(n, 5)) {
+    auto smoothing = imp.floatArg(n, 5, loc);
+    if (failed(smoothing))
+      return failure();
+    if (*smoothing != 0.0)
+      return imp.error(n, loc) << "label_smoothing=" << *smoothing
+                               << " is not supported (only 0)";
+  }
+  LossReduction reduction;
+  switch (*red) {
+  case 0:
+    reduction = LossReduction::none;
+    break;
+  case 1:
+    reduction = LossReduction::mean;
+    break;
+  case 2:
+    reduction = LossReduction::sum;
+    break;
+  default:
+    return imp.error(n, loc) << "unknown reduction " << *red;
+  }
+  MLIRContext *ctx = imp.ctx;
+  SmallVector<NamedAttribute> attrs{
+      imp.attr("reduction", LossReductionAttr::get(ctx, reduction)),
+      imp.i64("ignore_index", *ignore)};
+  if (logInput)
+    attrs.push_back(imp.attr("log_input", UnitAttr::get(ctx)));
+  auto r = imp.make<CrossEntropyOp>(loc, {*x, *y}, attrs);
+  if (failed(r))
+    return failure();
+  imp.bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hCrossEntropy(Node *n, Location loc) {
+  return lossCommon(*this, n, loc, /*logInput=*/false);
+}
+
+LogicalResult TSImporter::hNllLoss(Node *n, Location loc) {
+  return lossCommon(*this, n, loc, /*logInput=*/true);
+}
+
+LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
+  // scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
+  //                              scale, enable_gqa)
+  auto q = tensorArg(n, 0, loc), k = tensorArg(n, 1, loc),
+       v = tensorArg(n, 2, loc);
+  auto dropout = floatArg(n, 4, loc);
+  auto causal = boolArg(n, 5, loc);
+  if (failed(q) || failed(k) || failed(v) || failed(dropout) || failed(causal))
+    return failure();
+  if (n->inputs().size() > 7 && !isNoneArg(n, 7)) {
+    auto gqa = boolArg(n, 7, loc);
+    if (failed(gqa))
+      return failure();
+    if (*gqa)
+      return error(n, loc) << "enable_gqa is not supported";
+  }
+  VTensorType qt = tensorType(*q);
+  int64_t rank = qt.getRank();
+  if (rank < 2 || !qt.getDim(rank - 1).isStatic())
+    return error(n, loc) << "query " << qt << " needs a static last dim";
+  double scale = 1.0 / std::sqrt(static_cast<double>(
+                           qt.getDim(rank - 1).constant));
+  if (!isNoneArg(n, 6)) {
+    auto s = floatArg(n, 6, loc);
+    if (failed(s))
+      return failure();
+    scale = *s;
+  }
+  auto kt = swapDims(*k, rank - 2, rank - 1, loc);
+  if (failed(kt))
+    return failure();
+  auto s = make<MatmulOp>(loc, {*q, *kt});
+  if (failed(s))
+    return failure();
+  Type elt = qt.getElementType();
+  s = make<MulOp>(loc, {*s, scalarConstant(scale, elt, loc)});
+  if (failed(s))
+    return failure();
+  double ninf = -std::numeric_limits<double>::infinity();
+  if (*causal) {
+    VTensorType st = tensorType(*s);
+    SymInt l = st.getDim(rank - 2), m = st.getDim(rank - 1);
+    if (!l.isStatic() || !m.isStatic())
+      return error(n, loc) << "is_causal needs static sequence lengths";
+    auto ones = b().create<FullOp>(
+        loc, VTensorType::get(ctx, {l.constant, m.constant}, -1, elt),
+        FloatAttr::get(elt, 1.0));
+    auto tri = make<TriluOp>(loc, {ones.getResult()},
+                             {i64("k", 0), attr("upper", b().getBoolAttr(false))});
+    if (failed(tri))
+      return failure();
+    auto keep = binary("ne", TSValue::ofTensor(*tri), TSValue::ofFloat(0), loc,
+                       n);
+    if (failed(keep))
+      return failure();
+    s = make<WhereOp>(loc, {*keep, *s, scalarConstant(ninf, elt, loc)});
+    if (failed(s))
+      return failure();
+  }
+  if (!isNoneArg(n, 3)) {
+    auto mask = tensorArg(n, 3, loc);
+    if (failed(mask))
+      return failure();
+    if (tensorType(*mask).getElementType().isInteger(1))
+      s = make<WhereOp>(loc, {*mask, *s, scalarConstant(ninf, elt, loc)});
+    else
+      s = make<AddOp>(loc, {*s, cast(*mask, elt, loc)});
+    if (failed(s))
+      return failure();
+  }
+  s = make<SoftmaxOp>(loc, {*s}, {i64("axis", rank - 1)});
+  if (failed(s))
+    return failure();
+  if (*dropout > 0) {
+    if (*dropout >= 1)
+      return error(n, loc) << "dropout_p " << *dropout << " is outside [0, 1)";
+    s = b().create<DropoutOp>(loc, s->getType(), *s,
+                              b().getF64FloatAttr(*dropout))
+            .getResult();
+  }
+  auto r = make<MatmulOp>(loc, {*s, *v});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hGatherElements(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  auto idx = tensorArg(n, 2, loc);
+  if (failed(x) || failed(d) || failed(idx))
+    return failure();
+  int64_t axis = normAxis(*d, tensorType(*x).getRank());
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  auto r = make<GatherElementsOp>(loc, {*x, *idx}, {i64("axis", axis)});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hIndexSelect(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  auto idx = tensorArg(n, 2, loc);
+  if (failed(x) || failed(d) || failed(idx))
+    return failure();
+  int64_t axis = normAxis(*d, tensorType(*x).getRank());
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  auto r = make<GatherOp>(loc, {*x, *idx}, {i64("axis", axis)});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
+  auto reg = [&](std::initializer_list<const char *> kinds, Handler h) {
+    for (const char *k : kinds)
+      t[k] = h;
+  };
+  reg({"aten::embedding"}, &TSImporter::hEmbedding);
+  reg({"aten::matmul", "aten::mm", "aten::bmm"}, &TSImporter::hMatmul);
+  reg({"aten::linear"}, &TSImporter::hLinear);
+  reg({"aten::addmm"}, &TSImporter::hAddmm);
+  reg({"aten::softmax", "aten::log_softmax", "aten::_softmax",
+       "aten::_log_softmax"},
+      &TSImporter::hSoftmax);
+  reg({"aten::layer_norm"}, &TSImporter::hLayerNorm);
+  reg({"aten::batch_norm"}, &TSImporter::hBatchNorm);
+  reg({"aten::_convolution", "aten::convolution", "aten::conv1d",
+       "aten::conv2d", "aten::conv3d"},
+      &TSImporter::hConvolution);
+  reg({"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d"},
+      &TSImporter::hMaxPool);
+  reg({"aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"},
+      &TSImporter::hAvgPool);
+  reg({"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
+       "aten::adaptive_avg_pool3d"},
+      &TSImporter::hAdaptiveAvgPool);
+  reg({"aten::mean", "aten::sum", "aten::amax", "aten::amin"},
+      &TSImporter::hReduce);
+  reg({"aten::cross_entropy_loss"}, &TSImporter::hCrossEntropy);
+  reg({"aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"},
+      &TSImporter::hNllLoss);
+  reg({"aten::scaled_dot_product_attention"}, &TSImporter::hSDPA);
+  reg({"aten::gather"}, &TSImporter::hGatherElements);
+  reg({"aten::index_select"}, &TSImporter::hIndexSelect);
+}

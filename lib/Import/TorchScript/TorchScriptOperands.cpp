@@ -1,0 +1,227 @@
+//===- TorchScriptOperands.cpp - Operand access and building blocks -------===//
+//
+// Typed access to a node's operands (each failure is a diagnostic naming the
+// node and operand), scalar materialization, casts and reshapes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TorchScriptImporterImpl.h"
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::ts;
+
+//===----------------------------------------------------------------------===//
+// Operand access
+//===----------------------------------------------------------------------===//
+
+FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
+                                      Location loc, Node *n) {
+  switch (v.kind) {
+  case TSValue::Kind::Tensor:
+    if (v.tensor)
+      return v.tensor;
+    return readParam(v.param, loc);
+  case TSValue::Kind::Int:
+    if (!v.i.isStatic())
+      return error(n, loc) << "the batch-dependent size " << v.i.str()
+                           << " is used as a tensor value; only shapes may "
+                              "depend on the batch size",
+             failure();
+    return scalarConstant(static_cast<double>(v.i.constant),
+                          like ? like : b().getI64Type(), loc);
+  case TSValue::Kind::Float:
+    return scalarConstant(v.f, like ? like : b().getF32Type(), loc);
+  case TSValue::Kind::Bool:
+    return scalarConstant(v.b, like ? like : b().getI1Type(), loc);
+  default:
+    return error(n, loc) << "expected a tensor operand", failure();
+  }
+}
+
+FailureOr<Value> TSImporter::tensorArg(Node *n, unsigned i, Location loc) {
+  if (i >= n->inputs().size())
+    return error(n, loc) << "missing operand " << i, failure();
+  TSValue &v = lookup(n->input(i));
+  if (v.kind != TSValue::Kind::Tensor && !v.scalarTensor)
+    return error(n, loc) << "operand " << i << " is not a tensor", failure();
+  return asTensor(v, Type(), loc, n);
+}
+
+FailureOr<SymInt> TSImporter::symIntArg(Node *n, unsigned i, Location loc) {
+  if (i < n->inputs().size()) {
+    TSValue &v = lookup(n->input(i));
+    if (v.kind == TSValue::Kind::Int)
+      return v.i;
+    if (v.kind == TSValue::Kind::Bool)
+      return SymInt(v.b ? 1 : 0);
+  }
+  return error(n, loc) << "operand " << i << " is not a known integer",
+         failure();
+}
+
+FailureOr<int64_t> TSImporter::intArg(Node *n, unsigned i, Location loc) {
+  auto v = symIntArg(n, i, loc);
+  if (failed(v))
+    return failure();
+  if (!v->isStatic())
+    return error(n, loc) << "operand " << i << " is the batch-dependent size "
+                         << v->str() << " where a constant is needed",
+           failure();
+  return v->constant;
+}
+
+FailureOr<double> TSImporter::floatArg(Node *n, unsigned i, Location loc) {
+  if (i < n->inputs().size()) {
+    TSValue &v = lookup(n->input(i));
+    if (v.kind == TSValue::Kind::Float)
+      return v.f;
+    if (v.kind == TSValue::Kind::Int && v.i.isStatic())
+      return static_cast<double>(v.i.constant);
+    if (v.kind == TSValue::Kind::Bool)
+      return v.b ? 1.0 : 0.0;
+  }
+  return error(n, loc) << "operand " << i << " is not a known number",
+         failure();
+}
+
+FailureOr<bool> TSImporter::boolArg(Node *n, unsigned i, Location loc) {
+  if (i < n->inputs().size()) {
+    TSValue &v = lookup(n->input(i));
+    if (v.kind == TSValue::Kind::Bool)
+      return v.b;
+    if (v.kind == TSValue::Kind::Int && v.i.isStatic())
+      return v.i.constant != 0;
+  }
+  return error(n, loc) << "operand " << i << " is not a known bool", failure();
+}
+
+FailureOr<std::string> TSImporter::strArg(Node *n, unsigned i, Location loc) {
+  if (i < n->inputs().size() && lookup(n->input(i)).kind == TSValue::Kind::Str)
+    return lookup(n->input(i)).s;
+  return error(n, loc) << "operand " << i << " is not a string", failure();
+}
+
+FailureOr<SmallVector<SymInt>> TSImporter::symIntListArg(Node *n, unsigned i,
+                                                         Location loc) {
+  if (i < n->inputs().size()) {
+    TSValue &v = lookup(n->input(i));
+    if (v.kind == TSValue::Kind::Int)
+      return SmallVector<SymInt>{v.i};
+    if (v.kind == TSValue::Kind::List) {
+      SmallVector<SymInt> out;
+      for (const TSValue &e : v.list) {
+        if (e.kind != TSValue::Kind::Int)
+          return error(n, loc) << "operand " << i
+                               << " has an element that is not a known "
+                                  "integer",
+                 failure();
+        out.push_back(e.i);
+      }
+      return out;
+    }
+  }
+  return error(n, loc) << "operand " << i << " is not an integer list",
+         failure();
+}
+
+FailureOr<SmallVector<int64_t>> TSImporter::intListArg(Node *n, unsigned i,
+                                                       Location loc) {
+  auto l = symIntListArg(n, i, loc);
+  if (failed(l))
+    return failure();
+  SmallVector<int64_t> out;
+  for (SymInt s : *l) {
+    if (!s.isStatic())
+      return error(n, loc) << "operand " << i
+                           << " holds the batch-dependent size " << s.str()
+                           << " where constants are needed",
+             failure();
+    out.push_back(s.constant);
+  }
+  return out;
+}
+
+FailureOr<SmallVector<Value>> TSImporter::tensorListArg(Node *n, unsigned i,
+                                                        Location loc) {
+  if (i >= n->inputs().size() ||
+      lookup(n->input(i)).kind != TSValue::Kind::List)
+    return error(n, loc) << "operand " << i << " is not a tensor list",
+           failure();
+  SmallVector<Value> out;
+  for (const TSValue &e : std::vector<TSValue>(lookup(n->input(i)).list)) {
+    auto t = asTensor(e, Type(), loc, n);
+    if (failed(t))
+      return failure();
+    out.push_back(*t);
+  }
+  return out;
+}
+
+FailureOr<Type> TSImporter::dtypeArg(Node *n, unsigned i, Location loc) {
+  if (isNoneArg(n, i))
+    return Type();
+  auto code = intArg(n, i, loc);
+  if (failed(code))
+    return failure();
+  auto t = elementTypeOf(ctx, static_cast<c10::ScalarType>(*code));
+  if (failed(t))
+    return error(n, loc) << "unsupported dtype "
+                         << c10::toString(static_cast<c10::ScalarType>(*code)),
+           failure();
+  return *t;
+}
+
+//===----------------------------------------------------------------------===//
+// Building blocks
+//===----------------------------------------------------------------------===//
+
+Value TSImporter::scalarConstant(double value, Type elementType,
+                                 Location loc) {
+  auto shaped = RankedTensorType::get({}, elementType);
+  Attribute a;
+  if (auto ft = elementType.dyn_cast<FloatType>())
+    a = FloatAttr::get(ft, value);
+  else if (elementType.isInteger(1))
+    a = BoolAttr::get(ctx, value != 0);
+  else
+    a = IntegerAttr::get(elementType, static_cast<int64_t>(value));
+  auto dense = DenseElementsAttr::get(shaped, ArrayRef<Attribute>{a});
+  return b().create<ConstantOp>(loc, VTensorType::get(ctx, {}, -1, elementType),
+                                dense);
+}
+
+FailureOr<VTensorType> TSImporter::typeFromDims(ArrayRef<SymInt> dims,
+                                                Type elementType,
+                                                Location loc) {
+  VTensorType t = VTensorType::getFromDims(ctx, dims, elementType);
+  if (!t)
+    return emitError(loc) << "shape " << dimsStr(dims)
+                          << " cannot be represented: every dimension must "
+                             "be static or a multiple of B, and at most one "
+                             "may depend on B",
+           failure();
+  return t;
+}
+
+Value TSImporter::cast(Value v, Type elementType, Location loc) {
+  VTensorType t = tensorType(v);
+  if (t.getElementType() == elementType)
+    return v;
+  return b().create<CastOp>(loc, t.withElementType(elementType), v);
+}
+
+FailureOr<Value> TSImporter::reshape(Value v, ArrayRef<SymInt> dims,
+                                     Location loc) {
+  VTensorType t = tensorType(v);
+  if (t.getDims() == SmallVector<SymInt>(dims.begin(), dims.end()))
+    return v;
+  auto type = typeFromDims(dims, t.getElementType(), loc);
+  if (failed(type))
+    return failure();
+  if (t.getNumElements() != type->getNumElements())
+    return emitError(loc) << "cannot reshape " << t << " to "
+                          << dimsStr(dims) << ": element counts differ",
+           failure();
+  return b().create<ReshapeOp>(loc, *type, v).getResult();
+}

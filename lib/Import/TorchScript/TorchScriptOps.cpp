@@ -1,0 +1,742 @@
+//===- TorchScriptOps.cpp - Structural, scalar, shape, elementwise ops ----===//
+//
+// Scalar arithmetic on sizes is evaluated symbolically (SymInt), so a size
+// read from the batch dimension (`aten::size(x, 0)` = B) can flow through
+// prim::NumToTensor / aten::Int / arithmetic into a view's shape list.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TorchScriptImporterImpl.h"
+
+#include <torch/csrc/jit/ir/constants.h>
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::ts;
+
+namespace {
+using K = TSValue::Kind;
+} // namespace
+
+std::string varuna::ts::opName(torch::jit::Node *n) {
+  std::string s = n->kind().toUnqualString();
+  if (s.size() > 1 && s.back() == '_' && s[s.size() - 2] != '_')
+    s.pop_back();
+  return s;
+}
+
+Type varuna::ts::promoteTypes(Type a, Type b) {
+  if (a == b)
+    return a;
+  bool fa = isFloatType(a), fb = isFloatType(b);
+  if (fa && fb)
+    return a.getIntOrFloatBitWidth() >= b.getIntOrFloatBitWidth() ? a : b;
+  if (fa)
+    return a;
+  if (fb)
+    return b;
+  if (a.isInteger(1))
+    return b;
+  if (b.isInteger(1))
+    return a;
+  return a.getIntOrFloatBitWidth() >= b.getIntOrFloatBitWidth() ? a : b;
+}
+
+Type varuna::ts::promoteScalarType(MLIRContext *ctx, Type t,
+                                  const TSValue &s) {
+  Builder b(ctx);
+  if (s.kind == K::Float && !isFloatType(t))
+    return b.getF32Type();
+  if (s.kind == K::Int && t.isInteger(1))
+    return b.getI64Type();
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Graph structure
+//===----------------------------------------------------------------------===//
+
+LogicalResult TSImporter::hConstant(Node *n, Location loc) {
+  if (n->outputs().size() != 1)
+    return error(n, loc) << "constant with several outputs";
+  std::optional<c10::IValue> iv = torch::jit::toIValue(n->output());
+  if (!iv)
+    return error(n, loc) << "cannot read the constant";
+  const c10::IValue &v = *iv;
+  TSValue out;
+  if (v.isNone()) {
+    out = TSValue::none();
+  } else if (v.isInt()) {
+    out = TSValue::ofInt(v.toInt());
+  } else if (v.isDouble()) {
+    out = TSValue::ofFloat(v.toDouble());
+  } else if (v.isBool()) {
+    out = TSValue::ofBool(v.toBool());
+  } else if (v.isString()) {
+    out = TSValue::make(K::Str);
+    out.s = v.toStringRef();
+  } else if (v.isIntList()) {
+    out = TSValue::make(K::List);
+    for (int64_t x : v.toIntVector())
+      out.list.push_back(TSValue::ofInt(x));
+  } else if (v.isDoubleList()) {
+    out = TSValue::make(K::List);
+    for (double x : v.toDoubleVector())
+      out.list.push_back(TSValue::ofFloat(x));
+  } else if (v.isBoolList()) {
+    out = TSValue::make(K::List);
+    for (bool x : v.toBoolList())
+      out.list.push_back(TSValue::ofBool(x));
+  } else if (v.isTensor() && v.toTensor().dim() == 0 &&
+             (v.toTensor().is_floating_point() ||
+              v.toTensor().scalar_type() == c10::ScalarType::Long ||
+              v.toTensor().scalar_type() == c10::ScalarType::Int)) {
+    // A 0-d constant (usually a wrapped Python number): a scalar that takes
+    // the type of the tensor it meets, as in torch's promotion.
+    at::Tensor t = v.toTensor();
+    out = t.is_floating_point() ? TSValue::ofFloat(t.item<double>())
+                                : TSValue::ofInt(t.item<int64_t>());
+    out.scalarTensor = true;
+  } else if (v.isTensor()) {
+    at::Tensor t = v.toTensor().contiguous();
+    auto elt = elementTypeOf(ctx, t.scalar_type());
+    if (failed(elt))
+      return error(n, loc) << "tensor constant of unsupported dtype "
+                           << c10::toString(t.scalar_type());
+    if (t.numel() > (1 << 20))
+      return error(n, loc) << "tensor constant of " << t.numel()
+                           << " elements is too large to inline; register it "
+                              "as a buffer or parameter";
+    SmallVector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+    auto shaped = RankedTensorType::get(shape, *elt);
+    DenseElementsAttr dense;
+    int64_t count = t.numel();
+    switch (t.scalar_type()) {
+    case c10::ScalarType::Float:
+      dense = DenseElementsAttr::get(
+          shaped, ArrayRef<float>(t.data_ptr<float>(), count));
+      break;
+    case c10::ScalarType::Double:
+      dense = DenseElementsAttr::get(
+          shaped, ArrayRef<double>(t.data_ptr<double>(), count));
+      break;
+    case c10::ScalarType::Long:
+      dense = DenseElementsAttr::get(
+          shaped, ArrayRef<int64_t>(t.data_ptr<int64_t>(), count));
+      break;
+    case c10::ScalarType::Int:
+      dense = DenseElementsAttr::get(
+          shaped, ArrayRef<int32_t>(t.data_ptr<int32_t>(), count));
+      break;
+    case c10::ScalarType::Bool: {
+      SmallVector<bool> bits(t.data_ptr<bool>(), t.data_ptr<bool>() + count);
+      dense = DenseElementsAttr::get(shaped, ArrayRef<bool>(bits));
+      break;
+    }
+    default: {
+      // f16 / bf16 / 8-bit: go through float attributes.
+      at::Tensor d = t.to(at::kDouble);
+      SmallVector<Attribute> attrs;
+      for (int64_t i = 0; i < count; ++i) {
+        double x = d.data_ptr<double>()[i];
+        if (isFloatType(*elt))
+          attrs.push_back(FloatAttr::get(*elt, x));
+        else
+          attrs.push_back(IntegerAttr::get(*elt, static_cast<int64_t>(x)));
+      }
+      dense = DenseElementsAttr::get(shaped, attrs);
+    }
+    }
+    Value c = b().create<ConstantOp>(loc, VTensorType::get(ctx, shape, -1, *elt),
+                                     dense);
+    out = TSValue::ofTensor(c);
+  } else {
+    // Devices, layouts...: only ever consumed as arguments we ignore.
+    out = TSValue();
+  }
+  bind(n->output(), out);
+  return success();
+}
+
+LogicalResult TSImporter::hListConstruct(Node *n, Location loc) {
+  TSValue out = TSValue::make(K::List);
+  for (JitValue *v : n->inputs())
+    out.list.push_back(lookup(v));
+  bind(n->output(), out);
+  return success();
+}
+
+LogicalResult TSImporter::hListUnpack(Node *n, Location loc) {
+  TSValue in = lookup(n->input(0));
+  if (in.kind != K::List || in.list.size() != n->outputs().size())
+    return error(n, loc) << "expected a list of " << n->outputs().size()
+                         << " elements";
+  for (auto [i, out] : llvm::enumerate(n->outputs()))
+    bind(out, in.list[i]);
+  return success();
+}
+
+LogicalResult TSImporter::hGetItem(Node *n, Location loc) {
+  TSValue in = lookup(n->input(0));
+  auto idx = intArg(n, 1, loc);
+  if (failed(idx))
+    return failure();
+  if (in.kind != K::List)
+    return error(n, loc) << "indexing a value that is not a list";
+  int64_t i = normAxis(*idx, in.list.size());
+  if (i < 0)
+    return error(n, loc) << "index " << *idx << " out of range";
+  bind(n->output(), in.list[i]);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Scalars and sizes
+//===----------------------------------------------------------------------===//
+
+LogicalResult TSImporter::hSize(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (n->inputs().size() == 1) {
+    TSValue out = TSValue::make(K::List);
+    for (SymInt d : dims)
+      out.list.push_back(TSValue::ofInt(d));
+    bind(n->output(), out);
+    return success();
+  }
+  auto d = intArg(n, 1, loc);
+  if (failed(d))
+    return failure();
+  int64_t axis = normAxis(*d, dims.size());
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range for rank "
+                         << dims.size();
+  bind(n->output(), TSValue::ofInt(dims[axis]));
+  return success();
+}
+
+LogicalResult TSImporter::hDim(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  bind(n->output(), TSValue::ofInt(tensorType(*x).getRank()));
+  return success();
+}
+
+LogicalResult TSImporter::hNumel(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  bind(n->output(), TSValue::ofInt(tensorType(*x).getNumElements()));
+  return success();
+}
+
+LogicalResult TSImporter::hNumToTensor(Node *n, Location loc) {
+  TSValue v = lookup(n->input(0));
+  if (!v.isScalar())
+    return error(n, loc) << "operand is not a number";
+  v.scalarTensor = true;
+  bind(n->output(), v);
+  return success();
+}
+
+LogicalResult TSImporter::hScalarCast(Node *n, Location loc) {
+  TSValue v = lookup(n->input(0));
+  if (!v.isScalar())
+    return error(n, loc)
+           << "converting tensor data to a Python number is data-dependent "
+              "and cannot be traced into a static graph";
+  v.scalarTensor = false;
+  std::string name = opName(n);
+  if (name == "Int" && v.kind == K::Float)
+    v = TSValue::ofInt(static_cast<int64_t>(v.f));
+  else if (name == "Float" && v.kind == K::Int) {
+    if (!v.i.isStatic())
+      return error(n, loc) << "the batch size cannot become a float";
+    v = TSValue::ofFloat(static_cast<double>(v.i.constant));
+  }
+  bind(n->output(), v);
+  return success();
+}
+
+bool TSImporter::isScalarNode(Node *n) {
+  bool any = false;
+  for (JitValue *v : n->inputs()) {
+    TSValue &t = lookup(v);
+    if (t.kind == K::Tensor)
+      return false;
+    any |= t.isScalar();
+  }
+  return any;
+}
+
+LogicalResult TSImporter::convertScalarArith(Node *n, Location loc,
+                                             StringRef op) {
+  TSValue a = lookup(n->input(0));
+  TSValue c = n->inputs().size() > 1 ? lookup(n->input(1)) : TSValue();
+  bool scalarTensor = a.scalarTensor || c.scalarTensor ||
+                      n->output()->type()->cast<c10::TensorType>();
+  if (op == "neg") {
+    TSValue out = a.kind == K::Float ? TSValue::ofFloat(-a.f)
+                                     : TSValue::ofInt(-a.i);
+    out.scalarTensor = scalarTensor;
+    bind(n->output(), out);
+    return success();
+  }
+  if (!a.isScalar() || !c.isScalar())
+    return error(n, loc) << "expected two numbers";
+  if (op == "rsub")
+    std::swap(a, c);
+  TSValue out;
+  bool floats = a.kind == K::Float || c.kind == K::Float ||
+                (op == "div" && isNoneArg(n, 2));
+  if (floats) {
+    auto asDouble = [&](const TSValue &v) -> std::optional<double> {
+      if (v.kind == K::Float)
+        return v.f;
+      if (v.kind == K::Bool)
+        return v.b ? 1.0 : 0.0;
+      if (v.i.isStatic())
+        return static_cast<double>(v.i.constant);
+      return std::nullopt;
+    };
+    auto x = asDouble(a), y = asDouble(c);
+    if (!x || !y) {
+      // B / k with an exact result stays an integer size.
+      if (op == "div" && a.kind == K::Int && c.kind == K::Int)
+        if (auto q = a.i.divExact(c.i)) {
+          out = TSValue::ofInt(*q);
+          out.scalarTensor = scalarTensor;
+          bind(n->output(), out);
+          return success();
+        }
+      return error(n, loc) << "floating-point arithmetic on the batch size "
+                              "is not supported";
+    }
+    double r;
+    if (op == "add")
+      r = *x + *y;
+    else if (op == "sub" || op == "rsub")
+      r = *x - *y;
+    else if (op == "mul")
+      r = *x * *y;
+    else if (op == "div" || op == "true_divide")
+      r = *x / *y;
+    else if (op == "floordiv" || op == "floor_divide")
+      r = std::floor(*x / *y);
+    else if (op == "pow")
+      r = std::pow(*x, *y);
+    else
+      return error(n, loc) << "unsupported scalar operation '" << op << "'";
+    out = TSValue::ofFloat(r);
+  } else {
+    SymInt x = a.kind == K::Bool ? SymInt(a.b) : a.i;
+    SymInt y = c.kind == K::Bool ? SymInt(c.b) : c.i;
+    std::optional<SymInt> r;
+    if (op == "add")
+      r = x + y;
+    else if (op == "sub" || op == "rsub")
+      r = x - y;
+    else if (op == "mul")
+      r = x.mul(y);
+    else if (op == "div" || op == "floordiv" || op == "floor_divide")
+      r = x.floorDiv(y);
+    else if (op == "remainder")
+      r = x.mod(y);
+    else if ((op == "maximum" || op == "minimum") && x.isStatic() &&
+             y.isStatic())
+      r = op == "maximum" ? std::max(x.constant, y.constant)
+                          : std::min(x.constant, y.constant);
+    else
+      return error(n, loc) << "unsupported integer operation '" << op << "'";
+    if (!r)
+      return error(n, loc) << "the result of " << x.str() << " " << op << " "
+                           << y.str() << " is not affine in the batch size B";
+    out = TSValue::ofInt(*r);
+  }
+  out.scalarTensor = scalarTensor;
+  bind(n->output(), out);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+FailureOr<Value> TSImporter::binary(StringRef kind, const TSValue &a,
+                                    const TSValue &c, Location loc, Node *n) {
+  bool ta = a.kind == K::Tensor, tc = c.kind == K::Tensor;
+  Type elt;
+  FailureOr<Value> x = failure(), y = failure();
+  if (ta && tc) {
+    x = asTensor(a, Type(), loc, n);
+    y = asTensor(c, Type(), loc, n);
+    if (failed(x) || failed(y))
+      return failure();
+    VTensorType xt = tensorType(*x), yt = tensorType(*y);
+    Type ex = xt.getElementType(), ey = yt.getElementType();
+    // torch: a 0-d tensor does not promote a dimensioned tensor of the same
+    // category (float / integer / bool), like a Python scalar.
+    bool zx = xt.getRank() == 0, zy = yt.getRank() == 0;
+    auto category = [](Type t) {
+      return isFloatType(t) ? 2 : t.isInteger(1) ? 0 : 1;
+    };
+    if (zx && !zy && category(ex) <= category(ey))
+      elt = ey;
+    else if (zy && !zx && category(ey) <= category(ex))
+      elt = ex;
+    else
+      elt = promoteTypes(ex, ey);
+  } else if (ta || tc) {
+    x = asTensor(ta ? a : c, Type(), loc, n);
+    if (failed(x))
+      return failure();
+    elt = promoteScalarType(ctx, tensorType(*x).getElementType(), ta ? c : a);
+    y = asTensor(ta ? c : a, elt, loc, n);
+    if (failed(y))
+      return failure();
+    if (!ta)
+      std::swap(x, y);
+  } else {
+    return error(n, loc) << "expected a tensor operand", failure();
+  }
+  if (kind == "div" && !isFloatType(elt))
+    elt = b().getF32Type(); // true division
+  if (kind == "and" || kind == "or")
+    elt = b().getI1Type();
+  Value lhs = cast(*x, elt, loc), rhs = cast(*y, elt, loc);
+  if (kind == "add")
+    return make<AddOp>(loc, {lhs, rhs});
+  if (kind == "sub")
+    return make<SubOp>(loc, {lhs, rhs});
+  if (kind == "mul")
+    return make<MulOp>(loc, {lhs, rhs});
+  if (kind == "div" || kind == "idiv")
+    return make<DivOp>(loc, {lhs, rhs});
+  if (kind == "pow")
+    return make<PowOp>(loc, {lhs, rhs});
+  if (kind == "maximum")
+    return make<MaximumOp>(loc, {lhs, rhs});
+  if (kind == "minimum")
+    return make<MinimumOp>(loc, {lhs, rhs});
+  if (kind == "and")
+    return make<AndOp>(loc, {lhs, rhs});
+  if (kind == "or")
+    return make<OrOp>(loc, {lhs, rhs});
+  auto pred = symbolizeComparePredicate(kind);
+  if (!pred)
+    return error(n, loc) << "internal: unknown binary kind " << kind,
+           failure();
+  return make<CompareOp>(
+      loc, {lhs, rhs},
+      {attr("predicate", ComparePredicateAttr::get(ctx, *pred))});
+}
+
+FailureOr<Value> TSImporter::unary(UnaryKind kind, Value v, Location loc) {
+  return make<UnaryOp>(loc, {v},
+                       {attr("kind", UnaryKindAttr::get(ctx, kind))});
+}
+
+LogicalResult TSImporter::hArith(Node *n, Location loc) {
+  std::string op = opName(n);
+  if (isScalarNode(n))
+    return convertScalarArith(n, loc, op);
+  TSValue a = lookup(n->input(0));
+  TSValue c = n->inputs().size() > 1 ? lookup(n->input(1)) : TSValue();
+  if (op == "add" || op == "sub" || op == "rsub") {
+    if (!isNoneArg(n, 2)) {
+      auto alpha = floatArg(n, 2, loc);
+      if (failed(alpha))
+        return failure();
+      if (*alpha != 1.0) {
+        TSValue &scaled = op == "rsub" ? a : c;
+        if (scaled.kind == K::Tensor) {
+          auto m = binary("mul", scaled, TSValue::ofFloat(*alpha), loc, n);
+          if (failed(m))
+            return failure();
+          scaled = TSValue::ofTensor(*m);
+        } else if (scaled.kind == K::Float) {
+          scaled.f *= *alpha;
+        } else if (scaled.kind == K::Int && scaled.i.isStatic()) {
+          scaled = TSValue::ofFloat(*alpha * scaled.i.constant);
+        }
+      }
+    }
+    if (op == "rsub") {
+      std::swap(a, c);
+      op = "sub";
+    }
+  }
+  FailureOr<Value> r = failure();
+  if (op == "div" && !isNoneArg(n, 2)) {
+    auto mode = strArg(n, 2, loc);
+    if (failed(mode))
+      return failure();
+    Value x;
+    {
+      auto t = asTensor(a, Type(), loc, n);
+      if (failed(t))
+        return failure();
+      x = *t;
+    }
+    bool intDiv = !isFloatType(tensorType(x).getElementType());
+    if (intDiv) {
+      if (*mode == "floor")
+        return error(n, loc) << "floor division of integer tensors is not "
+                                "supported (use rounding_mode='trunc')";
+      r = binary("idiv", a, c, loc, n);
+    } else {
+      r = binary("div", a, c, loc, n);
+      if (succeeded(r) && *mode == "floor")
+        r = unary(UnaryKind::floor, *r, loc);
+      else if (succeeded(r) && *mode == "trunc")
+        return error(n, loc) << "rounding_mode='trunc' on floating-point "
+                                "tensors is not supported";
+    }
+  } else if (op == "floor_divide") {
+    r = binary("div", a, c, loc, n);
+    if (succeeded(r))
+      r = unary(UnaryKind::floor, *r, loc);
+  } else if (op == "true_divide") {
+    r = binary("div", a, c, loc, n);
+  } else if (op == "add" || op == "sub" || op == "mul" || op == "div" ||
+             op == "pow" || op == "maximum" || op == "minimum") {
+    r = binary(op, a, c, loc, n);
+  } else {
+    return error(n, loc) << "unsupported arithmetic '" << op << "'";
+  }
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hCompare(Node *n, Location loc) {
+  auto r = binary(opName(n), lookup(n->input(0)), lookup(n->input(1)), loc, n);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hLogical(Node *n, Location loc) {
+  std::string op = opName(n);
+  bool isAnd = op.find("and") != std::string::npos;
+  if (op.find("bitwise") != std::string::npos || op.find("__") == 0) {
+    for (JitValue *v : n->inputs()) {
+      TSValue &t = lookup(v);
+      if (t.kind == K::Tensor && t.tensor &&
+          !tensorType(t.tensor).getElementType().isInteger(1))
+        return error(n, loc) << "bitwise operations are supported on bool "
+                                "tensors only";
+    }
+  }
+  auto r = binary(isAnd ? "and" : "or", lookup(n->input(0)),
+                  lookup(n->input(1)), loc, n);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hUnary(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  Value v = *x;
+  Type elt = tensorType(v).getElementType();
+  if (op == "logical_not" || op == "bitwise_not") {
+    if (!elt.isInteger(1)) {
+      if (op == "bitwise_not")
+        return error(n, loc) << "bitwise_not is supported on bool tensors only";
+      auto zero = scalarConstant(0, elt, loc);
+      auto r = make<CompareOp>(
+          loc, {v, zero},
+          {attr("predicate", ComparePredicateAttr::get(ctx,
+                                                       ComparePredicate::eq))});
+      if (failed(r))
+        return failure();
+      bindTensor(n->output(), *r);
+      return success();
+    }
+    auto r = unary(UnaryKind::logical_not, v, loc);
+    if (failed(r))
+      return failure();
+    bindTensor(n->output(), *r);
+    return success();
+  }
+  if (op == "softplus") {
+    auto beta = floatArg(n, 1, loc), threshold = floatArg(n, 2, loc);
+    if (failed(beta) || failed(threshold))
+      return failure();
+    if (*beta != 1.0 || *threshold != 20.0)
+      return error(n, loc) << "softplus with beta != 1 or threshold != 20 is "
+                              "not supported";
+  }
+  auto kind = symbolizeUnaryKind(op);
+  if (!kind)
+    return error(n, loc) << "internal: no unary kind " << op;
+  bool intOk = *kind == UnaryKind::neg || *kind == UnaryKind::abs ||
+               *kind == UnaryKind::relu;
+  if (!isFloatType(elt) && !intOk)
+    v = cast(v, b().getF32Type(), loc);
+  auto r = unary(*kind, v, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hGelu(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  std::string approx = "none";
+  if (!isNoneArg(n, 1)) {
+    auto s = strArg(n, 1, loc);
+    if (failed(s))
+      return failure();
+    approx = *s;
+  }
+  if (approx != "none" && approx != "tanh")
+    return error(n, loc) << "unknown gelu approximation '" << approx << "'";
+  auto r = unary(approx == "tanh" ? UnaryKind::gelu_tanh : UnaryKind::gelu, *x,
+                 loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hPassThrough(Node *n, Location loc) {
+  bind(n->output(), lookup(n->input(0)));
+  return success();
+}
+
+LogicalResult TSImporter::hDropout(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto p = floatArg(n, 1, loc);
+  auto train = boolArg(n, 2, loc);
+  if (failed(x) || failed(p) || failed(train))
+    return failure();
+  if (!*train || *p == 0.0) {
+    bindTensor(n->output(), *x);
+    return success();
+  }
+  if (*p < 0.0 || *p >= 1.0)
+    return error(n, loc) << "dropout probability " << *p
+                         << " is outside [0, 1)";
+  Value r = b().create<DropoutOp>(loc, x->getType(), *x,
+                                  b().getF64FloatAttr(*p));
+  bindTensor(n->output(), r);
+  return success();
+}
+
+LogicalResult TSImporter::hTo(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  Type elt;
+  std::string op = opName(n);
+  if (op == "type_as") {
+    auto other = tensorArg(n, 1, loc);
+    if (failed(other))
+      return failure();
+    elt = tensorType(*other).getElementType();
+  } else if (n->inputs().size() > 1) {
+    c10::TypePtr t1 = n->input(1)->type();
+    if (t1->cast<c10::TensorType>()) {
+      auto other = tensorArg(n, 1, loc);
+      if (failed(other))
+        return failure();
+      elt = tensorType(*other).getElementType();
+    } else {
+      unsigned idx = t1->kind() == c10::TypeKind::DeviceObjType ? 2 : 1;
+      if (t1->kind() == c10::TypeKind::OptionalType &&
+          t1->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+              c10::TypeKind::DeviceObjType)
+        idx = 2;
+      auto d = dtypeArg(n, idx, loc);
+      if (failed(d))
+        return failure();
+      elt = *d;
+    }
+  }
+  bindTensor(n->output(), elt ? cast(*x, elt, loc) : *x);
+  return success();
+}
+
+void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
+  auto reg = [&](std::initializer_list<const char *> kinds, Handler h) {
+    for (const char *k : kinds)
+      t[k] = h;
+  };
+  reg({"prim::Constant"}, &TSImporter::hConstant);
+  reg({"prim::GetAttr"}, &TSImporter::hGetAttr);
+  reg({"prim::ListConstruct", "prim::TupleConstruct"},
+      &TSImporter::hListConstruct);
+  reg({"prim::ListUnpack", "prim::TupleUnpack"}, &TSImporter::hListUnpack);
+  reg({"aten::__getitem__", "prim::TupleIndex"}, &TSImporter::hGetItem);
+  reg({"aten::size"}, &TSImporter::hSize);
+  reg({"aten::dim"}, &TSImporter::hDim);
+  reg({"aten::numel"}, &TSImporter::hNumel);
+  reg({"prim::NumToTensor"}, &TSImporter::hNumToTensor);
+  reg({"aten::Int", "aten::Float", "aten::ScalarImplicit"},
+      &TSImporter::hScalarCast);
+  reg({"aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div",
+       "aten::true_divide", "aten::floor_divide", "aten::floordiv",
+       "aten::remainder", "aten::pow", "aten::maximum", "aten::minimum"},
+      &TSImporter::hArith);
+  reg({"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"},
+      &TSImporter::hCompare);
+  reg({"aten::logical_and", "aten::logical_or", "aten::bitwise_and",
+       "aten::bitwise_or", "aten::__and__", "aten::__or__"},
+      &TSImporter::hLogical);
+  reg({"aten::neg", "aten::exp", "aten::log", "aten::sqrt", "aten::rsqrt",
+       "aten::reciprocal", "aten::tanh", "aten::erf", "aten::sigmoid",
+       "aten::relu", "aten::abs", "aten::sin", "aten::cos", "aten::silu",
+       "aten::softplus", "aten::floor", "aten::ceil", "aten::logical_not",
+       "aten::bitwise_not"},
+      &TSImporter::hUnary);
+  reg({"aten::gelu"}, &TSImporter::hGelu);
+  reg({"aten::contiguous", "aten::clone", "aten::detach", "aten::alias",
+       "aten::lift_fresh", "aten::lift_fresh_copy"},
+      &TSImporter::hPassThrough);
+  reg({"aten::dropout"}, &TSImporter::hDropout);
+  reg({"aten::to", "aten::type_as"}, &TSImporter::hTo);
+  reg({"aten::view", "aten::reshape", "aten::view_as", "aten::reshape_as"},
+      &TSImporter::hView);
+  reg({"aten::flatten"}, &TSImporter::hFlatten);
+  reg({"aten::unflatten"}, &TSImporter::hUnflatten);
+  reg({"aten::unsqueeze"}, &TSImporter::hUnsqueeze);
+  reg({"aten::squeeze"}, &TSImporter::hSqueeze);
+  reg({"aten::expand", "aten::expand_as", "aten::broadcast_to"},
+      &TSImporter::hExpand);
+  reg({"aten::transpose", "aten::t", "aten::swapaxes"},
+      &TSImporter::hTranspose);
+  reg({"aten::permute"}, &TSImporter::hPermute);
+  reg({"aten::slice"}, &TSImporter::hSlice);
+  reg({"aten::select"}, &TSImporter::hSelect);
+  reg({"aten::narrow"}, &TSImporter::hNarrow);
+  reg({"aten::split", "aten::split_with_sizes", "aten::unsafe_split"},
+      &TSImporter::hSplit);
+  reg({"aten::chunk", "aten::unsafe_chunk"}, &TSImporter::hChunk);
+  reg({"aten::unbind"}, &TSImporter::hUnbind);
+  reg({"aten::cat", "aten::concat", "aten::concatenate"}, &TSImporter::hCat);
+  reg({"aten::stack"}, &TSImporter::hStack);
+  reg({"aten::where"}, &TSImporter::hWhere);
+  reg({"aten::masked_fill"}, &TSImporter::hMaskedFill);
+  reg({"aten::triu", "aten::tril"}, &TSImporter::hTrilu);
+  reg({"aten::full", "aten::zeros", "aten::ones"}, &TSImporter::hFull);
+  reg({"aten::zeros_like", "aten::ones_like", "aten::full_like"},
+      &TSImporter::hFullLike);
+  reg({"aten::arange"}, &TSImporter::hArange);
+  reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip"},
+      &TSImporter::hClamp);
+}

@@ -1,0 +1,532 @@
+//===- TorchScriptShapeOps.cpp - View, slice, split, concat ---------------===//
+//
+// Shapes are lists of SymInt; `-1` in a view is solved symbolically, so
+// `x.view(-1, V)` of a [B, 16, V] tensor is [B*16, V]. Slices of the batch
+// dimension are only accepted when they keep all of it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TorchScriptImporterImpl.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::ts;
+
+namespace {
+using K = TSValue::Kind;
+
+} // namespace
+
+FailureOr<Value> TSImporter::transpose(Value v, ArrayRef<int64_t> perm,
+                                       Location loc) {
+  bool identity = true;
+  for (auto [i, p] : llvm::enumerate(perm))
+    identity &= static_cast<int64_t>(i) == p;
+  if (identity)
+    return v;
+  return make<TransposeOp>(loc, {v},
+                           {attr("perm", b().getDenseI64ArrayAttr(perm))});
+}
+
+FailureOr<Value> TSImporter::swapDims(Value v, int64_t a, int64_t c,
+                                      Location loc) {
+  int64_t rank = tensorType(v).getRank();
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i < rank; ++i)
+    perm.push_back(i);
+  std::swap(perm[a], perm[c]);
+  return transpose(v, perm, loc);
+}
+
+FailureOr<Value> TSImporter::sliceOf(Value v, int64_t axis, SymInt start,
+                                     SymInt end, int64_t step, Location loc,
+                                     Node *n) {
+  SymInt size = tensorType(v).getDim(axis);
+  constexpr int64_t big = std::numeric_limits<int64_t>::max() / 2;
+  if (end.isStatic() && end.constant >= big)
+    end = size;
+  if (start.isStatic() && start.constant < 0)
+    start = start + size;
+  if (end.isStatic() && end.constant < 0)
+    end = end + size;
+  if (step == 1 && start == SymInt(0) && end == size)
+    return v;
+  if (!size.isStatic())
+    return error(n, loc) << "slicing the batch-dependent dimension " << axis
+                         << " (size " << size.str() << ") is not supported",
+           failure();
+  if (!start.isStatic() || !end.isStatic())
+    return error(n, loc) << "slice bounds depend on the batch size",
+           failure();
+  if (step <= 0)
+    return error(n, loc) << "slice step must be positive", failure();
+  int64_t s = std::clamp<int64_t>(start.constant, 0, size.constant);
+  int64_t e = std::clamp<int64_t>(end.constant, 0, size.constant);
+  if (step == 1 && s == 0 && e == size.constant)
+    return v;
+  return make<SliceOp>(loc, {v},
+                       {i64("axis", axis), i64("start", s), i64("end", e),
+                        i64("step", step)});
+}
+
+LogicalResult TSImporter::hView(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  SmallVector<SymInt> dims;
+  std::string op = opName(n);
+  if (op == "view_as" || op == "reshape_as") {
+    auto other = tensorArg(n, 1, loc);
+    if (failed(other))
+      return failure();
+    dims = dimsOf(*other);
+  } else {
+    auto l = symIntListArg(n, 1, loc);
+    if (failed(l))
+      return failure();
+    dims = *l;
+  }
+  int64_t inferred = -1;
+  SymInt known = 1;
+  for (auto [i, d] : llvm::enumerate(dims)) {
+    if (d == SymInt(-1)) {
+      if (inferred >= 0)
+        return error(n, loc) << "more than one -1 in the shape";
+      inferred = i;
+      continue;
+    }
+    auto m = known.mul(d);
+    if (!m)
+      return error(n, loc) << "the shape's product is not affine in B";
+    known = *m;
+  }
+  if (inferred >= 0) {
+    auto q = tensorType(*x).getNumElements().divExact(known);
+    if (!q)
+      return error(n, loc) << "cannot infer the -1 dimension: "
+                           << tensorType(*x).getNumElements().str()
+                           << " elements are not divisible by "
+                           << known.str();
+    dims[inferred] = *q;
+  }
+  auto r = reshape(*x, dims, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hFlatten(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto s = intArg(n, 1, loc), e = intArg(n, 2, loc);
+  if (failed(x) || failed(s) || failed(e))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (dims.empty()) {
+    auto r = reshape(*x, {SymInt(1)}, loc);
+    if (failed(r))
+      return failure();
+    bindTensor(n->output(), *r);
+    return success();
+  }
+  int64_t start = normAxis(*s, dims.size()), end = normAxis(*e, dims.size());
+  if (start < 0 || end < 0 || start > end)
+    return error(n, loc) << "bad flatten range [" << *s << ", " << *e << "]";
+  SymInt prod = 1;
+  for (int64_t i = start; i <= end; ++i) {
+    auto m = prod.mul(dims[i]);
+    if (!m)
+      return error(n, loc) << "flattened size is not affine in B";
+    prod = *m;
+  }
+  SmallVector<SymInt> out(dims.begin(), dims.begin() + start);
+  out.push_back(prod);
+  out.append(dims.begin() + end + 1, dims.end());
+  auto r = reshape(*x, out, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hUnflatten(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  auto sizes = symIntListArg(n, 2, loc);
+  if (failed(x) || failed(d) || failed(sizes))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  int64_t axis = normAxis(*d, dims.size());
+  if (axis < 0)
+    return error(n, loc) << "dimension out of range";
+  SmallVector<SymInt> parts = *sizes;
+  SymInt known = 1;
+  int64_t inferred = -1;
+  for (auto [i, p] : llvm::enumerate(parts)) {
+    if (p == SymInt(-1)) {
+      inferred = i;
+      continue;
+    }
+    auto m = known.mul(p);
+    if (!m)
+      return error(n, loc) << "sizes are not affine in B";
+    known = *m;
+  }
+  if (inferred >= 0) {
+    auto q = dims[axis].divExact(known);
+    if (!q)
+      return error(n, loc) << "cannot infer the -1 size";
+    parts[inferred] = *q;
+  }
+  SmallVector<SymInt> out(dims.begin(), dims.begin() + axis);
+  out.append(parts.begin(), parts.end());
+  out.append(dims.begin() + axis + 1, dims.end());
+  auto r = reshape(*x, out, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hUnsqueeze(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  if (failed(x) || failed(d))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  int64_t axis = normAxis(*d, dims.size() + 1);
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  dims.insert(dims.begin() + axis, SymInt(1));
+  auto r = reshape(*x, dims, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hSqueeze(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  SmallVector<int64_t> axes;
+  if (n->inputs().size() == 1) {
+    for (auto [i, d] : llvm::enumerate(dims))
+      if (d == SymInt(1))
+        axes.push_back(i);
+  } else {
+    auto l = intListArg(n, 1, loc);
+    if (failed(l))
+      return failure();
+    for (int64_t a : *l) {
+      int64_t axis = normAxis(a, dims.size());
+      if (axis < 0)
+        return error(n, loc) << "dimension " << a << " out of range";
+      if (dims[axis] == SymInt(1))
+        axes.push_back(axis);
+    }
+  }
+  SmallVector<SymInt> out;
+  for (auto [i, d] : llvm::enumerate(dims))
+    if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
+      out.push_back(d);
+  auto r = reshape(*x, out, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hExpand(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  SmallVector<SymInt> sizes;
+  if (opName(n) == "expand_as") {
+    auto other = tensorArg(n, 1, loc);
+    if (failed(other))
+      return failure();
+    sizes = dimsOf(*other);
+  } else {
+    auto l = symIntListArg(n, 1, loc);
+    if (failed(l))
+      return failure();
+    sizes = *l;
+  }
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (sizes.size() < dims.size())
+    return error(n, loc) << "expand to fewer dimensions than the input has";
+  size_t lead = sizes.size() - dims.size();
+  for (size_t i = lead; i < sizes.size(); ++i)
+    if (sizes[i] == SymInt(-1))
+      sizes[i] = dims[i - lead];
+  VTensorType t = tensorType(*x);
+  auto type = typeFromDims(sizes, t.getElementType(), loc);
+  if (failed(type))
+    return failure();
+  if (*type == t) {
+    bindTensor(n->output(), *x);
+    return success();
+  }
+  bindTensor(n->output(), b().create<ExpandOp>(loc, *type, *x));
+  return success();
+}
+
+LogicalResult TSImporter::hTranspose(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  int64_t a = 0, c = 1;
+  if (opName(n) == "t") {
+    if (rank < 2) {
+      bindTensor(n->output(), *x);
+      return success();
+    }
+  } else {
+    auto d0 = intArg(n, 1, loc), d1 = intArg(n, 2, loc);
+    if (failed(d0) || failed(d1))
+      return failure();
+    a = normAxis(*d0, rank);
+    c = normAxis(*d1, rank);
+    if (a < 0 || c < 0)
+      return error(n, loc) << "dimension out of range for rank " << rank;
+  }
+  auto r = swapDims(*x, a, c, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hPermute(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto l = intListArg(n, 1, loc);
+  if (failed(x) || failed(l))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  SmallVector<int64_t> perm;
+  for (int64_t p : *l) {
+    int64_t a = normAxis(p, rank);
+    if (a < 0)
+      return error(n, loc) << "dimension " << p << " out of range";
+    perm.push_back(a);
+  }
+  auto r = transpose(*x, perm, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hSlice(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  auto step = intArg(n, 4, loc);
+  if (failed(x) || failed(d) || failed(step))
+    return failure();
+  int64_t axis = normAxis(*d, tensorType(*x).getRank());
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  SymInt start = 0, end = std::numeric_limits<int64_t>::max();
+  if (!isNoneArg(n, 2)) {
+    auto s = symIntArg(n, 2, loc);
+    if (failed(s))
+      return failure();
+    start = *s;
+  }
+  if (!isNoneArg(n, 3)) {
+    auto e = symIntArg(n, 3, loc);
+    if (failed(e))
+      return failure();
+    end = *e;
+  }
+  auto r = sliceOf(*x, axis, start, end, *step, loc, n);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hSelect(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc), idx = intArg(n, 2, loc);
+  if (failed(x) || failed(d) || failed(idx))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  int64_t axis = normAxis(*d, dims.size());
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  if (!dims[axis].isStatic())
+    return error(n, loc) << "selecting along the batch-dependent dimension "
+                         << axis << " is not supported";
+  int64_t i = normAxis(*idx, dims[axis].constant);
+  if (i < 0)
+    return error(n, loc) << "index " << *idx << " out of range";
+  auto s = sliceOf(*x, axis, i, i + 1, 1, loc, n);
+  if (failed(s))
+    return failure();
+  dims.erase(dims.begin() + axis);
+  auto r = reshape(*s, dims, loc);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hNarrow(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc), s = intArg(n, 2, loc), len = intArg(n, 3, loc);
+  if (failed(x) || failed(d) || failed(s) || failed(len))
+    return failure();
+  int64_t axis = normAxis(*d, tensorType(*x).getRank());
+  if (axis < 0)
+    return error(n, loc) << "dimension out of range";
+  auto r = sliceOf(*x, axis, *s, *s + *len, 1, loc, n);
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+/// Binds the output list of split/chunk/unbind given the pieces' sizes.
+static LogicalResult splitInto(TSImporter &imp, TSImporter::Node *n,
+                               Location loc, Value x, int64_t axis,
+                               ArrayRef<int64_t> sizes, bool squeeze) {
+  TSValue out = TSValue::make(TSValue::Kind::List);
+  int64_t offset = 0;
+  for (int64_t s : sizes) {
+    auto piece = imp.sliceOf(x, axis, offset, offset + s, 1, loc, n);
+    if (failed(piece))
+      return failure();
+    Value v = *piece;
+    if (squeeze) {
+      SmallVector<SymInt> dims = dimsOf(v);
+      dims.erase(dims.begin() + axis);
+      auto r = imp.reshape(v, dims, loc);
+      if (failed(r))
+        return failure();
+      v = *r;
+    }
+    out.list.push_back(TSValue::ofTensor(v));
+    offset += s;
+  }
+  imp.bind(n->output(), out);
+  return success();
+}
+
+LogicalResult TSImporter::hSplit(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 2, loc);
+  if (failed(x) || failed(d))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  int64_t axis = normAxis(*d, dims.size());
+  if (axis < 0 || !dims[axis].isStatic())
+    return error(n, loc) << "split needs a static dimension in range";
+  int64_t size = dims[axis].constant;
+  SmallVector<int64_t> sizes;
+  TSValue arg = lookup(n->input(1));
+  if (arg.kind == K::List) {
+    auto l = intListArg(n, 1, loc);
+    if (failed(l))
+      return failure();
+    sizes = *l;
+  } else {
+    auto s = intArg(n, 1, loc);
+    if (failed(s) || *s <= 0)
+      return failed(s) ? failure()
+                       : (error(n, loc) << "split size must be positive");
+    for (int64_t o = 0; o < size; o += *s)
+      sizes.push_back(std::min(*s, size - o));
+  }
+  return splitInto(*this, n, loc, *x, axis, sizes, false);
+}
+
+LogicalResult TSImporter::hChunk(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto chunks = intArg(n, 1, loc), d = intArg(n, 2, loc);
+  if (failed(x) || failed(chunks) || failed(d))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  int64_t axis = normAxis(*d, dims.size());
+  if (axis < 0 || !dims[axis].isStatic() || *chunks <= 0)
+    return error(n, loc) << "chunk needs a static dimension in range";
+  int64_t size = dims[axis].constant;
+  int64_t each = (size + *chunks - 1) / *chunks;
+  SmallVector<int64_t> sizes;
+  for (int64_t o = 0; o < size; o += each)
+    sizes.push_back(std::min(each, size - o));
+  return splitInto(*this, n, loc, *x, axis, sizes, false);
+}
+
+LogicalResult TSImporter::hUnbind(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  if (failed(x) || failed(d))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  int64_t axis = normAxis(*d, dims.size());
+  if (axis < 0 || !dims[axis].isStatic())
+    return error(n, loc) << "unbind needs a static dimension in range";
+  SmallVector<int64_t> sizes(dims[axis].constant, 1);
+  return splitInto(*this, n, loc, *x, axis, sizes, true);
+}
+
+LogicalResult TSImporter::hCat(Node *n, Location loc) {
+  auto l = tensorListArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  if (failed(l) || failed(d))
+    return failure();
+  if (l->empty())
+    return error(n, loc) << "concatenation of no tensors";
+  int64_t axis = normAxis(*d, tensorType((*l)[0]).getRank());
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  Type elt = tensorType((*l)[0]).getElementType();
+  SmallVector<Value> inputs;
+  for (Value v : *l)
+    inputs.push_back(cast(v, elt, loc));
+  if (inputs.size() == 1) {
+    bindTensor(n->output(), inputs[0]);
+    return success();
+  }
+  auto r = make<ConcatOp>(loc, inputs, {i64("axis", axis)});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hStack(Node *n, Location loc) {
+  auto l = tensorListArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  if (failed(l) || failed(d))
+    return failure();
+  if (l->empty())
+    return error(n, loc) << "stack of no tensors";
+  int64_t axis = normAxis(*d, tensorType((*l)[0]).getRank() + 1);
+  if (axis < 0)
+    return error(n, loc) << "dimension " << *d << " out of range";
+  SmallVector<Value> inputs;
+  for (Value v : *l) {
+    SmallVector<SymInt> dims = dimsOf(v);
+    dims.insert(dims.begin() + axis, SymInt(1));
+    auto r = reshape(v, dims, loc);
+    if (failed(r))
+      return failure();
+    inputs.push_back(*r);
+  }
+  if (inputs.size() == 1) {
+    bindTensor(n->output(), inputs[0]);
+    return success();
+  }
+  auto r = make<ConcatOp>(loc, inputs, {i64("axis", axis)});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}

@@ -1,0 +1,241 @@
+//===- TorchScriptTensorOps.cpp - where, masks, clamp, factories ----------===//
+//
+// Selection (where, masked_fill, clamp, triu/tril) and tensor factories
+// (full/zeros/ones, *_like, arange). Factory shapes are SymInt lists, so
+// `torch.arange(x.size(1))` or `torch.zeros(x.shape)` stay batch-generic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TorchScriptImporterImpl.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::ts;
+
+namespace {
+using K = TSValue::Kind;
+
+} // namespace
+
+LogicalResult TSImporter::hClamp(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  std::string op = opName(n);
+  TSValue cur = TSValue::ofTensor(*x);
+  auto apply = [&](StringRef kind, unsigned i) -> LogicalResult {
+    if (isNoneArg(n, i))
+      return success();
+    auto r = binary(kind, cur, lookup(n->input(i)), loc, n);
+    if (failed(r))
+      return failure();
+    cur = TSValue::ofTensor(*r);
+    return success();
+  };
+  if (op == "clamp_min" ? failed(apply("maximum", 1))
+      : op == "clamp_max"
+          ? failed(apply("minimum", 1))
+          : failed(apply("maximum", 1)) || failed(apply("minimum", 2)))
+    return failure();
+  bind(n->output(), cur);
+  return success();
+}
+
+LogicalResult TSImporter::hWhere(Node *n, Location loc) {
+  if (n->inputs().size() != 3)
+    return error(n, loc) << "where(condition) (nonzero) is data-dependent "
+                            "and not supported";
+  auto cond = tensorArg(n, 0, loc);
+  if (failed(cond))
+    return failure();
+  TSValue a = lookup(n->input(1)), c = lookup(n->input(2));
+  Type elt;
+  if (a.kind == K::Tensor && c.kind == K::Tensor) {
+    auto x = asTensor(a, Type(), loc, n), y = asTensor(c, Type(), loc, n);
+    if (failed(x) || failed(y))
+      return failure();
+    elt = promoteTypes(tensorType(*x).getElementType(),
+                  tensorType(*y).getElementType());
+  } else if (a.kind == K::Tensor || c.kind == K::Tensor) {
+    auto x = asTensor(a.kind == K::Tensor ? a : c, Type(), loc, n);
+    if (failed(x))
+      return failure();
+    elt = promoteScalarType(ctx, tensorType(*x).getElementType(),
+                        a.kind == K::Tensor ? c : a);
+  } else {
+    elt = (a.kind == K::Float || c.kind == K::Float) ? Type(b().getF32Type())
+                                                     : b().getI64Type();
+  }
+  auto x = asTensor(a, elt, loc, n), y = asTensor(c, elt, loc, n);
+  if (failed(x) || failed(y))
+    return failure();
+  Value m = cast(*cond, b().getI1Type(), loc);
+  auto r = make<WhereOp>(loc, {m, cast(*x, elt, loc), cast(*y, elt, loc)});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hMaskedFill(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc), mask = tensorArg(n, 1, loc);
+  if (failed(x) || failed(mask))
+    return failure();
+  Type elt = tensorType(*x).getElementType();
+  auto value = asTensor(lookup(n->input(2)), elt, loc, n);
+  if (failed(value))
+    return failure();
+  Value m = cast(*mask, b().getI1Type(), loc);
+  auto r = make<WhereOp>(loc, {m, cast(*value, elt, loc), *x});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+LogicalResult TSImporter::hTrilu(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  int64_t k = 0;
+  if (failed(x))
+    return failure();
+  if (!isNoneArg(n, 1)) {
+    auto d = intArg(n, 1, loc);
+    if (failed(d))
+      return failure();
+    k = *d;
+  }
+  auto r = make<TriluOp>(loc, {*x},
+                         {i64("k", k), attr("upper", b().getBoolAttr(
+                                                         opName(n) == "triu"))});
+  if (failed(r))
+    return failure();
+  bindTensor(n->output(), *r);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor factories
+//===----------------------------------------------------------------------===//
+
+static Attribute fillAttr(Type elt, double value) {
+  if (auto ft = elt.dyn_cast<FloatType>())
+    return FloatAttr::get(ft, value);
+  return IntegerAttr::get(elt, static_cast<int64_t>(value));
+}
+
+LogicalResult TSImporter::hFull(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto dims = symIntListArg(n, 0, loc);
+  if (failed(dims))
+    return failure();
+  double value = op == "ones" ? 1.0 : 0.0;
+  unsigned dtypeIdx = 1;
+  Type natural = b().getF32Type();
+  if (op == "full") {
+    TSValue v = lookup(n->input(1));
+    auto f = floatArg(n, 1, loc);
+    if (failed(f))
+      return failure();
+    value = *f;
+    if (v.kind == K::Int)
+      natural = b().getI64Type();
+    else if (v.kind == K::Bool)
+      natural = b().getI1Type();
+    dtypeIdx = 2;
+  }
+  auto dtype = dtypeArg(n, dtypeIdx, loc);
+  if (failed(dtype))
+    return failure();
+  Type elt = *dtype ? *dtype : natural;
+  auto type = typeFromDims(*dims, elt, loc);
+  if (failed(type))
+    return failure();
+  Value r = b().create<FullOp>(loc, *type, fillAttr(elt, value));
+  bindTensor(n->output(), r);
+  return success();
+}
+
+LogicalResult TSImporter::hFullLike(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  double value = op == "ones_like" ? 1.0 : 0.0;
+  unsigned dtypeIdx = 1;
+  if (op == "full_like") {
+    auto f = floatArg(n, 1, loc);
+    if (failed(f))
+      return failure();
+    value = *f;
+    dtypeIdx = 2;
+  }
+  auto dtype = dtypeArg(n, dtypeIdx, loc);
+  if (failed(dtype))
+    return failure();
+  VTensorType t = tensorType(*x);
+  Type elt = *dtype ? *dtype : t.getElementType();
+  Value r = b().create<FullOp>(loc, t.withElementType(elt),
+                               fillAttr(elt, value));
+  bindTensor(n->output(), r);
+  return success();
+}
+
+LogicalResult TSImporter::hArange(Node *n, Location loc) {
+  // arange(end, dtype, layout, device, pin) / arange(start, end, dtype, ...)
+  // / arange(start, end, step, dtype, ...).
+  unsigned nargs = n->inputs().size();
+  unsigned numbers = nargs >= 7 ? 3 : nargs == 6 ? 2 : 1;
+  SmallVector<TSValue> v;
+  for (unsigned i = 0; i < numbers; ++i) {
+    TSValue t = lookup(n->input(i));
+    if (!t.isScalar())
+      return error(n, loc) << "arange bounds must be numbers";
+    v.push_back(t);
+  }
+  TSValue start = numbers > 1 ? v[0] : TSValue::ofInt(0);
+  TSValue end = numbers > 1 ? v[1] : v[0];
+  TSValue step = numbers > 2 ? v[2] : TSValue::ofInt(1);
+  auto dtype = dtypeArg(n, numbers, loc);
+  if (failed(dtype))
+    return failure();
+  bool allInt = start.kind == K::Int && end.kind == K::Int && step.kind == K::Int;
+  Type elt = *dtype ? *dtype
+                    : allInt ? Type(b().getI64Type()) : Type(b().getF32Type());
+  SymInt count;
+  double s0, st;
+  if (allInt) {
+    if (!start.i.isStatic() || !step.i.isStatic() || step.i.constant <= 0)
+      return error(n, loc) << "arange needs a static start and a positive "
+                              "static step";
+    s0 = start.i.constant;
+    st = step.i.constant;
+    auto c = (end.i - start.i + SymInt(step.i.constant - 1))
+                 .floorDiv(step.i.constant);
+    if (!c)
+      return error(n, loc) << "arange length is not affine in B";
+    count = *c;
+  } else {
+    auto num = [](const TSValue &t) -> std::optional<double> {
+      if (t.kind == K::Float)
+        return t.f;
+      if (t.kind == K::Int && t.i.isStatic())
+        return static_cast<double>(t.i.constant);
+      return std::nullopt;
+    };
+    auto a = num(start), e = num(end), s = num(step);
+    if (!a || !e || !s || *s == 0)
+      return error(n, loc) << "arange with non-static floating-point bounds";
+    s0 = *a;
+    st = *s;
+    count = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((*e - *a) / *s)));
+  }
+  auto type = typeFromDims({count}, elt, loc);
+  if (failed(type))
+    return failure();
+  Value r = b().create<ArangeOp>(loc, *type, b().getF64FloatAttr(s0),
+                                 b().getF64FloatAttr(st));
+  bindTensor(n->output(), r);
+  return success();
+}

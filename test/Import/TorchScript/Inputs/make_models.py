@@ -1,0 +1,100 @@
+"""Writes small TorchScript archives for the importer's edge and error tests.
+
+    python3 make_models.py OUTDIR
+
+plain.pt        traced with torch.jit.save only (no varuna.json)
+tied.pt         head.weight is wte.weight, reached through both module paths
+unsupported.pt  uses torch.cumsum (no varuna mapping)
+smoothing.pt    cross_entropy with label_smoothing=0.1
+noncontig.pt    a parameter stored transposed (non-contiguous)
+ops.pt          a grab bag of ops: chunk, stack, where, clamp, sdpa, ...
+"""
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "python"))
+from varuna.export import export  # noqa: E402
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+torch.manual_seed(0)
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc(x), y)
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(32, 8)
+        self.head = nn.Linear(8, 32, bias=False)
+        self.head.weight = self.wte.weight
+
+    def forward(self, ids, labels):
+        logits = self.head(torch.tanh(self.wte(ids)))
+        return F.cross_entropy(logits.reshape(-1, 32), labels.reshape(-1))
+
+
+class Unsupported(Plain):
+    def forward(self, x, y):
+        return F.cross_entropy(torch.cumsum(self.fc(x), 1), y)
+
+
+class Smoothing(Plain):
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc(x), y, label_smoothing=0.1)
+
+
+class NonContig(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 8).t())
+
+    def forward(self, x, y):
+        return F.cross_entropy(x @ self.w, y)
+
+
+class Ops(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.register_buffer("scale", torch.ones(8))
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        b = x.shape[0]
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q = q.view(b, 4, 2, 4).transpose(1, 2)
+        k = k.view(b, 4, 2, 4).transpose(1, 2)
+        v = v.view(b, 4, 2, 4).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        a = a.transpose(1, 2).reshape(b, 4, 8) * self.scale
+        a = torch.where(a > 0, a, a * 0.1).clamp(-5.0, 5.0)
+        s = torch.stack([a.mean(1), a.amax(1)], dim=1).sum(1)
+        h = F.log_softmax(self.out(F.silu(s)), dim=-1)
+        return F.nll_loss(h, y)
+
+
+def trace_save(model, inputs, path):
+    traced = torch.jit.trace(model, inputs, check_trace=False)
+    traced.save(path)
+
+
+x, y = torch.randn(2, 8), torch.tensor([1, 3])
+trace_save(Plain(), (x, y), os.path.join(out, "plain.pt"))
+ids = torch.randint(0, 32, (2, 6))
+export(Tied(), (ids, ids), os.path.join(out, "tied.pt"), input_names=["ids", "labels"])
+export(Unsupported(), (x, y), os.path.join(out, "unsupported.pt"), input_names=["x", "y"])
+export(Smoothing(), (x, y), os.path.join(out, "smoothing.pt"), input_names=["x", "y"])
+export(NonContig(), (x, y), os.path.join(out, "noncontig.pt"), input_names=["x", "y"])
+export(Ops(), (torch.randn(2, 4, 8), y), os.path.join(out, "ops.pt"), input_names=["x", "y"])

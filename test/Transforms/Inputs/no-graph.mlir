@@ -1,0 +1,3 @@
+func.func @not_a_graph() {
+  return
+}
