@@ -58,3 +58,12 @@ func.func @shapes(%x: !varuna.tensor<[B, 3, 8, 8], f32>, %m: !varuna.tensor<[B, 
   %cc = varuna.concat %sl, %sl {axis = 1 : i64} : (!varuna.tensor<[B, 2, 4, 4], f32>, !varuna.tensor<[B, 2, 4, 4], f32>) -> !varuna.tensor<[B, 4, 4, 4], f32>
   return %cc : !varuna.tensor<[B, 4, 4, 4], f32>
 }
+
+// CHECK-LABEL: func.func @cut
+// CHECK: %[[C:.*]]:2 = varuna.cut_point 1 (%{{.*}}, %{{.*}}) {bytes_per_example = 1024 : i64} : !varuna.tensor<[B, 16, 32], f32>, !varuna.tensor<[B, 16], f32>
+// CHECK: varuna.add %[[C]]#0, %[[C]]#0
+func.func @cut(%x: !varuna.tensor<[B, 16, 32], f32>, %m: !varuna.tensor<[B, 16], f32>) -> !varuna.tensor<[B, 16, 32], f32> {
+  %c:2 = varuna.cut_point 1 (%x, %m) {bytes_per_example = 1024 : i64} : !varuna.tensor<[B, 16, 32], f32>, !varuna.tensor<[B, 16], f32>
+  %y = varuna.add %c#0, %c#0 : !varuna.tensor<[B, 16, 32], f32>, !varuna.tensor<[B, 16, 32], f32> -> !varuna.tensor<[B, 16, 32], f32>
+  return %y : !varuna.tensor<[B, 16, 32], f32>
+}

@@ -158,6 +158,24 @@ LogicalResult ArangeOp::verify() {
   return success();
 }
 
+LogicalResult CutPointOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location>,
+                                           ValueRange operands, DictionaryAttr,
+                                           RegionRange,
+                                           SmallVectorImpl<Type> &results) {
+  for (Value v : operands)
+    results.push_back(v.getType());
+  return success();
+}
+
+LogicalResult CutPointOp::verify() {
+  if (getValues().getTypes() != getResults().getTypes())
+    return emitOpError("results must have the types of the values");
+  if (getIndex() < 1)
+    return emitOpError("index must be at least 1, got ") << getIndex();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

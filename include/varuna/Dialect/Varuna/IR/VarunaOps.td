@@ -121,6 +121,27 @@ def Varuna_ArangeOp : Varuna_Op<"arange", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Varuna_CutPointOp : Varuna_Op<"cut_point",
+    [DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "A boundary where the graph may be split between stages";
+  let description = [{
+    `%h2 = varuna.cut_point 3 (%h) {bytes_per_example = 2048} : !varuna.tensor<[B, 16, 32], f32>`
+    passes through exactly the activations that cross the boundary: ops
+    after it use its results, ops before it the originals. Values that do
+    not cross as activations -- parameters, constants and what derives only
+    from them (duplicated), and what derives only from graph inputs
+    (re-read or recomputed) -- are not passed through. `index` numbers the
+    cut-points from 1 in graph order; `bytes_per_example` is the size of the
+    crossing activations for one example. Placed by varuna-find-cut-points.
+  }];
+  let arguments = (ins I64Attr:$index, Variadic<AnyVTensor>:$values);
+  let results = (outs Variadic<AnyVTensor>:$results);
+  let assemblyFormat = [{
+    $index ` ` `(` $values `)` attr-dict `:` qualified(type($values))
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//
