@@ -60,4 +60,65 @@ def AnnotateCosts : Pass<"varuna-annotate-costs", "mlir::ModuleOp"> {
   let dependentDialects = ["::varuna::VarunaDialect"];
 }
 
+def FindCutPoints : Pass<"varuna-find-cut-points", "mlir::ModuleOp"> {
+  let summary = "Places cut-points where only small activations cross";
+  let description = [{
+    Chooses the boundaries at which the training graph may be split into
+    pipeline stages and makes each explicit as a `varuna.cut_point` that
+    passes through exactly the activations crossing it (see
+    `varuna::GraphStructure` for what counts as crossing).
+
+    1. A position is a candidate if it is *clean*: activations cross it,
+       there is compute on both sides, and no parameter is used on both sides
+       unless it is a tie (uses spanning more than half the graph, like tied
+       embeddings) -- so a cut never falls inside an attention block.
+    2. Repeated blocks are found by structural hashing (the transformer layer
+       repeated N times). If one covers at least half of the graph, the cuts
+       are the block boundaries, at the phase of the block where the fewest
+       bytes cross (the earliest such phase: the layer boundary, where only
+       the residual stream crosses). The sections before the first block
+       (embedding) and after the last (head and loss) stay sections of their
+       own unless their compute is under a quarter of the median section's,
+       in which case they merge with their neighbour.
+    3. Otherwise (ResNet, ConvNeXt with stages of different widths), or when
+       `num-cut-points` asks for more cuts than there are block boundaries,
+       the cuts are placed for balanced compute: cut j goes near the j/(K+1)
+       point of the graph's compute, at the candidate with the fewest crossing
+       bytes within half a section of it. The default is 8 cuts.
+
+    `max-bytes-per-cut` drops candidates that carry more bytes per example.
+
+    Before (one layer of a GPT block stack):
+    ```mlir
+    %h1 = varuna.add %h0, %mlp0 : ... -> !varuna.tensor<[B, 16, 32], f32>
+    %w = varuna.get_param @h.1.ln_1.weight : ...
+    %n = varuna.layer_norm %h1 weight %w ...
+    ```
+    After:
+    ```mlir
+    %h1 = varuna.add %h0, %mlp0 : ... -> !varuna.tensor<[B, 16, 32], f32>
+    %c = varuna.cut_point 1 (%h1) {bytes_per_example = 2048 : i64} : !varuna.tensor<[B, 16, 32], f32>
+    %w = varuna.get_param @h.1.ln_1.weight : ...
+    %n = varuna.layer_norm %c weight %w ...
+    ```
+
+    The graph function gets `varuna.num_sections` and, when a repeated block
+    was found, `varuna.repeated_block = [start op, ops per block, count]`.
+
+    Preconditions: one `func.func` marked `varuna.graph`, straight-line body,
+    no `varuna.cut_point` yet. Failure modes: no graph; `num-cut-points`
+    larger than the number of clean positions (the message gives the
+    maximum); no candidate under `max-bytes-per-cut` (the message gives the
+    smallest crossing). A graph with no clean position gets a warning and
+    stays one section.
+  }];
+  let options = [
+    Option<"numCutPoints", "num-cut-points", "int64_t", /*default=*/"0",
+           "Number of cut-points to place (0: automatic)">,
+    Option<"maxBytesPerCut", "max-bytes-per-cut", "int64_t", /*default=*/"0",
+           "Largest activation bytes per example a cut may carry (0: no cap)">
+  ];
+  let dependentDialects = ["::varuna::VarunaDialect"];
+}
+
 #endif // VARUNA_TRANSFORMS_PASSES_TD
