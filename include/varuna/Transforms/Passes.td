@@ -121,4 +121,55 @@ def FindCutPoints : Pass<"varuna-find-cut-points", "mlir::ModuleOp"> {
   let dependentDialects = ["::varuna::VarunaDialect"];
 }
 
+def OutlineSections : Pass<"varuna-outline-sections", "mlir::ModuleOp"> {
+  let summary = "Outlines each section between cut-points into a function";
+  let description = [{
+    For a graph with cut-points 1..K-1, creates `func.func @section_k` for
+    k = 0..K-1 holding the ops between cut-point k and k+1, with explicit
+    inputs and outputs:
+
+    * arguments: the activations received at cut-point k (`varuna.recv = i`,
+      the i-th value of the cut), then the graph inputs the section reads
+      (`varuna.name`);
+    * results: the activations sent at cut-point k+1 (`varuna.send = i`);
+      the last section returns the graph's results (`varuna.loss` kept);
+    * parameters are read inside with `varuna.get_param`; static values
+      (weights, transposed weights, masks from constants) and input-only
+      values (attention masks, position ids) are recomputed in every section
+      that uses them -- each decision is visible as the cloned ops;
+    * `varuna.section = k` and the section's summed `varuna.cost` (when costs
+      were annotated).
+
+    An activation produced in section i and used in section j > i+1 already
+    passes through every cut-point in between, so it is forwarded: it is an
+    output and an input of the intermediate sections.
+
+    The original graph function stays (for reference and the check). The
+    pass then checks that composing the sections reproduces it: the
+    structural hash of every graph result and of every value sent across a
+    cut, computed through the sections (arguments bound to the previous
+    section's results), must equal the hash computed on the original graph.
+
+    Before:
+    ```mlir
+    func.func @forward(%x) attributes {varuna.graph} {
+      %h = ... %x ...
+      %c = varuna.cut_point 1 (%h) : ...
+      %l = ... %c ...
+      return %l
+    }
+    ```
+    After (in addition):
+    ```mlir
+    func.func @section_0(%x {varuna.name = "x"}) -> (... {varuna.send = 0})
+    func.func @section_1(%h {varuna.recv = 0}) -> (... {varuna.loss})
+    ```
+
+    Preconditions: one graph function with cut-points (a graph with none
+    gives one section). Fails if the check fails (naming the section and the
+    value) or if sections already exist.
+  }];
+  let dependentDialects = ["::varuna::VarunaDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // VARUNA_TRANSFORMS_PASSES_TD
