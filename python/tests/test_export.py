@@ -574,7 +574,8 @@ def test_testmodels_variants(testmodel_dir):
 def test_testmodels_idempotent_and_deterministic(testmodel_dir, tmp_path):
     # In-process re-run: nothing changes on disk except TorchScript files,
     # whose class names TorchScript mangles differently within one process.
-    before = {f: (testmodel_dir / f).read_bytes() for f in os.listdir(testmodel_dir)}
+    before = {str(p.relative_to(testmodel_dir)): p.read_bytes()
+              for p in testmodel_dir.rglob("*") if p.is_file()}
     mtimes = {f: os.stat(testmodel_dir / f).st_mtime_ns for f in before}
     assert testmodels.main([str(testmodel_dir), "-q"]) == 0
     after = {f: os.stat(testmodel_dir / f).st_mtime_ns for f in before}
@@ -584,12 +585,12 @@ def test_testmodels_idempotent_and_deterministic(testmodel_dir, tmp_path):
     cmd = [sys.executable, "-m", "varuna.testmodels", str(tmp_path), "--only", "gpt", "resnet"]
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     assert "changed" in first.stdout
-    snap = {f: ((tmp_path / f).read_bytes(), os.stat(tmp_path / f).st_mtime_ns)
-            for f in os.listdir(tmp_path)}
+    snap = {str(p.relative_to(tmp_path)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in tmp_path.rglob("*") if p.is_file()}
     second = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     assert second.stdout.count("(0 changed)") == 2, second.stdout
-    assert {f: ((tmp_path / f).read_bytes(), os.stat(tmp_path / f).st_mtime_ns)
-            for f in os.listdir(tmp_path)} == snap
+    assert {str(p.relative_to(tmp_path)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in tmp_path.rglob("*") if p.is_file()} == snap
     for f in snap:
         if not f.endswith(".pt"):
             assert snap[f][0] == before[f], f

@@ -8,6 +8,12 @@ For every zoo model NAME (see ``varuna.models.names()``) this writes
 * ``NAME.inputs.npz``    the example inputs (batch 2), keyed by input name
 * ``NAME.expected.json`` the PyTorch loss on those inputs (+ input names/shapes)
 
+* ``NAME.inputs/``        the same inputs, one ``<input name>.npy`` each (what
+                         varuna-eval and the runtime's data loader read)
+* ``NAME.inputs_b3/``     inputs of batch size 3, one ``.npy`` each, and
+  ``NAME.expected_b3.json`` the PyTorch loss on them (a graph must work for
+                         any batch size, not just the exported one)
+
 and ``NAME.pt`` (TorchScript) for gpt and resnet. Variants of gpt for the
 importer's error/edge tests (each with its own ``.expected.json`` pointing at
 ``gpt.inputs.npz``):
@@ -25,6 +31,7 @@ left untouched (stable mtimes), so re-running is cheap and idempotent.
 from __future__ import annotations
 
 import argparse
+import copy
 import io
 import json
 import os
@@ -70,6 +77,18 @@ def _write_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
             zf.writestr(info, buf.getvalue())
 
 
+def _write_npy_dir(tmp: str, dirname: str, arrays: Dict[str, np.ndarray]) -> List[str]:
+    """One ``<key>.npy`` per array in ``tmp/dirname``; returns the relative paths."""
+    os.makedirs(os.path.join(tmp, dirname), exist_ok=True)
+    files = []
+    for key, arr in arrays.items():
+        rel = os.path.join(dirname, key + ".npy")
+        with open(os.path.join(tmp, rel), "wb") as fh:
+            np.lib.format.write_array(fh, np.ascontiguousarray(arr), allow_pickle=False)
+        files.append(rel)
+    return files
+
+
 def _write_json(path: str, obj) -> None:
     with open(path, "w") as fh:
         json.dump(obj, fh, indent=1, sort_keys=True)
@@ -102,8 +121,14 @@ def _generate(name: str, seed: int, tmp: str) -> List[str]:
     else:
         base, kwargs, description = name, None, f"zoo model {name}"
     model, inputs, input_names = models.make(base, seed=seed)
+    # Batch 3 runs on a copy: the batch-2 forward must see (and the export
+    # must write) exactly the state it always did (batch-norm running stats).
+    model_b3 = copy.deepcopy(model)
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         loss = float(model(*inputs))
+    inputs_b3 = models.example_inputs(base, batch=3, seed=seed)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        loss_b3 = float(model_b3(*inputs_b3))
     files = []
     onnx_path = os.path.join(tmp, f"{name}.onnx")
     if kwargs is None:
@@ -131,6 +156,17 @@ def _generate(name: str, seed: int, tmp: str) -> List[str]:
                 _expected(name, base, seed, loss, inputs, input_names,
                           files + [f"{name}.expected.json"], description))
     files.append(f"{name}.expected.json")
+    # Per-input .npy directories (batch 2 and batch 3) for varuna-eval.
+    files += _write_npy_dir(tmp, f"{name}.inputs",
+                            {n: t.numpy() for n, t in zip(input_names, inputs)})
+    b3_files = _write_npy_dir(tmp, f"{name}.inputs_b3",
+                              {n: t.numpy() for n, t in zip(input_names, inputs_b3)})
+    expected_b3 = _expected(name, base, seed, loss_b3, inputs_b3, input_names,
+                            b3_files + [f"{name}.expected_b3.json"],
+                            description + " (batch size 3)")
+    expected_b3["inputs_file"] = f"{name}.inputs_b3"
+    _write_json(os.path.join(tmp, f"{name}.expected_b3.json"), expected_b3)
+    files += b3_files + [f"{name}.expected_b3.json"]
     return files
 
 
@@ -162,6 +198,7 @@ def generate(outdir: str, only: List[str] | None = None, seed: int = 0,
             changed = 0
             for f in files:
                 src, dst = os.path.join(tmp, f), os.path.join(outdir, f)
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
                 if not _same(src, dst):
                     os.replace(src, dst)
                     changed += 1

@@ -1,0 +1,135 @@
+//===- ATenEvaluator.h - Executes a varuna graph with ATen ------*- C++ -*-===//
+//
+// A reference interpreter of the varuna dialect on libtorch's ATen (CPU): it
+// runs a training graph's forward pass and loss on given input tensors and is
+// the correctness oracle for the importers (varuna-eval must reproduce the
+// framework's loss). The op -> ATen mapping (`evaluateOp`) is what the code
+// generator emits; keep them in sync (docs/eval.md has the table).
+//
+// Torch-facing: this header includes ATen and may only be used from targets
+// built with varuna_link_torch (C++20, exceptions). Errors never escape as
+// exceptions: they are reported as MLIR diagnostics on the offending op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_TARGET_ATEN_ATENEVALUATOR_H
+#define VARUNA_TARGET_ATEN_ATENEVALUATOR_H
+
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/runtime/Npy.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace varuna {
+
+//===----------------------------------------------------------------------===//
+// Types and data
+//===----------------------------------------------------------------------===//
+
+/// The ATen dtype of a varuna element type (f16 bf16 f32 f64 i1 i8 ui8 i32
+/// i64), or nullopt.
+std::optional<at::ScalarType> toScalarType(mlir::Type elementType);
+
+/// The concrete sizes of `type` for micro-batch size `batch`.
+std::vector<int64_t> concreteShape(VTensorType type, int64_t batch);
+
+/// A tensor holding the values of a dense elements attribute (varuna.constant).
+/// Throws ATenEvalError on unsupported attributes.
+at::Tensor tensorFromElements(mlir::ElementsAttr attr, at::ScalarType dtype);
+
+/// A tensor copied from a .npy array / to a .npy array.
+at::Tensor tensorFromNpy(const rt::NpyArray &array);
+rt::NpyArray tensorToNpy(const at::Tensor &tensor);
+
+//===----------------------------------------------------------------------===//
+// The op -> ATen mapping
+//===----------------------------------------------------------------------===//
+
+/// Thrown by the op mapping for an op or attribute it cannot evaluate; the
+/// evaluator turns it into a diagnostic on the op.
+class ATenEvalError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What an op needs besides its operands.
+struct ATenOpContext {
+  int64_t batch = 1;          ///< the micro-batch size B
+  at::Generator generator;    ///< for dropout and random
+  /// Returns the current value of a parameter (loaded on first use).
+  std::function<at::Tensor(ParamOp)> getParam;
+};
+
+/// Evaluates one varuna op (not func.return) on its operand tensors, in
+/// training mode. Throws ATenEvalError (unsupported op or attribute),
+/// c10::Error (from ATen) or rt::DataError (parameter bytes).
+at::Tensor evaluateOp(mlir::Operation *op, llvm::ArrayRef<at::Tensor> operands,
+                      ATenOpContext &ctx);
+
+//===----------------------------------------------------------------------===//
+// The evaluator
+//===----------------------------------------------------------------------===//
+
+struct ATenEvalOptions {
+  /// Directory that #varuna.data file names are relative to; empty: the
+  /// directory of the module's `varuna.source`.
+  std::string dataDir;
+  /// Seed of the generator used by dropout and random.
+  uint64_t seed = 0;
+  /// Check every op's result against its type (shape with B substituted and
+  /// dtype); a mismatch is an error naming the op.
+  bool checkResultTypes = true;
+};
+
+class ATenEvaluator {
+public:
+  /// Finds the graph (the func.func with `varuna.graph`) of `module`; emits
+  /// an error on the module and fails if there is none or several.
+  static mlir::FailureOr<ATenEvaluator> create(mlir::ModuleOp module,
+                                               ATenEvalOptions options = {});
+
+  mlir::func::FuncOp getGraph() const { return graph; }
+  /// `varuna.name` of each graph input (`arg<i>` if unnamed).
+  std::vector<std::string> getInputNames() const;
+  /// `varuna.name` of each graph result (`result<i>` if unnamed).
+  std::vector<std::string> getResultNames() const;
+  /// Index of the result marked `varuna.loss`, if any.
+  std::optional<unsigned> getLossIndex() const;
+
+  /// The batch size implied by `inputs`, after checking every input's shape
+  /// and dtype against its type; emits an error naming the input otherwise.
+  mlir::FailureOr<int64_t> checkInputs(llvm::ArrayRef<at::Tensor> inputs);
+
+  /// Runs the graph on `inputs` (one per graph argument, in order) and
+  /// returns one tensor per graph result. Parameters are read from their
+  /// #varuna.data on first use and cached (batch_norm updates running stats
+  /// in the cache, as training would).
+  mlir::FailureOr<std::vector<at::Tensor>> run(llvm::ArrayRef<at::Tensor> inputs);
+
+private:
+  ATenEvaluator(mlir::ModuleOp module, mlir::func::FuncOp graph,
+                ATenEvalOptions options);
+  at::Tensor loadParam(ParamOp param);
+
+  mlir::ModuleOp module;
+  mutable mlir::func::FuncOp graph; // op handles have no const accessors
+  ATenEvalOptions options;
+  std::string dataDir;
+  llvm::StringMap<at::Tensor> params;
+  at::Generator generator;
+};
+
+} // namespace varuna
+
+#endif // VARUNA_TARGET_ATEN_ATENEVALUATOR_H

@@ -1,0 +1,273 @@
+//===- ATenEvaluator.cpp - Executes a varuna graph with ATen --------------===//
+//
+// Walks the graph function in order, evaluating each op with evaluateOp.
+// Every failure (unsupported op, ATen error, unreadable weights, an op whose
+// result does not match its type) becomes a diagnostic on the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/runtime/ParamData.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/Path.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+using namespace mlir;
+
+namespace varuna {
+
+namespace {
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return os.str();
+}
+
+std::string shapeString(c10::IntArrayRef sizes) {
+  return rt::formatShape(std::vector<int64_t>(sizes.begin(), sizes.end()));
+}
+
+std::string nameOf(func::FuncOp f, unsigned i, bool result) {
+  auto attr = result ? f.getResultAttrOfType<StringAttr>(i, kNameAttr)
+                     : f.getArgAttrOfType<StringAttr>(i, kNameAttr);
+  if (attr)
+    return attr.str();
+  return (result ? "result" : "arg") + std::to_string(i);
+}
+
+} // namespace
+
+ATenEvaluator::ATenEvaluator(ModuleOp module, func::FuncOp graph,
+                             ATenEvalOptions options)
+    : module(module), graph(graph), options(std::move(options)),
+      generator(at::make_generator<at::CPUGeneratorImpl>(this->options.seed)) {
+  dataDir = this->options.dataDir;
+  if (dataDir.empty())
+    if (auto src = module->getAttrOfType<StringAttr>(kSourceAttr))
+      dataDir = llvm::sys::path::parent_path(src.getValue()).str();
+}
+
+FailureOr<ATenEvaluator> ATenEvaluator::create(ModuleOp module,
+                                               ATenEvalOptions options) {
+  func::FuncOp graph;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (!f->hasAttr(kGraphAttr))
+      continue;
+    if (graph)
+      return module.emitError("several functions are marked varuna.graph (@")
+             << graph.getSymName() << ", @" << f.getSymName() << ")";
+    graph = f;
+  }
+  if (!graph)
+    return module.emitError(
+        "no graph to evaluate: no func.func has the varuna.graph attribute");
+  if (graph.isExternal())
+    return graph.emitError("the varuna.graph function has no body");
+  return ATenEvaluator(module, graph, std::move(options));
+}
+
+std::vector<std::string> ATenEvaluator::getInputNames() const {
+  std::vector<std::string> names;
+  for (unsigned i = 0, e = graph.getNumArguments(); i < e; ++i)
+    names.push_back(nameOf(graph, i, false));
+  return names;
+}
+
+std::vector<std::string> ATenEvaluator::getResultNames() const {
+  std::vector<std::string> names;
+  for (unsigned i = 0, e = graph.getNumResults(); i < e; ++i)
+    names.push_back(nameOf(graph, i, true));
+  return names;
+}
+
+std::optional<unsigned> ATenEvaluator::getLossIndex() const {
+  for (unsigned i = 0, e = graph.getNumResults(); i < e; ++i)
+    if (graph.getResultAttr(i, kLossAttr))
+      return i;
+  return std::nullopt;
+}
+
+FailureOr<int64_t> ATenEvaluator::checkInputs(ArrayRef<at::Tensor> inputs) {
+  auto names = getInputNames();
+  if (inputs.size() != graph.getNumArguments())
+    return graph.emitError("the graph has ")
+           << graph.getNumArguments() << " inputs, " << inputs.size()
+           << " were given";
+  // The batch size: from the first input with a batch-dependent dimension.
+  std::optional<int64_t> batch;
+  std::string batchFrom;
+  for (auto [i, arg] : llvm::enumerate(graph.getArguments())) {
+    auto type = arg.getType().dyn_cast<VTensorType>();
+    if (!type)
+      return graph.emitError("input '")
+             << names[i] << "' is not a !varuna.tensor: "
+             << typeString(arg.getType());
+    const at::Tensor &t = inputs[i];
+    if (t.dim() != type.getRank())
+      return graph.emitError("input '")
+             << names[i] << "' has shape " << shapeString(t.sizes())
+             << " (rank " << t.dim() << "), its type " << typeString(type)
+             << " has rank "
+             << type.getRank();
+    if (batch || !type.isBatched())
+      continue;
+    SymInt d = type.getDim(type.getBatchDim());
+    int64_t size = t.size(type.getBatchDim());
+    if (size <= 0 || size % d.perBatch != 0)
+      return graph.emitError("input '")
+             << names[i] << "' has shape " << shapeString(t.sizes())
+             << ": dimension " << type.getBatchDim() << " must be a positive "
+             << "multiple of " << d.perBatch << " (type " << typeString(type)
+             << ")";
+    batch = size / d.perBatch;
+    batchFrom = names[i];
+  }
+  int64_t b = batch.value_or(1);
+  for (auto [i, arg] : llvm::enumerate(graph.getArguments())) {
+    auto type = arg.getType().cast<VTensorType>();
+    const at::Tensor &t = inputs[i];
+    std::vector<int64_t> want = concreteShape(type, b);
+    if (t.sizes() != c10::IntArrayRef(want)) {
+      auto diag = graph.emitError("input '")
+                  << names[i] << "' has shape " << shapeString(t.sizes())
+                  << ", expected " << rt::formatShape(want) << " (type "
+                  << typeString(type);
+      if (batch)
+        diag << " with B = " << b << " from input '" << batchFrom << "'";
+      return diag << ")";
+    }
+    auto dtype = toScalarType(type.getElementType());
+    if (!dtype || *dtype != t.scalar_type())
+      return graph.emitError("input '")
+             << names[i] << "' has dtype " << c10::toString(t.scalar_type())
+             << ", its type " << typeString(type) << " wants "
+             << (dtype ? c10::toString(*dtype) : "an unsupported dtype");
+  }
+  return b;
+}
+
+at::Tensor ATenEvaluator::loadParam(ParamOp param) {
+  StringRef name = param.getSymName();
+  auto it = params.find(name);
+  if (it != params.end())
+    return it->second;
+  VTensorType type = param.getTensorType();
+  auto dtype = toScalarType(type.getElementType());
+  if (!dtype)
+    throw ATenEvalError("parameter @" + name.str() +
+                        " has an unsupported element type " +
+                        typeString(type.getElementType()));
+  if (type.isBatched())
+    throw ATenEvalError("parameter @" + name.str() +
+                        " has a batch-dependent type " + typeString(type));
+  DataAttr init = param.getInitData();
+  if (!init)
+    throw ATenEvalError("parameter @" + name.str() +
+                        " has no initial values (no #varuna.data init)");
+  std::vector<int64_t> shape = concreteShape(type, 0);
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(*dtype));
+  int64_t want = t.numel() * t.element_size();
+  if (init.getSize() != want)
+    throw ATenEvalError(
+        "parameter @" + name.str() + ": #varuna.data size " +
+        std::to_string(init.getSize()) + " differs from the " +
+        std::to_string(want) + " bytes of " + typeString(type));
+  if (dataDir.empty() && !llvm::sys::path::is_absolute(init.getFile()))
+    throw ATenEvalError("parameter @" + name.str() + ": its data file '" +
+                        init.getFile().str() +
+                        "' is relative, but the module has no varuna.source "
+                        "(give a data directory)");
+  try {
+    rt::readParamBytes(dataDir, init.getFile().str(), init.getOffset(),
+                       init.getSize(), t.data_ptr());
+  } catch (const rt::DataError &e) {
+    throw ATenEvalError("cannot read parameter @" + name.str() + ": " +
+                        e.what());
+  }
+  params[name] = t;
+  return t;
+}
+
+FailureOr<std::vector<at::Tensor>>
+ATenEvaluator::run(ArrayRef<at::Tensor> inputs) {
+  FailureOr<int64_t> batch = checkInputs(inputs);
+  if (failed(batch))
+    return failure();
+
+  ATenOpContext ctx;
+  ctx.batch = *batch;
+  ctx.generator = generator;
+  ctx.getParam = [this](ParamOp p) { return loadParam(p); };
+
+  llvm::DenseMap<Value, at::Tensor> values;
+  for (auto [arg, t] : llvm::zip(graph.getArguments(), inputs))
+    values[arg] = t;
+  auto lookup = [&](Value v) -> at::Tensor {
+    auto it = values.find(v);
+    return it == values.end() ? at::Tensor() : it->second;
+  };
+
+  std::vector<at::Tensor> results;
+  for (Operation &op : graph.getBody().front()) {
+    std::vector<at::Tensor> operands;
+    for (Value v : op.getOperands()) {
+      at::Tensor t = lookup(v);
+      if (!t.defined())
+        return op.emitError("operand #")
+               << operands.size() << " has no value (defined outside the "
+               << "graph's entry block?)";
+      operands.push_back(t);
+    }
+    if (isa<func::ReturnOp>(op)) {
+      results = std::move(operands);
+      break;
+    }
+    if (isa<CutPointOp>(op)) {
+      // A stage boundary: passes its values through unchanged.
+      for (auto [result, t] : llvm::zip(op.getResults(), operands))
+        values[result] = t;
+      continue;
+    }
+    if (op.getNumRegions() != 0 || op.getNumResults() != 1)
+      return op.emitError("the ATen evaluator supports only single-result "
+                          "varuna ops without regions, not '")
+             << op.getName() << "'";
+    at::Tensor out;
+    try {
+      out = evaluateOp(&op, operands, ctx);
+    } catch (const ATenEvalError &e) {
+      return op.emitError() << e.what();
+    } catch (const c10::Error &e) {
+      return op.emitError("ATen failed: ") << e.what_without_backtrace();
+    } catch (const std::exception &e) {
+      return op.emitError("evaluation failed: ") << e.what();
+    }
+    if (options.checkResultTypes) {
+      auto type = op.getResult(0).getType().dyn_cast<VTensorType>();
+      if (!type)
+        return op.emitError("result is not a !varuna.tensor");
+      std::vector<int64_t> want = concreteShape(type, ctx.batch);
+      auto dtype = toScalarType(type.getElementType());
+      if (out.sizes() != c10::IntArrayRef(want) || !dtype ||
+          out.scalar_type() != *dtype)
+        return op.emitError("ATen produced a ")
+               << c10::toString(out.scalar_type()) << " tensor of shape "
+               << shapeString(out.sizes()) << ", the result type "
+               << typeString(type)
+               << " says " << rt::formatShape(want) << " (B = " << ctx.batch
+               << ")";
+    }
+    values[op.getResult(0)] = out;
+  }
+  if (results.size() != graph.getNumResults())
+    return graph.emitError("the graph body does not end in func.return");
+  return results;
+}
+
+} // namespace varuna

@@ -1,0 +1,150 @@
+//===- ATenTypes.cpp - varuna types and data <-> ATen tensors -------------===//
+
+#include "varuna/Target/ATen/ATenEvaluator.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <ATen/ATen.h>
+
+using namespace mlir;
+
+namespace varuna {
+
+std::optional<at::ScalarType> toScalarType(Type t) {
+  if (t.isF16())
+    return at::kHalf;
+  if (t.isBF16())
+    return at::kBFloat16;
+  if (t.isF32())
+    return at::kFloat;
+  if (t.isF64())
+    return at::kDouble;
+  if (auto it = t.dyn_cast<IntegerType>()) {
+    switch (it.getWidth()) {
+    case 1:
+      return at::kBool;
+    case 8:
+      return it.isUnsigned() ? at::kByte : at::kChar;
+    case 32:
+      return it.isUnsigned() ? std::nullopt
+                             : std::optional<at::ScalarType>(at::kInt);
+    case 64:
+      return it.isUnsigned() ? std::nullopt
+                             : std::optional<at::ScalarType>(at::kLong);
+    default:
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<int64_t> concreteShape(VTensorType type, int64_t batch) {
+  std::vector<int64_t> shape;
+  for (int64_t i = 0, e = type.getRank(); i < e; ++i)
+    shape.push_back(type.getDim(i).at(batch));
+  return shape;
+}
+
+at::Tensor tensorFromElements(ElementsAttr attr, at::ScalarType dtype) {
+  auto dense = attr.dyn_cast<DenseElementsAttr>();
+  if (!dense)
+    throw ATenEvalError("only dense elements attributes are supported as "
+                        "constant values");
+  auto type = dense.getType();
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  int64_t n = type.getNumElements();
+  Type et = type.getElementType();
+  if (auto ft = et.dyn_cast<FloatType>()) {
+    std::vector<double> values;
+    values.reserve(n);
+    for (APFloat v : dense.getValues<APFloat>()) {
+      bool lost = false;
+      v.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v.convertToDouble());
+    }
+    return at::from_blob(values.data(), shape, at::kDouble).to(dtype).clone();
+  }
+  if (auto it = et.dyn_cast<IntegerType>()) {
+    bool zext = it.isUnsigned() || it.getWidth() == 1;
+    std::vector<int64_t> values;
+    values.reserve(n);
+    for (APInt v : dense.getValues<APInt>())
+      values.push_back(zext ? static_cast<int64_t>(v.getZExtValue())
+                            : v.getSExtValue());
+    return at::from_blob(values.data(), shape, at::kLong).to(dtype).clone();
+  }
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << "unsupported constant element type " << et;
+  throw ATenEvalError(os.str());
+}
+
+static at::ScalarType toScalarType(rt::DType t) {
+  switch (t) {
+  case rt::DType::F16:
+    return at::kHalf;
+  case rt::DType::F32:
+    return at::kFloat;
+  case rt::DType::F64:
+    return at::kDouble;
+  case rt::DType::I8:
+    return at::kChar;
+  case rt::DType::U8:
+    return at::kByte;
+  case rt::DType::I32:
+    return at::kInt;
+  case rt::DType::I64:
+    return at::kLong;
+  case rt::DType::Bool:
+    return at::kBool;
+  }
+  return at::kFloat;
+}
+
+at::Tensor tensorFromNpy(const rt::NpyArray &array) {
+  // from_blob does not copy: clone into memory the tensor owns.
+  return at::from_blob(const_cast<uint8_t *>(array.data.data()), array.shape,
+                       toScalarType(array.dtype))
+      .clone();
+}
+
+rt::NpyArray tensorToNpy(const at::Tensor &tensor) {
+  rt::NpyArray out;
+  switch (tensor.scalar_type()) {
+  case at::kHalf:
+    out.dtype = rt::DType::F16;
+    break;
+  case at::kFloat:
+    out.dtype = rt::DType::F32;
+    break;
+  case at::kDouble:
+    out.dtype = rt::DType::F64;
+    break;
+  case at::kChar:
+    out.dtype = rt::DType::I8;
+    break;
+  case at::kByte:
+    out.dtype = rt::DType::U8;
+    break;
+  case at::kInt:
+    out.dtype = rt::DType::I32;
+    break;
+  case at::kLong:
+    out.dtype = rt::DType::I64;
+    break;
+  case at::kBool:
+    out.dtype = rt::DType::Bool;
+    break;
+  default:
+    throw ATenEvalError(std::string("cannot store a tensor of dtype ") +
+                        c10::toString(tensor.scalar_type()) + " as .npy");
+  }
+  at::Tensor c = tensor.contiguous();
+  out.shape.assign(c.sizes().begin(), c.sizes().end());
+  auto *p = static_cast<const uint8_t *>(c.data_ptr());
+  out.data.assign(p, p + c.numel() * c.element_size());
+  return out;
+}
+
+} // namespace varuna
