@@ -11,20 +11,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-$BUILD_DIR/bench/gpt2xl}
-mkdir -p "$OUT"
-if [[ ! -f "$OUT/gpt2xl.onnx" || ! -f "$OUT/gpt2xl.onnx.data" ]]; then
-  echo "exporting the GPT-2-XL-shaped model to $OUT (once) ..."
-  PYTHONPATH="$ROOT/python" PYTHONWARNINGS=ignore python3 - "$OUT/gpt2xl.onnx" <<'PY'
-import sys, time
-import varuna
-from varuna import models
-t = time.time()
-model, inputs, names = models.make_gpt2_xl_shape(batch=1)
-varuna.export(model, inputs, sys.argv[1], input_names=names, external_data=True)
-print(f"exported in {time.time() - t:.0f} s")
-PY
-fi
-ls -l "$OUT"/gpt2xl.onnx*
+source bench/gpt2xl_model.sh
+ensure_gpt2xl "$OUT"
 for i in 1 2 3; do
   /usr/bin/time -f "import: %e s wall, %M KiB peak RSS" \
     "$BUILD_DIR/bin/varuna-translate" --import-onnx "$OUT/gpt2xl.onnx" -o "$OUT/gpt2xl.mlir"

@@ -2,6 +2,7 @@
 
 #include "varuna/Analysis/CostModel.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -16,19 +17,11 @@ using namespace varuna;
 namespace {
 struct AnnotateCosts : public varuna::impl::AnnotateCostsBase<AnnotateCosts> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    SmallVector<func::FuncOp> graphs;
-    module.walk([&](func::FuncOp f) {
-      if (f->hasAttr(kGraphAttr))
-        graphs.push_back(f);
-    });
-    if (graphs.empty()) {
-      module.emitError("no training graph: expected a func.func marked '")
-          << kGraphAttr << "'";
+    FailureOr<func::FuncOp> found = getTrainingGraph(getOperation());
+    if (failed(found))
       return signalPassFailure();
-    }
     MLIRContext *ctx = &getContext();
-    for (func::FuncOp graph : graphs) {
+    for (func::FuncOp graph : {*found}) {
       OpCost total;
       WalkResult r = graph.walk([&](Operation *op) {
         if (op == graph.getOperation() || !isa<VarunaDialect>(op->getDialect()))

@@ -2,6 +2,7 @@
 
 #include "varuna/Analysis/GraphStructure.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -23,17 +24,10 @@ struct FindCutPoints
   using FindCutPointsBase::FindCutPointsBase;
 
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    func::FuncOp graph;
-    module.walk([&](func::FuncOp f) {
-      if (f->hasAttr(kGraphAttr) && !graph)
-        graph = f;
-    });
-    if (!graph) {
-      module.emitError("no training graph: expected a func.func marked '")
-          << kGraphAttr << "'";
+    FailureOr<func::FuncOp> found = getTrainingGraph(getOperation());
+    if (failed(found))
       return signalPassFailure();
-    }
+    func::FuncOp graph = *found;
     if (!graph.getOps<CutPointOp>().empty()) {
       graph.emitError("the graph already has cut-points");
       return signalPassFailure();

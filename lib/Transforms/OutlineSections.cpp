@@ -2,6 +2,7 @@
 
 #include "varuna/Analysis/GraphStructure.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -64,20 +65,21 @@ private:
   DenseMap<Value, llvm::hash_code> memo;
 };
 
+/// The name of graph input `i`: its varuna.name, or "input<i>".
+StringAttr inputName(func::FuncOp graph, unsigned i) {
+  if (auto n = graph.getArgAttrOfType<StringAttr>(i, kNameAttr))
+    return n;
+  return StringAttr::get(graph.getContext(), "input" + std::to_string(i));
+}
+
 struct OutlineSections
     : public varuna::impl::OutlineSectionsBase<OutlineSections> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    func::FuncOp graph;
-    module.walk([&](func::FuncOp f) {
-      if (f->hasAttr(kGraphAttr) && !graph)
-        graph = f;
-    });
-    if (!graph) {
-      module.emitError("no training graph: expected a func.func marked '")
-          << kGraphAttr << "'";
+    FailureOr<func::FuncOp> found = getTrainingGraph(module);
+    if (failed(found))
       return signalPassFailure();
-    }
+    func::FuncOp graph = *found;
     for (auto f : module.getOps<func::FuncOp>())
       if (f->hasAttr("varuna.section")) {
         f.emitError("the module already has sections");
@@ -130,11 +132,8 @@ struct OutlineSections
       if (map.contains(a))
         return map.lookup(a);
       Value v = block->addArgument(a.getType(), a.getLoc());
-      auto nameAttr = graph.getArgAttr(a.getArgNumber(), kNameAttr);
-      argAttrs.push_back(b.getDictionaryAttr(b.getNamedAttr(
-          kNameAttr, nameAttr ? nameAttr
-                              : b.getStringAttr("input" + std::to_string(
-                                                              a.getArgNumber())))));
+      argAttrs.push_back(b.getDictionaryAttr(
+          b.getNamedAttr(kNameAttr, inputName(graph, a.getArgNumber()))));
       map.map(a, v);
       return v;
     };
@@ -228,13 +227,12 @@ struct OutlineSections
   /// and every graph result.
   LogicalResult check(func::FuncOp graph, ArrayRef<CutPointOp> cuts,
                       ArrayRef<func::FuncOp> sections) {
-    auto leaf = [&](func::FuncOp f, BlockArgument a)
-        -> std::optional<llvm::hash_code> {
-      if (auto n = f.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr))
-        return llvm::hash_combine(StringRef("input"), n.getValue());
-      return std::nullopt;
+    auto inputHash = [](StringAttr name) {
+      return llvm::hash_combine(StringRef("input"), name.getValue());
     };
-    DeepHasher original([&](BlockArgument a) { return leaf(graph, a); });
+    DeepHasher original([&](BlockArgument a) -> std::optional<llvm::hash_code> {
+      return inputHash(inputName(graph, a.getArgNumber()));
+    });
     SmallVector<llvm::hash_code> sent; // hashes of the previous section's results
     for (size_t k = 0; k < sections.size(); ++k) {
       func::FuncOp s = sections[k];
@@ -247,7 +245,10 @@ struct OutlineSections
             return prev[recv.getInt()];
           return std::nullopt;
         }
-        return leaf(s, a);
+        if (auto n = s.getArgAttrOfType<StringAttr>(a.getArgNumber(),
+                                                    kNameAttr))
+          return inputHash(n);
+        return std::nullopt;
       });
       Operation *ret = s.getBody().front().getTerminator();
       ValueRange expected =

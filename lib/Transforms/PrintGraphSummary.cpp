@@ -1,6 +1,7 @@
 //===- PrintGraphSummary.cpp - A readable summary of a graph --------------===//
 
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -59,16 +60,10 @@ struct PrintGraphSummary
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    func::FuncOp graph;
-    module.walk([&](func::FuncOp f) {
-      if (f->hasAttr(kGraphAttr) && !graph)
-        graph = f;
-    });
-    if (!graph) {
-      module.emitError("no training graph: expected a func.func marked '")
-          << kGraphAttr << "'";
+    FailureOr<func::FuncOp> found = getTrainingGraph(module);
+    if (failed(found))
       return signalPassFailure();
-    }
+    func::FuncOp graph = *found;
     std::string error;
     auto out = mlir::openOutputFile(output, &error);
     if (!out) {

@@ -172,4 +172,90 @@ def OutlineSections : Pass<"varuna-outline-sections", "mlir::ModuleOp"> {
   let dependentDialects = ["::varuna::VarunaDialect", "::mlir::func::FuncDialect"];
 }
 
+def AnalyzeCrossPartition
+    : Pass<"varuna-analyze-cross-partition", "mlir::ModuleOp"> {
+  let summary = "Makes every value that crosses sections explicit";
+  let description = [{
+    Runs on outlined sections (varuna-outline-sections) and records each
+    cross-partition decision in the IR:
+
+    * ties: a trainable parameter read by several sections gets
+      `varuna.shared_param @p sections [i, j]`; its gradient is summed across
+      those stages and the copies stay identical;
+    * forwarded activations: on each section, `varuna.forwarded` lists the
+      received values it passes on unchanged (produced in section i, used in
+      j > i + 1);
+    * recomputed inputs: `varuna.inputs` lists the graph inputs a section
+      reads (values derived only from inputs, such as attention masks and
+      position ids, are recomputed there rather than sent);
+    * duplicated constants: `varuna.duplicated` counts the static ops
+      (constants, shape-only ops, weight transposes) recomputed in a section;
+    * `varuna.params` lists the parameters each section reads;
+    * global state: `varuna.global_reduce @loss sum over "loss"` always;
+      `@grad_norm sum_of_squares over "gradients"` with `global-grad-norm`
+      (clipping by global norm, LAMB); `@overflow any over "gradients"` with
+      `overflow-check` (fp16 dynamic loss scaling).
+
+    Before:
+    ```mlir
+    func.func @section_0(...) attributes {varuna.section = 0} {
+      %w = varuna.get_param @wte.weight ...
+    func.func @section_3(...) attributes {varuna.section = 3} {
+      %w = varuna.get_param @wte.weight ...
+    ```
+    After:
+    ```mlir
+    varuna.shared_param @wte.weight sections [0, 3]
+    varuna.global_reduce @loss sum over "loss"
+    func.func @section_0(...) attributes {varuna.params = ["wte.weight", ...], ...}
+    ```
+
+    Preconditions: sections exist. Fails otherwise, or if run twice.
+  }];
+  let options = [
+    Option<"globalGradNorm", "global-grad-norm", "bool", /*default=*/"false",
+           "The optimizer needs the global gradient norm (clipping, LAMB)">,
+    Option<"overflowCheck", "overflow-check", "bool", /*default=*/"false",
+           "fp16 dynamic loss scaling: skip the step on any overflow">
+  ];
+  let dependentDialects = ["::varuna::VarunaDialect"];
+}
+
+def Partition : Pass<"varuna-partition", "mlir::ModuleOp"> {
+  let summary = "Groups consecutive sections into P balanced pipeline stages";
+  let description = [{
+    For every P from 1 to the number of sections K (or only `stages`), finds
+    the grouping of consecutive sections into P stages that minimizes the
+    slowest stage (exact; varuna::partitionAll in lib/Plan), under an
+    optional per-device memory limit, and records it on the module:
+
+    ```mlir
+    module attributes {varuna.partitions = [
+        {stages = 2 : i64, boundaries = array<i64: 0, 5, 9>,
+         bottleneck = 1.2e9 : f64, imbalance = 1.04 : f64}, ...]}
+    ```
+
+    The cost of a section is its forward + backward FLOPs per example (the
+    `varuna.cost` from varuna-annotate-costs). Memory per stage: parameters
+    read (weights + gradients + `state-copies` optimizer states, 4 bytes per
+    element each) plus the stashed stage input of each in-flight
+    micro-batch (`micro-batch` examples each; Varuna's schedule keeps P - s at
+    stage s).
+
+    Preconditions: outlined sections with costs. Fails on `stages` larger
+    than the number of sections (stating the maximum), or when no grouping
+    fits `memory-limit` (naming the stage that does not fit).
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"0",
+           "Only this pipeline depth (0: every P from 1 to the sections)">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes of device memory per stage (0: unlimited)">,
+    Option<"microBatch", "micro-batch", "int64_t", /*default=*/"1",
+           "Examples per micro-batch, for the stashed activations">,
+    Option<"stateCopies", "state-copies", "int64_t", /*default=*/"2",
+           "Optimizer state copies per parameter (AdamW: 2, SGD: 0 or 1)">
+  ];
+}
+
 #endif // VARUNA_TRANSFORMS_PASSES_TD

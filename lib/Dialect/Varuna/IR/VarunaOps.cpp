@@ -176,6 +176,22 @@ LogicalResult CutPointOp::verify() {
   return success();
 }
 
+LogicalResult SharedParamOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (!tables.lookupNearestSymbolFrom<ParamOp>(*this, getParamAttr()))
+    return emitOpError("refers to unknown parameter @") << getParam();
+  return success();
+}
+
+LogicalResult SharedParamOp::verify() {
+  ArrayRef<int64_t> s = getSections();
+  if (s.size() < 2)
+    return emitOpError("a tie needs at least two sections");
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] < 0 || (i && s[i - 1] >= s[i]))
+      return emitOpError("sections must be sorted, unique and non-negative");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -142,6 +142,47 @@ def Varuna_CutPointOp : Varuna_Op<"cut_point",
   let hasVerifier = 1;
 }
 
+def Varuna_SharedParamOp : Varuna_Op<"shared_param",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A parameter read by several sections (a tie)";
+  let description = [{
+    `varuna.shared_param @wte.weight sections [0, 3]`: every stage holding one
+    of these sections keeps a copy of the parameter; their gradients are
+    summed across those stages each step so the copies stay identical, and
+    the global gradient norm counts the parameter once. Placed by
+    varuna-analyze-cross-partition. Parameters that merely have equal
+    initial values (de-duplicated by an exporter) are not ties.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, DenseI64ArrayAttr:$sections);
+  let assemblyFormat = "$param `sections` $sections attr-dict";
+  let hasVerifier = 1;
+}
+
+def Varuna_ReductionKind : I64EnumAttr<"ReductionKind", "cross-stage reduction", [
+    I64EnumAttrCase<"sum", 0>, I64EnumAttrCase<"sum_of_squares", 1>,
+    I64EnumAttrCase<"max", 2>, I64EnumAttrCase<"any", 3>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_GlobalReduceOp : Varuna_Op<"global_reduce", [Symbol]> {
+  let summary = "A value reduced across all stages of a pipeline every step";
+  let description = [{
+    State that crosses partitions, made explicit:
+
+    * `varuna.global_reduce @loss sum over "loss"`: the loss of the global
+      batch (each last stage's sum, divided by the global count);
+    * `varuna.global_reduce @grad_norm sum_of_squares over "gradients"`: the
+      global gradient norm for clipping and LAMB (each tie counted once);
+    * `varuna.global_reduce @overflow any over "gradients"`: an fp16 overflow
+      on any stage skips the step on every stage.
+
+    The runtime performs each with one all-reduce over the replica's stages.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Varuna_ReductionKind:$kind,
+                       StrAttr:$over);
+  let assemblyFormat = "$sym_name $kind `over` $over attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -1,0 +1,111 @@
+//===- TrainingConfig.h - The user's training configuration -----*- C++ -*-===//
+//
+// The training configuration (JSON, documented in docs/training-config.md)
+// that varuna-compile, varuna-plan and varuna-run read:
+//
+//   {
+//     "optimizer": {"type": "adamw", "lr": 3e-4, "betas": [0.9, 0.999],
+//                   "eps": 1e-8, "weight_decay": 0.01},
+//     "clip_grad_norm": 1.0,
+//     "precision": "bf16",
+//     "loss_scale": {"initial": 65536, "growth_factor": 2.0,
+//                    "backoff_factor": 0.5, "growth_interval": 2000},
+//     "global_batch_size": 512,
+//     "micro_batch_size": 4
+//   }
+//
+// Every key is optional (defaults below). Unknown keys, wrong types,
+// out-of-range values and keys that the chosen optimizer or precision does not
+// use are errors whose message names the file, the JSON path of the field
+// (`optimizer.betas[1]`) and what was expected; parsing never aborts. The
+// first error found is returned.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_COMPILER_TRAININGCONFIG_H
+#define VARUNA_COMPILER_TRAININGCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+#include <array>
+#include <optional>
+#include <string>
+
+namespace varuna {
+
+enum class OptimizerKind { SGD, AdamW, LAMB };
+enum class Precision { FP32, BF16, FP16 };
+
+struct OptimizerConfig {
+  OptimizerKind type = OptimizerKind::SGD;
+  double lr = 1e-3;                           // > 0
+  double momentum = 0.0;                      // SGD only, in [0, 1)
+  double weightDecay = 0.0;                   // >= 0
+  std::array<double, 2> betas = {0.9, 0.999}; // AdamW/LAMB, each in [0, 1)
+  double eps = 1e-8;                          // AdamW/LAMB, > 0
+
+  /// Optimizer state kept per parameter element, in units of the
+  /// parameter's size: SGD 0 (1 with momentum), AdamW and LAMB 2.
+  int stateCopies() const;
+};
+bool operator==(const OptimizerConfig &a, const OptimizerConfig &b);
+inline bool operator!=(const OptimizerConfig &a, const OptimizerConfig &b) {
+  return !(a == b);
+}
+
+struct LossScaleConfig {
+  double initial = 65536.0;      // > 0
+  double growthFactor = 2.0;     // > 1
+  double backoffFactor = 0.5;    // in (0, 1)
+  int64_t growthInterval = 2000; // >= 1
+};
+bool operator==(const LossScaleConfig &a, const LossScaleConfig &b);
+inline bool operator!=(const LossScaleConfig &a, const LossScaleConfig &b) {
+  return !(a == b);
+}
+
+struct TrainingConfig {
+  OptimizerConfig optimizer;
+  std::optional<double> clipGradNorm; // > 0 when set
+  Precision precision = Precision::FP32;
+  /// Dynamic loss scaling; used with fp16 (also accepted with bf16, an error
+  /// with fp32). Meaningless, and not emitted by toJSON, when fp32.
+  LossScaleConfig lossScale;
+  std::optional<int64_t> globalBatchSize; // >= 1
+  std::optional<int64_t> microBatchSize;  // >= 1, divides the global batch
+
+  /// True when training needs the norm of the gradient over all parameters
+  /// of all stages: clipping by global norm, and LAMB (which, like the
+  /// original Varuna, normalises by the global gradient norm).
+  bool needsGlobalGradNorm() const {
+    return clipGradNorm.has_value() || optimizer.type == OptimizerKind::LAMB;
+  }
+  /// True when an overflow on any stage must skip the step on every stage:
+  /// fp16 with dynamic loss scaling. (bf16 has fp32's exponent range.)
+  bool needsOverflowCheck() const { return precision == Precision::FP16; }
+
+  /// The configuration as JSON with every default filled in. Keys the chosen
+  /// optimizer or precision does not use, and unset optional fields, are
+  /// omitted, so that parsing the result gives back an equal configuration.
+  llvm::json::Value toJSON() const;
+};
+bool operator==(const TrainingConfig &a, const TrainingConfig &b);
+inline bool operator!=(const TrainingConfig &a, const TrainingConfig &b) {
+  return !(a == b);
+}
+
+/// Parses `text`; `source` names the file in messages
+/// (`<source>: <json path>: <what was expected>, got <value>`).
+llvm::Expected<TrainingConfig> parseTrainingConfig(llvm::StringRef text,
+                                                   llvm::StringRef source);
+/// Reads and parses a file; a file that cannot be read is an error naming
+/// the path and the OS error.
+llvm::Expected<TrainingConfig> loadTrainingConfig(llvm::StringRef path);
+
+llvm::StringRef stringifyOptimizer(OptimizerKind kind);
+llvm::StringRef stringifyPrecision(Precision p);
+
+} // namespace varuna
+
+#endif // VARUNA_COMPILER_TRAININGCONFIG_H

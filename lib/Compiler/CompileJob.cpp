@@ -1,0 +1,205 @@
+//===- CompileJob.cpp - Model file -> compiled job directory --------------===//
+
+#include "varuna/Compiler/CompileJob.h"
+#include "JobSummary.h"
+#include "varuna/Compiler/TrainingConfig.h"
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Import/ONNXImporter.h"
+#include "varuna/Transforms/GraphUtils.h"
+#include "varuna/Transforms/Passes.h"
+#include "mlir/IR/AsmState.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#ifdef VARUNA_HAVE_TORCHSCRIPT
+#include "varuna/Import/TorchScriptImporter.h"
+#endif
+
+using namespace mlir;
+using namespace varuna;
+
+void varuna::registerCompileDialects(MLIRContext *ctx) {
+  ctx->getOrLoadDialect<VarunaDialect>();
+  ctx->getOrLoadDialect<func::FuncDialect>();
+}
+
+namespace {
+
+Location fileLoc(MLIRContext *ctx, StringRef path) {
+  return FileLineColLoc::get(ctx, path, 0, 0);
+}
+
+/// Writes `text` to `path` atomically: a temporary file in the same
+/// directory, then a rename.
+LogicalResult writeAtomically(MLIRContext *ctx, StringRef path,
+                              llvm::function_ref<void(raw_ostream &)> write) {
+  SmallString<256> tmp(path);
+  tmp += ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return emitError(fileLoc(ctx, path))
+             << "cannot write '" << tmp << "': " << ec.message();
+    write(os);
+    os.flush();
+    if (os.has_error()) {
+      os.clear_error();
+      return emitError(fileLoc(ctx, path)) << "error writing '" << tmp << "'";
+    }
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+    return emitError(fileLoc(ctx, path))
+           << "cannot rename '" << tmp << "' to '" << path
+           << "': " << ec.message();
+  return success();
+}
+
+OwningOpRef<ModuleOp> importModel(MLIRContext *ctx,
+                                  const CompileOptions &options) {
+  StringRef path = options.modelPath;
+  StringRef ext = llvm::sys::path::extension(path);
+  if (!llvm::sys::fs::exists(path)) {
+    emitError(fileLoc(ctx, path)) << "model file '" << path
+                                  << "' does not exist";
+    return nullptr;
+  }
+  if (ext == ".onnx") {
+    ONNXImportOptions o;
+    return importONNX(ctx, path, o);
+  }
+  if (ext == ".pt" || ext == ".pth" || ext == ".zip") {
+#ifdef VARUNA_HAVE_TORCHSCRIPT
+    TorchScriptImportOptions o;
+    o.inputShapes = options.inputShapes;
+    return importTorchScript(ctx, path, o);
+#else
+    emitError(fileLoc(ctx, path))
+        << "this build has no TorchScript importer (libtorch was not found)";
+    return nullptr;
+#endif
+  }
+  emitError(fileLoc(ctx, path))
+      << "unknown model format '" << ext
+      << "': expected .onnx (ONNX) or .pt (TorchScript)";
+  return nullptr;
+}
+
+/// The graph must compute a scalar floating-point loss.
+LogicalResult checkLoss(ModuleOp module, StringRef path) {
+  auto graph = getTrainingGraph(module);
+  if (failed(graph))
+    return failure();
+  for (unsigned i = 0; i < graph->getNumResults(); ++i)
+    if (graph->getResultAttr(i, kLossAttr))
+      return success();
+  auto diag = emitError(fileLoc(module.getContext(), path))
+              << "the graph has no scalar loss result: its forward must "
+                 "return the loss (e.g. F.cross_entropy(logits, labels)); "
+                 "its outputs are:";
+  for (unsigned i = 0; i < graph->getNumResults(); ++i) {
+    auto n = graph->getResultAttrOfType<StringAttr>(i, kNameAttr);
+    diag << " '" << (n ? n.getValue() : StringRef("?")) << "' "
+         << graph->getResultTypes()[i];
+  }
+  return failure();
+}
+
+} // namespace
+
+LogicalResult varuna::compileJob(MLIRContext *ctx,
+                                 const CompileOptions &options,
+                                 raw_ostream &log) {
+  registerCompileDialects(ctx);
+  // A failing pass names its op; the whole module is no help to a user.
+  ctx->printOpOnDiagnostic(false);
+  Location jobLoc = fileLoc(ctx, options.outputDir);
+
+  // The training configuration (defaults without --config).
+  TrainingConfig config;
+  if (!options.configPath.empty()) {
+    auto loaded = loadTrainingConfig(options.configPath);
+    if (!loaded)
+      return emitError(UnknownLoc::get(ctx))
+             << llvm::toString(loaded.takeError());
+    config = *loaded;
+  }
+  if (options.stages < 0)
+    return emitError(jobLoc) << "--stages must be at least 1, got "
+                             << options.stages;
+
+  OwningOpRef<ModuleOp> module = importModel(ctx, options);
+  if (!module || failed(checkLoss(*module, options.modelPath)))
+    return failure();
+
+  SmallString<256> irDir(options.outputDir);
+  llvm::sys::path::append(irDir, "ir");
+  if (std::error_code ec = llvm::sys::fs::create_directories(irDir))
+    return emitError(jobLoc) << "cannot create '" << irDir
+                             << "': " << ec.message();
+
+  int stageNo = 0;
+  auto dump = [&](StringRef name) {
+    SmallString<256> path(irDir);
+    llvm::sys::path::append(
+        path, llvm::formatv("{0:2}-{1}.mlir", stageNo++, name).str());
+    for (char &c : path)
+      if (c == ' ')
+        c = '0';
+    return writeAtomically(ctx, path, [&](raw_ostream &os) {
+      os << "// Generated by varuna-compile " << options.modelPath
+         << " (stage " << name << "); do not edit.\n";
+      module->print(os);
+    });
+  };
+  auto run = [&](StringRef name, std::unique_ptr<Pass> pass) {
+    PassManager pm(ctx);
+    pm.addPass(std::move(pass));
+    if (failed(pm.run(*module)))
+      return failure();
+    return dump(name);
+  };
+
+  if (failed(dump("import")))
+    return failure();
+  if (failed(run("annotate-costs", createAnnotateCosts())))
+    return failure();
+  FindCutPointsOptions cutOptions;
+  cutOptions.numCutPoints = options.numCutPoints;
+  cutOptions.maxBytesPerCut = options.maxBytesPerCut;
+  if (failed(run("find-cut-points", createFindCutPoints(cutOptions))) ||
+      failed(run("outline-sections", createOutlineSections())))
+    return failure();
+  AnalyzeCrossPartitionOptions crossOptions;
+  crossOptions.globalGradNorm = config.needsGlobalGradNorm();
+  crossOptions.overflowCheck = config.needsOverflowCheck();
+  if (failed(run("analyze-cross-partition",
+                 createAnalyzeCrossPartition(crossOptions))))
+    return failure();
+  PartitionOptions partOptions;
+  partOptions.stages = options.stages;
+  partOptions.memoryLimit = options.memoryLimit;
+  partOptions.microBatch = config.microBatchSize.value_or(1);
+  partOptions.stateCopies = config.optimizer.stateCopies();
+  if (failed(run("partition", createPartition(partOptions))))
+    return failure();
+
+  JobSummary job = JobSummary::read(*module, options.modelPath);
+  SmallString<256> manifest(options.outputDir), report(options.outputDir);
+  llvm::sys::path::append(manifest, "manifest.json");
+  llvm::sys::path::append(report, "report.md");
+  if (failed(writeAtomically(ctx, report, [&](raw_ostream &os) {
+        os << renderReport(job, config);
+      })) ||
+      failed(writeAtomically(ctx, manifest, [&](raw_ostream &os) {
+        os << renderManifest(job, config);
+      })))
+    return failure();
+
+  log << "compiled " << options.modelPath << ": " << job.sections.size()
+      << " sections, " << job.cutPoints.size() << " cut-points, "
+      << job.ties.size() << " tie(s), pipeline depths 1.."
+      << (job.partitions.empty() ? 0 : job.partitions.back().stages)
+      << "\n  report:   " << report << "\n  manifest: " << manifest << "\n";
+  return success();
+}

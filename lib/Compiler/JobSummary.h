@@ -1,0 +1,66 @@
+//===- JobSummary.h - What a compiled job contains --------------*- C++ -*-===//
+//
+// Everything report.md and manifest.json say, read once from the final IR.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_LIB_COMPILER_JOBSUMMARY_H
+#define VARUNA_LIB_COMPILER_JOBSUMMARY_H
+
+#include "varuna/Compiler/TrainingConfig.h"
+#include "varuna/Support/SymInt.h"
+#include "mlir/IR/BuiltinOps.h"
+#include <string>
+#include <vector>
+
+namespace varuna {
+
+struct JobSummary {
+  struct Input {
+    std::string name, dtype;
+    std::vector<std::string> shape; // "B", "B*4", "16"
+  };
+  struct CutPoint {
+    int64_t index = 0, bytesPerExample = 0, values = 0;
+  };
+  struct Section {
+    int64_t index = 0;
+    std::string function;
+    std::vector<std::string> parameters, inputs;
+    SymInt flops, backward;
+    int64_t paramBytes = 0, receives = 0, sends = 0, duplicated = 0;
+    std::vector<int64_t> forwarded;
+  };
+  struct Tie {
+    std::string parameter;
+    std::vector<int64_t> sections;
+  };
+  struct Reduction {
+    std::string name, kind, over;
+  };
+  struct Partition {
+    int64_t stages = 0;
+    std::vector<int64_t> boundaries, memory;
+    double bottleneck = 0, imbalance = 1;
+  };
+
+  std::string model, graph, loss;
+  std::vector<Input> inputs;
+  int64_t trainableParams = 0, trainableBytes = 0, frozenParams = 0;
+  std::vector<int64_t> repeatedBlock; // start, period, count (may be empty)
+  std::vector<CutPoint> cutPoints;
+  std::vector<Section> sections;
+  std::vector<Tie> ties;
+  std::vector<Reduction> reductions;
+  std::vector<Partition> partitions;
+
+  static JobSummary read(mlir::ModuleOp module, llvm::StringRef model);
+};
+
+/// manifest.json and report.md contents.
+std::string renderManifest(const JobSummary &job, const TrainingConfig &config);
+std::string renderReport(const JobSummary &job, const TrainingConfig &config);
+
+} // namespace varuna
+
+#endif // VARUNA_LIB_COMPILER_JOBSUMMARY_H

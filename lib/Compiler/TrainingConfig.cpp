@@ -1,0 +1,566 @@
+//===- TrainingConfig.cpp - Parse and print the training configuration ----===//
+//
+// A strict reader for the JSON described in docs/training-config.md. Every
+// check reports `<source>: <json path>: <what was expected>, got <value>`;
+// the first failure is returned as an llvm::Error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/Compiler/TrainingConfig.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+using namespace varuna;
+using llvm::Error;
+using llvm::Expected;
+using llvm::StringRef;
+using llvm::Twine;
+namespace json = llvm::json;
+
+//===----------------------------------------------------------------------===//
+// Names, equality, derived quantities
+//===----------------------------------------------------------------------===//
+
+StringRef varuna::stringifyOptimizer(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::SGD:
+    return "sgd";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  case OptimizerKind::LAMB:
+    return "lamb";
+  }
+  llvm_unreachable("unknown OptimizerKind");
+}
+
+StringRef varuna::stringifyPrecision(Precision p) {
+  switch (p) {
+  case Precision::FP32:
+    return "fp32";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  }
+  llvm_unreachable("unknown Precision");
+}
+
+int OptimizerConfig::stateCopies() const {
+  switch (type) {
+  case OptimizerKind::SGD:
+    return momentum != 0.0 ? 1 : 0; // momentum buffer
+  case OptimizerKind::AdamW:
+  case OptimizerKind::LAMB:
+    return 2; // first and second moments
+  }
+  llvm_unreachable("unknown OptimizerKind");
+}
+
+bool varuna::operator==(const OptimizerConfig &a, const OptimizerConfig &b) {
+  return a.type == b.type && a.lr == b.lr && a.momentum == b.momentum &&
+         a.weightDecay == b.weightDecay && a.betas == b.betas && a.eps == b.eps;
+}
+
+bool varuna::operator==(const LossScaleConfig &a, const LossScaleConfig &b) {
+  return a.initial == b.initial && a.growthFactor == b.growthFactor &&
+         a.backoffFactor == b.backoffFactor &&
+         a.growthInterval == b.growthInterval;
+}
+
+bool varuna::operator==(const TrainingConfig &a, const TrainingConfig &b) {
+  return a.optimizer == b.optimizer && a.clipGradNorm == b.clipGradNorm &&
+         a.precision == b.precision && a.lossScale == b.lossScale &&
+         a.globalBatchSize == b.globalBatchSize &&
+         a.microBatchSize == b.microBatchSize;
+}
+
+//===----------------------------------------------------------------------===//
+// toJSON
+//===----------------------------------------------------------------------===//
+
+json::Value TrainingConfig::toJSON() const {
+  json::Object opt{{"type", stringifyOptimizer(optimizer.type)},
+                   {"lr", optimizer.lr},
+                   {"weight_decay", optimizer.weightDecay}};
+  if (optimizer.type == OptimizerKind::SGD) {
+    opt["momentum"] = optimizer.momentum;
+  } else {
+    opt["betas"] = json::Array{optimizer.betas[0], optimizer.betas[1]};
+    opt["eps"] = optimizer.eps;
+  }
+
+  json::Object root{{"optimizer", std::move(opt)},
+                    {"precision", stringifyPrecision(precision)}};
+  if (clipGradNorm)
+    root["clip_grad_norm"] = *clipGradNorm;
+  if (precision != Precision::FP32)
+    root["loss_scale"] =
+        json::Object{{"initial", lossScale.initial},
+                     {"growth_factor", lossScale.growthFactor},
+                     {"backoff_factor", lossScale.backoffFactor},
+                     {"growth_interval", lossScale.growthInterval}};
+  if (globalBatchSize)
+    root["global_batch_size"] = *globalBatchSize;
+  if (microBatchSize)
+    root["micro_batch_size"] = *microBatchSize;
+  return json::Value(std::move(root));
+}
+
+//===----------------------------------------------------------------------===//
+// Parsing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The shortest decimal form of `d` that reads back as `d` (`0.1`, not
+/// `0.10000000000000001`).
+std::string formatNumber(double d) {
+  char buf[32];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof(buf), "%.*g", prec, d);
+    if (std::strtod(buf, nullptr) == d)
+      break;
+  }
+  return buf;
+}
+
+/// A short rendering of a JSON value for "got ..." in messages: scalars as
+/// written, containers by kind.
+std::string describe(const json::Value &v) {
+  switch (v.kind()) {
+  case json::Value::Null:
+    return "null";
+  case json::Value::Boolean:
+    return *v.getAsBoolean() ? "true" : "false";
+  case json::Value::Number:
+    if (std::optional<int64_t> i = v.getAsInteger())
+      return std::to_string(*i);
+    if (std::optional<uint64_t> u = v.getAsUINT64())
+      return std::to_string(*u);
+    return formatNumber(*v.getAsNumber());
+  case json::Value::String: {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << v; // quoted and escaped
+    return os.str();
+  }
+  case json::Value::Array:
+    return "an array";
+  case json::Value::Object:
+    return "an object";
+  }
+  llvm_unreachable("unknown json::Value kind");
+}
+
+/// Joins a JSON path: `optimizer` + `lr` -> `optimizer.lr`.
+std::string child(StringRef path, StringRef key) {
+  return path.empty() ? key.str() : (path + "." + key).str();
+}
+
+/// A number range, printed into the "expected" part of messages.
+struct Range {
+  enum Kind { Positive, NonNegative, UnitHalfOpen, UnitOpen, GreaterThanOne };
+  Kind kind;
+  bool contains(double d) const {
+    switch (kind) {
+    case Positive:
+      return d > 0;
+    case NonNegative:
+      return d >= 0;
+    case UnitHalfOpen:
+      return d >= 0 && d < 1;
+    case UnitOpen:
+      return d > 0 && d < 1;
+    case GreaterThanOne:
+      return d > 1;
+    }
+    llvm_unreachable("unknown Range kind");
+  }
+  StringRef str() const {
+    switch (kind) {
+    case Positive:
+      return "> 0";
+    case NonNegative:
+      return ">= 0";
+    case UnitHalfOpen:
+      return "in [0, 1)";
+    case UnitOpen:
+      return "in (0, 1)";
+    case GreaterThanOne:
+      return "> 1";
+    }
+    llvm_unreachable("unknown Range kind");
+  }
+};
+
+/// llvm::json keeps one of two equal keys without saying so; a configuration
+/// with `"lr"` twice is a mistake. `text` is valid JSON (json::parse accepted
+/// it), so a flat scan suffices. Returns the JSON path of the first repeated
+/// key, or nothing.
+std::optional<std::string> findDuplicateKey(StringRef text) {
+  struct Level {
+    bool isObject;
+    std::set<std::string> keys;
+    std::string key;    // object: current key
+    unsigned index = 0; // array: current element
+    bool expectKey = true;
+  };
+  std::vector<Level> stack;
+  auto pathOf = [&](StringRef last) {
+    std::string path;
+    for (const Level &l : stack) {
+      if (&l == &stack.back())
+        break;
+      if (l.isObject)
+        path += (path.empty() ? "" : ".") + l.key;
+      else
+        path += "[" + std::to_string(l.index) + "]";
+    }
+    return path.empty() ? last.str() : path + "." + last.str();
+  };
+  for (size_t i = 0, e = text.size(); i < e; ++i) {
+    char c = text[i];
+    if (c == '"') {
+      // Keys are compared as written (escapes not decoded).
+      size_t start = ++i;
+      while (i < e && text[i] != '"')
+        i += text[i] == '\\' ? 2 : 1;
+      if (!stack.empty() && stack.back().isObject && stack.back().expectKey) {
+        Level &l = stack.back();
+        l.key = text.slice(start, i).str();
+        l.expectKey = false;
+        if (!l.keys.insert(l.key).second)
+          return pathOf(l.key);
+      }
+    } else if (c == '{' || c == '[') {
+      stack.push_back(Level{c == '{', {}, {}, 0, true});
+    } else if (c == '}' || c == ']') {
+      if (!stack.empty())
+        stack.pop_back();
+    } else if (c == ',' && !stack.empty()) {
+      if (stack.back().isObject)
+        stack.back().expectKey = true;
+      else
+        ++stack.back().index;
+    }
+  }
+  return std::nullopt;
+}
+
+class ConfigParser {
+public:
+  explicit ConfigParser(StringRef source) : source(source) {}
+
+  Expected<TrainingConfig> parse(StringRef text);
+
+private:
+  Error error(StringRef path, const Twine &msg) const {
+    std::string where = path.empty() ? "" : (path + ": ").str();
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   (source + ": " + where + msg).str());
+  }
+
+  Error checkKeys(const json::Object &obj, StringRef path,
+                  llvm::ArrayRef<StringRef> allowed) const;
+  Expected<const json::Object *> getObject(const json::Value &v,
+                                           StringRef path) const;
+  Expected<double> getNumber(const json::Value &v, StringRef path,
+                             Range range) const;
+  Expected<int64_t> getPositiveInteger(const json::Value &v,
+                                       StringRef path) const;
+  Expected<StringRef> getString(const json::Value &v, StringRef path) const;
+
+  Error parseOptimizer(const json::Value &v, OptimizerConfig &out) const;
+  Error parseLossScale(const json::Value &v, LossScaleConfig &out) const;
+
+  StringRef source;
+};
+
+} // namespace
+
+Error ConfigParser::checkKeys(const json::Object &obj, StringRef path,
+                              llvm::ArrayRef<StringRef> allowed) const {
+  // json::Object is unordered: report the smallest unknown key so the
+  // message does not depend on hashing.
+  std::optional<std::string> unknown;
+  for (const auto &kv : obj) {
+    StringRef key = kv.first;
+    if (llvm::is_contained(allowed, key))
+      continue;
+    if (!unknown || key < *unknown)
+      unknown = key.str();
+  }
+  if (!unknown)
+    return Error::success();
+  return error(path, "unknown key '" + *unknown + "' (expected one of: " +
+                         llvm::join(allowed, ", ") + ")");
+}
+
+Expected<const json::Object *> ConfigParser::getObject(const json::Value &v,
+                                                       StringRef path) const {
+  if (const json::Object *obj = v.getAsObject())
+    return obj;
+  return error(path, "expected an object, got " + describe(v));
+}
+
+Expected<double> ConfigParser::getNumber(const json::Value &v, StringRef path,
+                                         Range range) const {
+  std::optional<double> d = v.getAsNumber();
+  if (!d || !std::isfinite(*d) || !range.contains(*d))
+    return error(path,
+                 "expected a number " + range.str() + ", got " + describe(v));
+  return *d;
+}
+
+Expected<int64_t> ConfigParser::getPositiveInteger(const json::Value &v,
+                                                   StringRef path) const {
+  std::optional<int64_t> i = v.getAsInteger();
+  if (!i || *i < 1)
+    return error(path, "expected an integer >= 1, got " + describe(v));
+  return *i;
+}
+
+Expected<StringRef> ConfigParser::getString(const json::Value &v,
+                                            StringRef path) const {
+  if (std::optional<StringRef> s = v.getAsString())
+    return *s;
+  return error(path, "expected a string, got " + describe(v));
+}
+
+Error ConfigParser::parseOptimizer(const json::Value &v,
+                                   OptimizerConfig &out) const {
+  static constexpr StringRef path = "optimizer";
+  Expected<const json::Object *> objOr = getObject(v, path);
+  if (!objOr)
+    return objOr.takeError();
+  const json::Object &obj = **objOr;
+  if (Error e =
+          checkKeys(obj, path,
+                    {"type", "lr", "momentum", "weight_decay", "betas", "eps"}))
+    return e;
+
+  // The type first: it decides which of the other keys are allowed.
+  if (const json::Value *t = obj.get("type")) {
+    std::string p = child(path, "type");
+    std::optional<StringRef> s = t->getAsString();
+    std::optional<OptimizerKind> kind;
+    if (s)
+      for (OptimizerKind k :
+           {OptimizerKind::SGD, OptimizerKind::AdamW, OptimizerKind::LAMB})
+        if (*s == stringifyOptimizer(k))
+          kind = k;
+    if (!kind)
+      return error(p, "expected one of \"sgd\", \"adamw\", \"lamb\", got " +
+                          describe(*t));
+    out.type = *kind;
+  }
+  bool isSGD = out.type == OptimizerKind::SGD;
+  StringRef name = stringifyOptimizer(out.type);
+
+  if (const json::Value *x = obj.get("lr")) {
+    Expected<double> d = getNumber(*x, child(path, "lr"), {Range::Positive});
+    if (!d)
+      return d.takeError();
+    out.lr = *d;
+  }
+  if (const json::Value *x = obj.get("momentum")) {
+    std::string p = child(path, "momentum");
+    if (!isSGD)
+      return error(p, "not used by the " + name +
+                          " optimizer (only \"sgd\" takes momentum)");
+    Expected<double> d = getNumber(*x, p, {Range::UnitHalfOpen});
+    if (!d)
+      return d.takeError();
+    out.momentum = *d;
+  }
+  if (const json::Value *x = obj.get("weight_decay")) {
+    Expected<double> d =
+        getNumber(*x, child(path, "weight_decay"), {Range::NonNegative});
+    if (!d)
+      return d.takeError();
+    out.weightDecay = *d;
+  }
+  if (const json::Value *x = obj.get("betas")) {
+    std::string p = child(path, "betas");
+    if (isSGD)
+      return error(p, "not used by the sgd optimizer (only \"adamw\" and "
+                      "\"lamb\" take betas)");
+    const json::Array *arr = x->getAsArray();
+    if (!arr || arr->size() != 2) {
+      std::string got =
+          arr ? "an array of " + std::to_string(arr->size()) + " elements"
+              : describe(*x);
+      return error(p, "expected an array of 2 numbers in [0, 1), got " + got);
+    }
+    for (unsigned i = 0; i < 2; ++i) {
+      Expected<double> d = getNumber(
+          (*arr)[i], p + "[" + std::to_string(i) + "]", {Range::UnitHalfOpen});
+      if (!d)
+        return d.takeError();
+      out.betas[i] = *d;
+    }
+  }
+  if (const json::Value *x = obj.get("eps")) {
+    std::string p = child(path, "eps");
+    if (isSGD)
+      return error(p, "not used by the sgd optimizer (only \"adamw\" and "
+                      "\"lamb\" take eps)");
+    Expected<double> d = getNumber(*x, p, {Range::Positive});
+    if (!d)
+      return d.takeError();
+    out.eps = *d;
+  }
+  return Error::success();
+}
+
+Error ConfigParser::parseLossScale(const json::Value &v,
+                                   LossScaleConfig &out) const {
+  static constexpr StringRef path = "loss_scale";
+  Expected<const json::Object *> objOr = getObject(v, path);
+  if (!objOr)
+    return objOr.takeError();
+  const json::Object &obj = **objOr;
+  if (Error e = checkKeys(
+          obj, path,
+          {"initial", "growth_factor", "backoff_factor", "growth_interval"}))
+    return e;
+
+  struct NumberField {
+    StringRef key;
+    Range range;
+    double *dest;
+  } fields[] = {
+      {"initial", {Range::Positive}, &out.initial},
+      {"growth_factor", {Range::GreaterThanOne}, &out.growthFactor},
+      {"backoff_factor", {Range::UnitOpen}, &out.backoffFactor},
+  };
+  for (const NumberField &f : fields) {
+    if (const json::Value *x = obj.get(f.key)) {
+      Expected<double> d = getNumber(*x, child(path, f.key), f.range);
+      if (!d)
+        return d.takeError();
+      *f.dest = *d;
+    }
+  }
+  if (const json::Value *x = obj.get("growth_interval")) {
+    Expected<int64_t> i =
+        getPositiveInteger(*x, child(path, "growth_interval"));
+    if (!i)
+      return i.takeError();
+    out.growthInterval = *i;
+  }
+  return Error::success();
+}
+
+Expected<TrainingConfig> ConfigParser::parse(StringRef text) {
+  Expected<json::Value> root = json::parse(text);
+  if (!root) {
+    // json::ParseError logs as "[line:col, byte=N]: message"; turn that into
+    // the compiler-style "file:line:col: invalid JSON: message".
+    std::string msg = llvm::toString(root.takeError());
+    StringRef rest = msg;
+    StringRef loc;
+    if (rest.consume_front("[")) {
+      std::tie(loc, rest) = rest.split("]: ");
+      loc = loc.split(',').first;
+    }
+    if (loc.empty() || rest.empty())
+      return error("", "invalid JSON: " + msg);
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        (source + ":" + loc + ": invalid JSON: " + rest).str());
+  }
+
+  if (std::optional<std::string> dup = findDuplicateKey(text))
+    return error(*dup, "duplicate key");
+
+  const json::Object *obj = root->getAsObject();
+  if (!obj)
+    return error("", "expected a JSON object at the top level, got " +
+                         describe(*root));
+  if (Error e =
+          checkKeys(*obj, "",
+                    {"optimizer", "clip_grad_norm", "precision", "loss_scale",
+                     "global_batch_size", "micro_batch_size"}))
+    return std::move(e);
+
+  TrainingConfig cfg;
+  if (const json::Value *x = obj->get("optimizer"))
+    if (Error e = parseOptimizer(*x, cfg.optimizer))
+      return std::move(e);
+
+  if (const json::Value *x = obj->get("clip_grad_norm")) {
+    Expected<double> d = getNumber(*x, "clip_grad_norm", {Range::Positive});
+    if (!d)
+      return d.takeError();
+    cfg.clipGradNorm = *d;
+  }
+
+  if (const json::Value *x = obj->get("precision")) {
+    std::optional<StringRef> s = x->getAsString();
+    std::optional<Precision> p;
+    if (s)
+      for (Precision q : {Precision::FP32, Precision::BF16, Precision::FP16})
+        if (*s == stringifyPrecision(q))
+          p = q;
+    if (!p)
+      return error("precision",
+                   "expected one of \"fp32\", \"bf16\", \"fp16\", got " +
+                       describe(*x));
+    cfg.precision = *p;
+  }
+
+  if (const json::Value *x = obj->get("loss_scale")) {
+    if (cfg.precision == Precision::FP32)
+      return error("loss_scale", "only meaningful with precision \"fp16\" or "
+                                 "\"bf16\", but precision is \"fp32\"");
+    if (Error e = parseLossScale(*x, cfg.lossScale))
+      return std::move(e);
+  }
+
+  if (const json::Value *x = obj->get("global_batch_size")) {
+    Expected<int64_t> i = getPositiveInteger(*x, "global_batch_size");
+    if (!i)
+      return i.takeError();
+    cfg.globalBatchSize = *i;
+  }
+  if (const json::Value *x = obj->get("micro_batch_size")) {
+    Expected<int64_t> i = getPositiveInteger(*x, "micro_batch_size");
+    if (!i)
+      return i.takeError();
+    cfg.microBatchSize = *i;
+  }
+  if (cfg.globalBatchSize && cfg.microBatchSize &&
+      *cfg.globalBatchSize % *cfg.microBatchSize != 0)
+    return error("micro_batch_size",
+                 "expected a divisor of global_batch_size " +
+                     Twine(*cfg.globalBatchSize) + ", got " +
+                     Twine(*cfg.microBatchSize));
+  return cfg;
+}
+
+Expected<TrainingConfig> varuna::parseTrainingConfig(StringRef text,
+                                                     StringRef source) {
+  return ConfigParser(source).parse(text);
+}
+
+Expected<TrainingConfig> varuna::loadTrainingConfig(StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf)
+    return llvm::createStringError(
+        buf.getError(), (path + ": cannot read training configuration: " +
+                         buf.getError().message())
+                            .str());
+  return parseTrainingConfig((*buf)->getBuffer(), path);
+}

@@ -1,0 +1,105 @@
+//===- AnalyzeCrossPartition.cpp - Values that cross sections -------------===//
+
+#include "varuna/Analysis/GraphStructure.h"
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Transforms/GraphUtils.h"
+#include "varuna/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace varuna {
+#define GEN_PASS_DEF_ANALYZECROSSPARTITION
+#include "varuna/Transforms/Passes.h.inc"
+} // namespace varuna
+
+using namespace mlir;
+using namespace varuna;
+
+namespace {
+struct AnalyzeCrossPartition
+    : public varuna::impl::AnalyzeCrossPartitionBase<AnalyzeCrossPartition> {
+  using AnalyzeCrossPartitionBase::AnalyzeCrossPartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto sections = getSections(module);
+    if (failed(sections))
+      return signalPassFailure();
+    if (sections->empty()) {
+      module.emitError("no sections: run varuna-outline-sections first");
+      return signalPassFailure();
+    }
+    if (!module.getOps<GlobalReduceOp>().empty()) {
+      module.emitError("cross-partition analysis already ran");
+      return signalPassFailure();
+    }
+    OpBuilder b(&getContext());
+
+    // Which sections read each trainable parameter.
+    llvm::MapVector<StringRef, SmallVector<int64_t>> readers;
+    for (auto [k, s] : llvm::enumerate(*sections)) {
+      SmallVector<StringRef> params = getReadParams(s);
+      for (StringRef p : params)
+        readers[p].push_back(k);
+      SmallVector<Attribute> names;
+      for (StringRef p : params)
+        names.push_back(b.getStringAttr(p));
+      s->setAttr("varuna.params", b.getArrayAttr(names));
+      annotateSection(b, s);
+    }
+
+    // Records go before the first function.
+    b.setInsertionPoint((*module.getOps<func::FuncOp>().begin()).getOperation());
+    for (auto &[param, secs] : readers)
+      if (secs.size() > 1)
+        b.create<SharedParamOp>(module.getLoc(),
+                                FlatSymbolRefAttr::get(&getContext(), param),
+                                b.getDenseI64ArrayAttr(secs));
+    auto reduce = [&](StringRef name, ReductionKind kind, StringRef over) {
+      b.create<GlobalReduceOp>(module.getLoc(), b.getStringAttr(name),
+                               ReductionKindAttr::get(&getContext(), kind),
+                               b.getStringAttr(over));
+    };
+    reduce("loss", ReductionKind::sum, "loss");
+    if (globalGradNorm)
+      reduce("grad_norm", ReductionKind::sum_of_squares, "gradients");
+    if (overflowCheck)
+      reduce("overflow", ReductionKind::any, "gradients");
+  }
+
+  /// Forwarded activations, graph inputs read, duplicated static ops.
+  void annotateSection(OpBuilder &b, func::FuncOp s) {
+    Block &body = s.getBody().front();
+    SmallVector<int64_t> forwarded;
+    for (Value v : body.getTerminator()->getOperands())
+      if (auto arg = v.dyn_cast<BlockArgument>())
+        if (auto recv = s.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                        "varuna.recv"))
+          forwarded.push_back(recv.getInt());
+    s->setAttr("varuna.forwarded", b.getDenseI64ArrayAttr(forwarded));
+
+    SmallVector<Attribute> inputs;
+    for (BlockArgument a : body.getArguments())
+      if (auto n = s.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr))
+        inputs.push_back(n);
+    s->setAttr("varuna.inputs", b.getArrayAttr(inputs));
+
+    // Static ops other than parameter reads: constants, shape-only ops and
+    // transforms of weights, recomputed in this section.
+    int64_t duplicated = 0;
+    DenseMap<Value, bool> dynamic;
+    for (BlockArgument a : body.getArguments())
+      dynamic[a] = true;
+    for (Operation &op : body.without_terminator()) {
+      bool dyn = isa<RandomOp>(op);
+      for (Value v : op.getOperands())
+        dyn |= dynamic.lookup(v);
+      for (Value r : op.getResults())
+        dynamic[r] = dyn;
+      if (!dyn && !isa<GetParamOp>(op))
+        ++duplicated;
+    }
+    s->setAttr("varuna.duplicated", b.getI64IntegerAttr(duplicated));
+  }
+};
+} // namespace

@@ -1,0 +1,46 @@
+//===- GraphUtils.cpp - Finding the graph and its sections ----------------===//
+
+#include "varuna/Transforms/GraphUtils.h"
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace varuna;
+
+FailureOr<func::FuncOp> varuna::getTrainingGraph(ModuleOp module) {
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr(kGraphAttr))
+      return f;
+  return module.emitError("no training graph: expected a func.func marked '")
+             << kGraphAttr << "'",
+         failure();
+}
+
+FailureOr<SmallVector<func::FuncOp>> varuna::getSections(ModuleOp module) {
+  SmallVector<func::FuncOp> sections;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (f->hasAttr("varuna.section"))
+      sections.push_back(f);
+  llvm::stable_sort(sections, [](func::FuncOp a, func::FuncOp b) {
+    return a->getAttrOfType<IntegerAttr>("varuna.section").getInt() <
+           b->getAttrOfType<IntegerAttr>("varuna.section").getInt();
+  });
+  for (auto [i, s] : llvm::enumerate(sections))
+    if (s->getAttrOfType<IntegerAttr>("varuna.section").getInt() !=
+        static_cast<int64_t>(i))
+      return s.emitError("sections must be numbered 0 to K-1; found ")
+                 << s->getAttr("varuna.section") << " at position " << i,
+             failure();
+  return sections;
+}
+
+SmallVector<StringRef> varuna::getReadParams(func::FuncOp func) {
+  ModuleOp module = func->getParentOfType<ModuleOp>();
+  llvm::SetVector<StringRef> names;
+  func.walk([&](GetParamOp get) {
+    auto p = module.lookupSymbol<ParamOp>(get.getNameAttr());
+    if (p && !p.getFrozen())
+      names.insert(get.getName());
+  });
+  return SmallVector<StringRef>(names.begin(), names.end());
+}

@@ -1,0 +1,123 @@
+//===- Partition.cpp - Group sections into balanced pipeline stages -------===//
+
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Plan/Partition.h"
+#include "varuna/Transforms/GraphUtils.h"
+#include "varuna/Transforms/Passes.h"
+#include "mlir/IR/Builders.h"
+
+namespace varuna {
+#define GEN_PASS_DEF_PARTITION
+#include "varuna/Transforms/Passes.h.inc"
+} // namespace varuna
+
+using namespace mlir;
+using namespace varuna;
+
+namespace {
+
+/// Bytes of the parameters a section reads (each parameter once).
+int64_t paramBytes(func::FuncOp s) {
+  ModuleOp module = s->getParentOfType<ModuleOp>();
+  int64_t bytes = 0;
+  for (StringRef name : getReadParams(s))
+    if (auto p = module.lookupSymbol<ParamOp>(name))
+      bytes += p.getTensorType().getSizeInBytes().constant;
+  return bytes;
+}
+
+/// Bytes per example of the activations a section receives (its stashed
+/// stage input when it starts a stage).
+int64_t receivedBytes(func::FuncOp s) {
+  int64_t bytes = 0;
+  for (BlockArgument a : s.getArguments())
+    if (s.getArgAttr(a.getArgNumber(), "varuna.recv") ||
+        s.getArgAttr(a.getArgNumber(), kNameAttr))
+      bytes += a.getType().cast<VTensorType>().getSizeInBytes().perBatch;
+  return bytes;
+}
+
+struct Partition : public varuna::impl::PartitionBase<Partition> {
+  using PartitionBase::PartitionBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto sections = getSections(module);
+    if (failed(sections))
+      return signalPassFailure();
+    if (sections->empty()) {
+      module.emitError("no sections: run varuna-outline-sections first");
+      return signalPassFailure();
+    }
+    if (microBatch < 1 || stateCopies < 0 || memoryLimit < 0 || stages < 0) {
+      module.emitError("invalid varuna-partition options");
+      return signalPassFailure();
+    }
+    std::vector<plan::Section> input;
+    for (func::FuncOp s : *sections) {
+      auto cost = s->getAttrOfType<CostAttr>("varuna.cost");
+      if (!cost) {
+        s.emitError("section has no cost: run varuna-annotate-costs before "
+                    "outlining");
+        return signalPassFailure();
+      }
+      plan::Section sec;
+      sec.computeSeconds =
+          double(cost.getFlops().perBatch + cost.getBackward().perBatch);
+      // Weights and gradients (fp32) plus the optimizer's state copies.
+      sec.paramBytes = paramBytes(s) * (2 + stateCopies);
+      sec.activationBytes = receivedBytes(s) * microBatch;
+      input.push_back(sec);
+    }
+    int64_t k = input.size();
+    plan::PartitionOptions options;
+    if (memoryLimit > 0)
+      options.memoryLimitBytes = static_cast<int64_t>(memoryLimit);
+
+    SmallVector<Attribute> records;
+    Builder b(&getContext());
+    auto record = [&](const plan::Partition &p) {
+      double mean = 0;
+      for (double c : p.stageCost)
+        mean += c;
+      mean /= p.numStages();
+      SmallVector<int64_t> bounds(p.boundaries.begin(), p.boundaries.end());
+      SmallVector<NamedAttribute> fields{
+          b.getNamedAttr("stages", b.getI64IntegerAttr(p.numStages())),
+          b.getNamedAttr("boundaries", b.getDenseI64ArrayAttr(bounds)),
+          b.getNamedAttr("bottleneck", b.getF64FloatAttr(p.bottleneck)),
+          b.getNamedAttr("imbalance",
+                         b.getF64FloatAttr(mean > 0 ? p.bottleneck / mean : 1.0)),
+          b.getNamedAttr("memory",
+                         b.getDenseI64ArrayAttr(SmallVector<int64_t>(
+                             p.stageMemoryBytes.begin(),
+                             p.stageMemoryBytes.end())))};
+      records.push_back(b.getDictionaryAttr(fields));
+    };
+
+    if (stages > 0) {
+      plan::PartitionResult r = plan::partition(input, stages, options);
+      if (!r) {
+        module.emitError(r.error());
+        return signalPassFailure();
+      }
+      record(*r);
+    } else {
+      for (plan::PartitionResult &r : plan::partitionAll(input, k, options)) {
+        if (r)
+          record(*r);
+        else if (r.kind() != plan::PartitionResult::ErrorKind::MemoryInfeasible) {
+          module.emitError(r.error());
+          return signalPassFailure();
+        }
+      }
+      if (records.empty()) {
+        module.emitError("no pipeline depth fits the memory limit of ")
+            << static_cast<int64_t>(memoryLimit) << " bytes per device";
+        return signalPassFailure();
+      }
+    }
+    module->setAttr("varuna.partitions", b.getArrayAttr(records));
+  }
+};
+} // namespace

@@ -1,0 +1,21 @@
+// RUN: varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections --varuna-partition | FileCheck %s
+// RUN: varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections --varuna-partition=stages=2 | FileCheck %s --check-prefix=TWO
+// RUN: not varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections --varuna-partition=stages=5 2>&1 | FileCheck %s --check-prefix=TOOMANY
+// RUN: not varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections --varuna-partition=memory-limit=1000 2>&1 | FileCheck %s --check-prefix=MEMORY
+
+// Four sections (embedding + block 0, block 1, block 2, head): every P from
+// 1 to 4. Per example (forward + backward FLOPs, from the cost model):
+// sections 102400, 101888, 101888 and 205824 (the head's matmul is twice a
+// block's and it adds the loss). P = 2: [0,3) [3,4) has bottleneck 306176,
+// better than [0,2) [2,4) (307712). P = 3 and 4 are bound by the head.
+
+// CHECK: varuna.partitions = [
+// CHECK-SAME: boundaries = array<i64: 0, 4>{{.*}}stages = 1
+// CHECK-SAME: bottleneck = 3.061760e+05 : f64, boundaries = array<i64: 0, 3, 4>{{.*}}stages = 2
+// CHECK-SAME: bottleneck = 2.058240e+05 : f64, boundaries = array<i64: 0, 1, 3, 4>{{.*}}stages = 3
+// CHECK-SAME: boundaries = array<i64: 0, 1, 2, 3, 4>{{.*}}stages = 4
+
+// TWO: varuna.partitions = [{bottleneck = 3.061760e+05 : f64, boundaries = array<i64: 0, 3, 4>, imbalance = {{.*}}, stages = 2 : i64}]
+
+// TOOMANY: error: P = 5 is larger than the 4 sections; the maximum is 4
+// MEMORY: error: no pipeline depth fits the memory limit of 1000 bytes per device

@@ -1,0 +1,64 @@
+//===- varuna-compile.cpp - Model + training config -> job directory ------===//
+//
+//   varuna-compile MODEL [--config train.json] [--stages P] -o JOBDIR
+//
+// See include/varuna/Compiler/CompileJob.h and docs/varuna-compile.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/Compiler/CompileJob.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> model(cl::Positional, cl::Required,
+                                  cl::desc("<model.onnx | model.pt>"));
+static cl::opt<std::string> output("o", cl::Required,
+                                   cl::desc("Job directory to write"),
+                                   cl::value_desc("JOBDIR"));
+static cl::opt<std::string> config("config",
+                                   cl::desc("Training configuration (JSON)"),
+                                   cl::value_desc("train.json"));
+static cl::opt<int64_t> stages("stages",
+                               cl::desc("Partition for this pipeline depth "
+                                        "only (default: every depth)"),
+                               cl::init(0));
+static cl::opt<int64_t> cutPoints("num-cut-points",
+                                  cl::desc("Number of cut-points (default: "
+                                           "automatic)"),
+                                  cl::init(0));
+static cl::opt<int64_t> maxCutBytes(
+    "max-bytes-per-cut",
+    cl::desc("Largest activation bytes per example a cut may carry"),
+    cl::init(0));
+static cl::opt<int64_t> memory("memory-limit",
+                               cl::desc("Device memory per stage in bytes"),
+                               cl::init(0));
+static cl::list<std::string>
+    inputShapes("input-shape",
+                cl::desc("TorchScript input: name=B,16:int64"));
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "varuna-compile (Varuna " VARUNA_VERSION ")\n";
+  });
+  cl::ParseCommandLineOptions(argc, argv, "Varuna compiler driver\n");
+
+  mlir::MLIRContext ctx;
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+  varuna::CompileOptions options;
+  options.modelPath = model;
+  options.outputDir = output;
+  options.configPath = config;
+  options.stages = stages;
+  options.numCutPoints = cutPoints;
+  options.maxBytesPerCut = maxCutBytes;
+  options.memoryLimit = memory;
+  options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
+  return mlir::failed(varuna::compileJob(&ctx, options, llvm::outs())) ? 1 : 0;
+}
