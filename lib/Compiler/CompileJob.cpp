@@ -181,6 +181,7 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
   partOptions.memoryLimit = options.memoryLimit;
   partOptions.microBatch = config.microBatchSize.value_or(1);
   partOptions.stateCopies = config.optimizer.stateCopies();
+  partOptions.profile = options.profilePath;
   if (failed(run("partition", createPartition(partOptions))))
     return failure();
 

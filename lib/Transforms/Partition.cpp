@@ -5,6 +5,8 @@
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 namespace varuna {
 #define GEN_PASS_DEF_PARTITION
@@ -35,6 +37,45 @@ int64_t receivedBytes(func::FuncOp s) {
         s.getArgAttr(a.getArgNumber(), kNameAttr))
       bytes += a.getType().cast<VTensorType>().getSizeInBytes().perBatch;
   return bytes;
+}
+
+/// Measured forward + backward seconds per section from a profile file.
+FailureOr<std::vector<double>> readProfile(ModuleOp module, StringRef path,
+                                           size_t numSections) {
+  auto fail = [&](const Twine &msg) {
+    module.emitError("profile '") << path << "': " << msg;
+    return failure();
+  };
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return fail("cannot read: " + buf.getError().message());
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  if (!json)
+    return fail("invalid JSON: " + llvm::toString(json.takeError()));
+  auto *root = json->getAsObject();
+  auto *list = root ? root->getArray("sections") : nullptr;
+  if (!list)
+    return fail("expected an object with a 'sections' list");
+  if (list->size() != numSections)
+    return fail("has " + Twine(list->size()) + " sections, the model has " +
+                Twine(numSections));
+  std::vector<double> seconds(numSections, -1);
+  for (auto [i, entry] : llvm::enumerate(*list)) {
+    auto *o = entry.getAsObject();
+    auto index = o ? o->getInteger("index") : std::nullopt;
+    auto fwd = o ? o->getNumber("forward_seconds") : std::nullopt;
+    auto bwd = o ? o->getNumber("backward_seconds") : std::nullopt;
+    if (!index || !fwd || !bwd || *fwd < 0 || *bwd < 0)
+      return fail("sections[" + Twine(i) +
+                  "]: expected {index, forward_seconds >= 0, "
+                  "backward_seconds >= 0}");
+    if (*index < 0 || *index >= static_cast<int64_t>(numSections) ||
+        seconds[*index] >= 0)
+      return fail("sections[" + Twine(i) + "]: bad or repeated index " +
+                  Twine(*index));
+    seconds[*index] = *fwd + *bwd;
+  }
+  return seconds;
 }
 
 struct Partition : public varuna::impl::PartitionBase<Partition> {
@@ -70,6 +111,13 @@ struct Partition : public varuna::impl::PartitionBase<Partition> {
       input.push_back(sec);
     }
     int64_t k = input.size();
+    if (!profile.empty()) {
+      auto measured = readProfile(module, profile, input.size());
+      if (failed(measured))
+        return signalPassFailure();
+      for (auto [sec, secs] : llvm::zip(input, *measured))
+        sec.computeSeconds = secs;
+    }
     plan::PartitionOptions options;
     if (memoryLimit > 0)
       options.memoryLimitBytes = static_cast<int64_t>(memoryLimit);

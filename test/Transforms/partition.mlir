@@ -19,3 +19,10 @@
 
 // TOOMANY: error: P = 5 is larger than the 4 sections; the maximum is 4
 // MEMORY: error: no pipeline depth fits the memory limit of 1000 bytes per device
+
+// A measured profile replaces the estimates: section 2 dominates, so with
+// P = 2 it gets a stage of its own side.
+// RUN: varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections "--varuna-partition=stages=2 profile=%S/Inputs/profile-4.json" | FileCheck %s --check-prefix=PROFILE
+// PROFILE: varuna.partitions = [{bottleneck = 3.300000e-02 : f64, boundaries = array<i64: 0, 2, 4>
+// RUN: not varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections "--varuna-partition=profile=%S/Inputs/profile-1.json" 2>&1 | FileCheck %s --check-prefix=BADPROFILE
+// BADPROFILE: error: profile '{{.*}}profile-1.json': has 1 sections, the model has 4

@@ -37,6 +37,10 @@ static cl::opt<int64_t> maxCutBytes(
 static cl::opt<int64_t> memory("memory-limit",
                                cl::desc("Device memory per stage in bytes"),
                                cl::init(0));
+static cl::opt<std::string>
+    profile("profile",
+            cl::desc("Measured section times (JSON) for the partitioner"),
+            cl::value_desc("profile.json"));
 static cl::list<std::string>
     inputShapes("input-shape",
                 cl::desc("TorchScript input: name=B,16:int64"));
@@ -59,6 +63,7 @@ int main(int argc, char **argv) {
   options.numCutPoints = cutPoints;
   options.maxBytesPerCut = maxCutBytes;
   options.memoryLimit = memory;
+  options.profilePath = profile;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
   return mlir::failed(varuna::compileJob(&ctx, options, llvm::outs())) ? 1 : 0;
 }

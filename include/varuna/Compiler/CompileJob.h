@@ -38,6 +38,7 @@ struct CompileOptions {
   int64_t numCutPoints = 0;            // 0: automatic
   int64_t maxBytesPerCut = 0;          // 0: no cap
   int64_t memoryLimit = 0;             // bytes per device, 0: unlimited
+  std::string profilePath;             // measured section times (optional)
   std::vector<std::string> inputShapes; // TorchScript --input-shape values
 };
 

@@ -242,6 +242,11 @@ def Partition : Pass<"varuna-partition", "mlir::ModuleOp"> {
     micro-batch (`micro-batch` examples each; Varuna's schedule keeps P - s at
     stage s).
 
+    With `profile`, measured times replace the estimates: a JSON file
+    `{"sections": [{"index": 0, "forward_seconds": 0.012,
+    "backward_seconds": 0.025}, ...]}` with one entry per section (as
+    calibration writes it; docs/cost-model.md).
+
     Preconditions: outlined sections with costs. Fails on `stages` larger
     than the number of sections (stating the maximum), or when no grouping
     fits `memory-limit` (naming the stage that does not fit).
@@ -254,7 +259,9 @@ def Partition : Pass<"varuna-partition", "mlir::ModuleOp"> {
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"1",
            "Examples per micro-batch, for the stashed activations">,
     Option<"stateCopies", "state-copies", "int64_t", /*default=*/"2",
-           "Optimizer state copies per parameter (AdamW: 2, SGD: 0 or 1)">
+           "Optimizer state copies per parameter (AdamW: 2, SGD: 0 or 1)">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "Measured section times (JSON) replacing the static estimates">
   ];
 }
 
