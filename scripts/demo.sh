@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled default: export a small GPT-style model with tied
-# input/output embeddings from PyTorch, import it into the varuna dialect and
-# print a readable summary of the training graph.
+# input/output embeddings from PyTorch, import it into the varuna dialect,
+# print a readable summary of the training graph, then compile it into a job
+# directory (cut-points, sections, ties, balanced stages for every P) and
+# print the compile report. (Training comes with the runtime milestones.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -18,3 +20,8 @@ echo "== import: varuna-translate --import-onnx $OUT/gpt.onnx -o $OUT/gpt.mlir"
 "$BUILD_DIR/bin/varuna-translate" --import-onnx "$OUT/gpt.onnx" -o "$OUT/gpt.mlir"
 echo "== summary: varuna-opt --varuna-print-graph-summary"
 "$BUILD_DIR/bin/varuna-opt" "$OUT/gpt.mlir" --varuna-print-graph-summary -o /dev/null
+echo
+echo "== compile: varuna-compile $OUT/gpt.onnx -o $OUT/job"
+"$BUILD_DIR/bin/varuna-compile" "$OUT/gpt.onnx" -o "$OUT/job"
+echo
+cat "$OUT/job/report.md"
