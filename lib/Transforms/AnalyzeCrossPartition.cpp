@@ -22,13 +22,9 @@ struct AnalyzeCrossPartition
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto sections = getSections(module);
+    auto sections = getSections(module, /*required=*/true);
     if (failed(sections))
       return signalPassFailure();
-    if (sections->empty()) {
-      module.emitError("no sections: run varuna-outline-sections first");
-      return signalPassFailure();
-    }
     if (!module.getOps<GlobalReduceOp>().empty()) {
       module.emitError("cross-partition analysis already ran");
       return signalPassFailure();

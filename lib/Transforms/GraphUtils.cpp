@@ -16,7 +16,8 @@ FailureOr<func::FuncOp> varuna::getTrainingGraph(ModuleOp module) {
          failure();
 }
 
-FailureOr<SmallVector<func::FuncOp>> varuna::getSections(ModuleOp module) {
+FailureOr<SmallVector<func::FuncOp>> varuna::getSections(ModuleOp module,
+                                                       bool required) {
   SmallVector<func::FuncOp> sections;
   for (auto f : module.getOps<func::FuncOp>())
     if (f->hasAttr("varuna.section"))
@@ -31,6 +32,9 @@ FailureOr<SmallVector<func::FuncOp>> varuna::getSections(ModuleOp module) {
       return s.emitError("sections must be numbered 0 to K-1; found ")
                  << s->getAttr("varuna.section") << " at position " << i,
              failure();
+  if (required && sections.empty())
+    return module.emitError("no sections: run varuna-outline-sections first"),
+           failure();
   return sections;
 }
 

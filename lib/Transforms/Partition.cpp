@@ -83,13 +83,9 @@ struct Partition : public varuna::impl::PartitionBase<Partition> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto sections = getSections(module);
+    auto sections = getSections(module, /*required=*/true);
     if (failed(sections))
       return signalPassFailure();
-    if (sections->empty()) {
-      module.emitError("no sections: run varuna-outline-sections first");
-      return signalPassFailure();
-    }
     if (microBatch < 1 || stateCopies < 0 || memoryLimit < 0 || stages < 0) {
       module.emitError("invalid varuna-partition options");
       return signalPassFailure();
