@@ -38,6 +38,12 @@ static cl::opt<std::string>
             cl::desc("directory of the #varuna.data files (default: that of "
                      "the module's varuna.source)"));
 
+static cl::opt<bool> sections(
+    "sections",
+    cl::desc("Run the outlined sections one after the other (each boundary "
+             "activated) instead of the whole graph"),
+    cl::init(false));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-eval: error: " << msg << "\n";
   return 1;
@@ -79,7 +85,8 @@ int main(int argc, char **argv) {
     }
   }
 
-  auto results = evaluator->run(inputs);
+  auto results = sections ? evaluator->runSections(inputs)
+                          : evaluator->run(inputs);
   if (mlir::failed(results))
     return 1;
   auto names = evaluator->getResultNames();

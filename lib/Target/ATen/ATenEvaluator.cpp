@@ -199,14 +199,69 @@ ATenEvaluator::run(ArrayRef<at::Tensor> inputs) {
   FailureOr<int64_t> batch = checkInputs(inputs);
   if (failed(batch))
     return failure();
+  ATenOpContext ctx = makeContext(*batch);
+  return runFunction(graph, inputs, ctx);
+}
 
+ATenOpContext ATenEvaluator::makeContext(int64_t batch) {
   ATenOpContext ctx;
-  ctx.batch = *batch;
+  ctx.batch = batch;
   ctx.generator = generator;
   ctx.getParam = [this](ParamOp p) { return loadParam(p); };
+  return ctx;
+}
 
+FailureOr<std::vector<at::Tensor>>
+ATenEvaluator::runSections(ArrayRef<at::Tensor> inputs) {
+  FailureOr<int64_t> batch = checkInputs(inputs);
+  if (failed(batch))
+    return failure();
+  llvm::StringMap<at::Tensor> byName;
+  for (auto [name, t] : llvm::zip(getInputNames(), inputs))
+    byName[name] = t;
+  SmallVector<func::FuncOp> sections;
+  for (auto f : module.getOps<func::FuncOp>())
+    if (auto idx = f->getAttrOfType<IntegerAttr>("varuna.section")) {
+      if (idx.getInt() != static_cast<int64_t>(sections.size()))
+        return f.emitError("sections are not in order 0..K-1");
+      sections.push_back(f);
+    }
+  if (sections.empty())
+    return module.emitError("no sections: run varuna-outline-sections first");
+  ATenOpContext ctx = makeContext(*batch);
+  std::vector<at::Tensor> sent;
+  for (func::FuncOp s : sections) {
+    std::vector<at::Tensor> args;
+    for (BlockArgument a : s.getArguments()) {
+      if (auto recv = s.getArgAttrOfType<IntegerAttr>(a.getArgNumber(),
+                                                      "varuna.recv")) {
+        if (recv.getInt() >= static_cast<int64_t>(sent.size()))
+          return s.emitError("receives value ")
+                 << recv.getInt() << " but the previous section sent "
+                 << sent.size();
+        args.push_back(sent[recv.getInt()]);
+        continue;
+      }
+      auto name = s.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
+      auto it = name ? byName.find(name.getValue()) : byName.end();
+      if (it == byName.end())
+        return s.emitError("argument ")
+               << a.getArgNumber() << " is neither received nor a graph input";
+      args.push_back(it->second);
+    }
+    auto out = runFunction(s, args, ctx);
+    if (failed(out))
+      return failure();
+    sent = std::move(*out);
+  }
+  return sent;
+}
+
+FailureOr<std::vector<at::Tensor>>
+ATenEvaluator::runFunction(func::FuncOp func, ArrayRef<at::Tensor> args,
+                           ATenOpContext &ctx) {
   llvm::DenseMap<Value, at::Tensor> values;
-  for (auto [arg, t] : llvm::zip(graph.getArguments(), inputs))
+  for (auto [arg, t] : llvm::zip(func.getArguments(), args))
     values[arg] = t;
   auto lookup = [&](Value v) -> at::Tensor {
     auto it = values.find(v);
@@ -214,7 +269,7 @@ ATenEvaluator::run(ArrayRef<at::Tensor> inputs) {
   };
 
   std::vector<at::Tensor> results;
-  for (Operation &op : graph.getBody().front()) {
+  for (Operation &op : func.getBody().front()) {
     std::vector<at::Tensor> operands;
     for (Value v : op.getOperands()) {
       at::Tensor t = lookup(v);
@@ -265,8 +320,8 @@ ATenEvaluator::run(ArrayRef<at::Tensor> inputs) {
     }
     values[op.getResult(0)] = out;
   }
-  if (results.size() != graph.getNumResults())
-    return graph.emitError("the graph body does not end in func.return");
+  if (results.size() != func.getNumResults())
+    return func.emitError("the function body does not end in func.return");
   return results;
 }
 

@@ -117,9 +117,20 @@ public:
   /// in the cache, as training would).
   mlir::FailureOr<std::vector<at::Tensor>> run(llvm::ArrayRef<at::Tensor> inputs);
 
+  /// Runs the outlined sections (varuna-outline-sections) one after the
+  /// other, each receiving the previous one's sent values and reading the
+  /// graph inputs it names, and returns the last section's results -- the
+  /// graph's results if the sections compose correctly.
+  mlir::FailureOr<std::vector<at::Tensor>>
+  runSections(llvm::ArrayRef<at::Tensor> inputs);
+
 private:
   ATenEvaluator(mlir::ModuleOp module, mlir::func::FuncOp graph,
                 ATenEvalOptions options);
+  ATenOpContext makeContext(int64_t batch);
+  mlir::FailureOr<std::vector<at::Tensor>>
+  runFunction(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> args,
+              ATenOpContext &ctx);
   at::Tensor loadParam(ParamOp param);
 
   mlir::ModuleOp module;
