@@ -124,11 +124,13 @@ std::string varuna::renderManifest(const JobSummary &job,
       a.push_back(x);
     return a;
   };
-  Array inputs, cuts, sections, ties, reductions, partitions;
-  for (const auto &in : job.inputs)
-    inputs.push_back(Object{{"name", in.name},
-                            {"shape", strs(in.shape)},
-                            {"dtype", in.dtype}});
+  Array inputs, inputSpecs, cuts, sections, ties, reductions, partitions;
+  for (const auto &in : job.inputs) {
+    inputs.push_back(in.name);
+    inputSpecs.push_back(Object{{"name", in.name},
+                                {"shape", strs(in.shape)},
+                                {"dtype", in.dtype}});
+  }
   for (const auto &c : job.cutPoints)
     cuts.push_back(Object{{"index", c.index},
                           {"bytes_per_example", c.bytesPerExample},
@@ -164,6 +166,7 @@ std::string varuna::renderManifest(const JobSummary &job,
               {"graph", job.graph},
               {"loss", job.loss},
               {"inputs", std::move(inputs)},
+              {"input_specs", std::move(inputSpecs)},
               {"trainable_parameters", job.trainableParams},
               {"trainable_parameter_bytes", job.trainableBytes},
               {"cut_points", std::move(cuts)},

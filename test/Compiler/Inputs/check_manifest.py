@@ -26,6 +26,14 @@ assert ties == expected_ties, (model, ties)
 for p in m["partitions"]:
     b = p["boundaries"]
     assert b[0] == 0 and b[-1] == k and b == sorted(b) and len(b) == p["stages"] + 1, p
-inputs = [i["name"] for i in m["inputs"]]
-assert all(i["shape"][0] == "B" for i in m["inputs"]), m["inputs"]
+inputs = m["inputs"]
+assert inputs == [i["name"] for i in m["input_specs"]], m["input_specs"]
+assert all(i["shape"][0] == "B" for i in m["input_specs"]), m["input_specs"]
+expected_inputs = {
+    "gpt": ["input_ids", "labels"],
+    "bert": ["input_ids", "attention_mask", "labels"],
+    "vit": ["pixel_values", "labels"], "resnet": ["pixel_values", "labels"],
+    "convnext": ["pixel_values", "labels"],
+}[model]
+assert inputs == expected_inputs, inputs
 print(model, "ok:", k, "sections,", len(m["partitions"]), "partitions, ties", ties, "inputs", inputs)
