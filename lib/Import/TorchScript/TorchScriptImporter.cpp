@@ -54,29 +54,22 @@ std::string baseDebugName(torch::jit::Value *v) {
 
 FailureOr<Type> varuna::ts::elementTypeOf(MLIRContext *ctx,
                                           c10::ScalarType t) {
+  using ST = c10::ScalarType;
   Builder b(ctx);
-  switch (t) {
-  case c10::ScalarType::Float:
-    return Type(b.getF32Type());
-  case c10::ScalarType::Double:
-    return Type(b.getF64Type());
-  case c10::ScalarType::Half:
-    return Type(b.getF16Type());
-  case c10::ScalarType::BFloat16:
-    return Type(b.getBF16Type());
-  case c10::ScalarType::Long:
-    return Type(b.getI64Type());
-  case c10::ScalarType::Int:
-    return Type(b.getI32Type());
-  case c10::ScalarType::Bool:
-    return Type(b.getI1Type());
-  case c10::ScalarType::Char:
-    return Type(b.getIntegerType(8));
-  case c10::ScalarType::Byte:
-    return Type(IntegerType::get(ctx, 8, IntegerType::Unsigned));
-  default:
-    return failure();
-  }
+  const std::pair<ST, Type> types[] = {
+      {ST::Float, b.getF32Type()},
+      {ST::Double, b.getF64Type()},
+      {ST::Half, b.getF16Type()},
+      {ST::BFloat16, b.getBF16Type()},
+      {ST::Long, b.getI64Type()},
+      {ST::Int, b.getI32Type()},
+      {ST::Bool, b.getI1Type()},
+      {ST::Char, b.getIntegerType(8)},
+      {ST::Byte, IntegerType::get(ctx, 8, IntegerType::Unsigned)}};
+  for (auto &[s, type] : types)
+    if (s == t)
+      return type;
+  return failure();
 }
 
 FailureOr<Type> varuna::ts::elementTypeByName(MLIRContext *ctx,

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <type_traits>
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
@@ -53,36 +54,22 @@ struct TSValue {
   /// a scalar so sizes stay symbolic; materialized if used as a tensor.
   bool scalarTensor = false;
 
+  // Designated initializers (C++20): the fields not named keep their
+  // defaults.
   static TSValue none() { return make(Kind::None); }
   static TSValue ofTensor(mlir::Value v) {
-    TSValue t = make(Kind::Tensor);
-    t.tensor = v;
-    return t;
+    return {.kind = Kind::Tensor, .tensor = v};
   }
-  static TSValue ofInt(SymInt v) {
-    TSValue t = make(Kind::Int);
-    t.i = v;
-    return t;
-  }
-  static TSValue ofFloat(double v) {
-    TSValue t = make(Kind::Float);
-    t.f = v;
-    return t;
-  }
-  static TSValue ofBool(bool v) {
-    TSValue t = make(Kind::Bool);
-    t.b = v;
-    return t;
-  }
-  static TSValue make(Kind k) {
-    TSValue t;
-    t.kind = k;
-    return t;
-  }
+  static TSValue ofInt(SymInt v) { return {.kind = Kind::Int, .i = v}; }
+  static TSValue ofFloat(double v) { return {.kind = Kind::Float, .f = v}; }
+  static TSValue ofBool(bool v) { return {.kind = Kind::Bool, .b = v}; }
+  static TSValue make(Kind k) { return {.kind = k}; }
   bool isScalar() const {
     return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool;
   }
 };
+
+using K = TSValue::Kind;
 
 /// A parameter (or buffer) of the module, found by walking the attributes.
 struct ParamInfo {
@@ -130,6 +117,25 @@ public:
   TSValue &lookup(JitValue *v) { return env[v]; }
   void bind(JitValue *v, TSValue t) { env[v] = std::move(t); }
   void bindTensor(JitValue *v, mlir::Value t) { env[v] = TSValue::ofTensor(t); }
+  /// Binds the node's (single) output to `r` if it succeeded.
+  mlir::LogicalResult bindResult(Node *n, mlir::FailureOr<mlir::Value> r) {
+    if (mlir::failed(r))
+      return mlir::failure();
+    bindTensor(n->output(), *r);
+    return mlir::success();
+  }
+
+  /// Operand i's value, or null when the node has fewer operands.
+  TSValue *operand(Node *n, unsigned i) {
+    return i < n->inputs().size() ? &lookup(n->input(i)) : nullptr;
+  }
+  /// Emits "operand I is not WHAT" at the node and fails.
+  mlir::LogicalResult operandError(Node *n, unsigned i, mlir::Location loc,
+                                   llvm::StringRef what);
+  /// normAxis(v, size), or fails with "<what> V out of range" at the node.
+  mlir::FailureOr<int64_t> normIndex(Node *n, int64_t v, int64_t size,
+                                     mlir::Location loc,
+                                     llvm::StringRef what = "dimension");
 
   /// Operand accessors: fail with a diagnostic naming the node and operand.
   mlir::FailureOr<mlir::Value> tensorArg(Node *n, unsigned i,
@@ -137,6 +143,16 @@ public:
   bool isNoneArg(Node *n, unsigned i) {
     return i >= n->inputs().size() || lookup(n->input(i)).kind ==
                                           TSValue::Kind::None;
+  }
+  /// Operand i read by `read`, or `dflt` when it is None or missing.
+  template <typename T>
+  mlir::FailureOr<T> optArg(
+      Node *n, unsigned i, mlir::Location loc,
+      mlir::FailureOr<T> (TSImporter::*read)(Node *, unsigned, mlir::Location),
+      std::type_identity_t<T> dflt) {
+    if (isNoneArg(n, i))
+      return dflt;
+    return (this->*read)(n, i, loc);
   }
   mlir::FailureOr<SymInt> symIntArg(Node *n, unsigned i, mlir::Location loc);
   mlir::FailureOr<int64_t> intArg(Node *n, unsigned i, mlir::Location loc);
@@ -221,6 +237,9 @@ public:
 
   // --- TorchScriptNNOps.cpp -------------------------------------------------
   static void registerNNOps(llvm::StringMap<Handler> &table);
+  /// aten::gather / aten::index_select (x, dim, index): OpTy with an axis.
+  template <typename OpTy>
+  mlir::LogicalResult hGatherAlong(Node *n, mlir::Location loc);
 
 private:
   GraphBuilder gb;

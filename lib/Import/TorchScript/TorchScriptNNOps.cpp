@@ -17,9 +17,6 @@ using namespace varuna;
 using namespace varuna::ts;
 
 namespace {
-using K = TSValue::Kind;
-
-
 /// A window attribute list of `n` entries: one value repeats, empty gives
 /// `dflt` (or `fallback` when given).
 SmallVector<int64_t> window(ArrayRef<int64_t> l, int64_t n, int64_t dflt,
@@ -37,43 +34,57 @@ SmallVector<int64_t> twice(ArrayRef<int64_t> pads) {
   out.append(pads.begin(), pads.end());
   return out;
 }
+
+FailureOr<Value> makePool(TSImporter &imp, Location loc, Value x, PoolKind kind,
+                          ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                          ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                          bool ceilMode, bool countIncludePad) {
+  OpBuilder &b = imp.b();
+  return imp.make<PoolOp>(
+      loc, {x},
+      {imp.attr("kind", PoolKindAttr::get(imp.ctx, kind)),
+       imp.attr("kernel", b.getDenseI64ArrayAttr(kernel)),
+       imp.attr("strides", b.getDenseI64ArrayAttr(strides)),
+       imp.attr("pads", b.getDenseI64ArrayAttr(pads)),
+       imp.attr("dilations", b.getDenseI64ArrayAttr(dilations)),
+       imp.attr("ceil_mode", b.getBoolAttr(ceilMode)),
+       imp.attr("count_include_pad", b.getBoolAttr(countIncludePad))});
+}
+
+FailureOr<Value> makeReduce(TSImporter &imp, Location loc, Value x,
+                            ReduceKind kind, ArrayRef<int64_t> axes,
+                            bool keepdim) {
+  return imp.make<ReduceOp>(
+      loc, {x},
+      {imp.attr("kind", ReduceKindAttr::get(imp.ctx, kind)),
+       imp.attr("axes", imp.b().getDenseI64ArrayAttr(axes)),
+       imp.attr("keepdim", imp.b().getBoolAttr(keepdim))});
+}
 } // namespace
 
 LogicalResult TSImporter::hEmbedding(Node *n, Location loc) {
   auto w = tensorArg(n, 0, loc), ids = tensorArg(n, 1, loc);
   if (failed(w) || failed(ids))
     return failure();
-  if (!isNoneArg(n, 2)) {
-    auto pad = intArg(n, 2, loc);
-    if (failed(pad))
-      return failure();
-    if (*pad >= 0)
-      return error(n, loc) << "embedding padding_idx=" << *pad
-                           << " is not supported (it changes the gradient)";
-  }
-  if (!isNoneArg(n, 3)) {
-    auto scale = boolArg(n, 3, loc);
-    if (failed(scale))
-      return failure();
-    if (*scale)
-      return error(n, loc) << "embedding scale_grad_by_freq is not supported";
-  }
-  auto r = make<GatherOp>(loc, {*w, *ids}, {i64("axis", 0)});
-  if (failed(r))
+  auto pad = optArg(n, 2, loc, &TSImporter::intArg, -1);
+  if (failed(pad))
     return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  if (*pad >= 0)
+    return error(n, loc) << "embedding padding_idx=" << *pad
+                         << " is not supported (it changes the gradient)";
+  auto scale = optArg(n, 3, loc, &TSImporter::boolArg, false);
+  if (failed(scale))
+    return failure();
+  if (*scale)
+    return error(n, loc) << "embedding scale_grad_by_freq is not supported";
+  return bindResult(n, make<GatherOp>(loc, {*w, *ids}, {i64("axis", 0)}));
 }
 
 LogicalResult TSImporter::hMatmul(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc), y = tensorArg(n, 1, loc);
   if (failed(x) || failed(y))
     return failure();
-  auto r = make<MatmulOp>(loc, {*x, *y});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, make<MatmulOp>(loc, {*x, *y}));
 }
 
 LogicalResult TSImporter::hLinear(Node *n, Location loc) {
@@ -90,16 +101,12 @@ LogicalResult TSImporter::hLinear(Node *n, Location loc) {
   auto r = make<MatmulOp>(loc, {*x, wt});
   if (failed(r))
     return failure();
-  if (!isNoneArg(n, 2)) {
-    auto bias = tensorArg(n, 2, loc);
-    if (failed(bias))
-      return failure();
+  auto bias = optArg(n, 2, loc, &TSImporter::tensorArg, Value());
+  if (failed(bias))
+    return failure();
+  if (*bias)
     r = make<AddOp>(loc, {*r, *bias});
-    if (failed(r))
-      return failure();
-  }
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, r);
 }
 
 LogicalResult TSImporter::hAddmm(Node *n, Location loc) {
@@ -107,40 +114,29 @@ LogicalResult TSImporter::hAddmm(Node *n, Location loc) {
        m2 = tensorArg(n, 2, loc);
   if (failed(self) || failed(m1) || failed(m2))
     return failure();
-  double beta = 1, alpha = 1;
-  if (!isNoneArg(n, 3)) {
-    auto v = floatArg(n, 3, loc);
-    if (failed(v))
-      return failure();
-    beta = *v;
-  }
-  if (!isNoneArg(n, 4)) {
-    auto v = floatArg(n, 4, loc);
-    if (failed(v))
-      return failure();
-    alpha = *v;
-  }
+  auto beta = optArg(n, 3, loc, &TSImporter::floatArg, 1.0);
+  if (failed(beta))
+    return failure();
+  auto alpha = optArg(n, 4, loc, &TSImporter::floatArg, 1.0);
+  if (failed(alpha))
+    return failure();
   auto prod = make<MatmulOp>(loc, {*m1, *m2});
   if (failed(prod))
     return failure();
   TSValue p = TSValue::ofTensor(*prod), s = TSValue::ofTensor(*self);
-  if (alpha != 1) {
-    auto m = binary("mul", p, TSValue::ofFloat(alpha), loc, n);
+  if (*alpha != 1) {
+    auto m = binary("mul", p, TSValue::ofFloat(*alpha), loc, n);
     if (failed(m))
       return failure();
     p = TSValue::ofTensor(*m);
   }
-  if (beta != 1) {
-    auto m = binary("mul", s, TSValue::ofFloat(beta), loc, n);
+  if (*beta != 1) {
+    auto m = binary("mul", s, TSValue::ofFloat(*beta), loc, n);
     if (failed(m))
       return failure();
     s = TSValue::ofTensor(*m);
   }
-  auto r = binary("add", p, s, loc, n);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, binary("add", p, s, loc, n));
 }
 
 LogicalResult TSImporter::hSoftmax(Node *n, Location loc) {
@@ -157,17 +153,13 @@ LogicalResult TSImporter::hSoftmax(Node *n, Location loc) {
     if (*dt)
       v = cast(v, *dt, loc);
   }
-  int64_t axis = normAxis(*d, tensorType(v).getRank());
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
-  SmallVector<NamedAttribute> attrs{i64("axis", axis)};
+  auto axis = normIndex(n, *d, tensorType(v).getRank(), loc);
+  if (failed(axis))
+    return failure();
+  SmallVector<NamedAttribute> attrs{i64("axis", *axis)};
   if (op.find("log_softmax") != std::string::npos)
     attrs.push_back(attr("log", b().getUnitAttr()));
-  auto r = make<SoftmaxOp>(loc, {v}, attrs);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, make<SoftmaxOp>(loc, {v}, attrs));
 }
 
 LogicalResult TSImporter::hLayerNorm(Node *n, Location loc) {
@@ -188,15 +180,12 @@ LogicalResult TSImporter::hLayerNorm(Node *n, Location loc) {
     (i == 2 ? hasW : hasB) = 1;
   }
   int64_t axis = tensorType(*x).getRank() - shape->size();
-  auto r = make<LayerNormOp>(
-      loc, operands,
-      {i64("axis", axis), attr("epsilon", b().getF64FloatAttr(*eps)),
-       attr("operand_segment_sizes",
-            b().getDenseI32ArrayAttr({1, hasW, hasB}))});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(
+      n, make<LayerNormOp>(loc, operands,
+                           {i64("axis", axis),
+                            attr("epsilon", b().getF64FloatAttr(*eps)),
+                            attr("operand_segment_sizes",
+                                 b().getDenseI32ArrayAttr({1, hasW, hasB}))}));
 }
 
 LogicalResult TSImporter::hBatchNorm(Node *n, Location loc) {
@@ -232,16 +221,13 @@ LogicalResult TSImporter::hBatchNorm(Node *n, Location loc) {
     }
     double mom = succeeded(momentum) ? *momentum : 0.1;
     int32_t s = haveStats ? 1 : 0;
-    auto r = make<BatchNormOp>(
-        loc, operands,
-        {attr("epsilon", b().getF64FloatAttr(*eps)),
-         attr("momentum", b().getF64FloatAttr(mom)),
-         attr("operand_segment_sizes",
-              b().getDenseI32ArrayAttr({1, 1, 1, s, s}))});
-    if (failed(r))
-      return failure();
-    bindTensor(n->output(), *r);
-    return success();
+    return bindResult(
+        n,
+        make<BatchNormOp>(loc, operands,
+                          {attr("epsilon", b().getF64FloatAttr(*eps)),
+                           attr("momentum", b().getF64FloatAttr(mom)),
+                           attr("operand_segment_sizes",
+                                b().getDenseI32ArrayAttr({1, 1, 1, s, s}))}));
   }
   // Eval mode: (x - mean) * rsqrt(var + eps) * w + b with [C, 1, ...] views.
   if (!haveStats)
@@ -267,10 +253,7 @@ LogicalResult TSImporter::hBatchNorm(Node *n, Location loc) {
   r = make<MulOp>(loc, {*centered, *r});
   if (succeeded(r))
     r = make<AddOp>(loc, {*r, *bv});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, r);
 }
 
 LogicalResult TSImporter::hConvolution(Node *n, Location loc) {
@@ -300,22 +283,19 @@ LogicalResult TSImporter::hConvolution(Node *n, Location loc) {
       return error(n, loc) << "transposed convolution is not supported";
   }
   SmallVector<Value> operands{*x, *w};
-  if (!isNoneArg(n, 2)) {
-    auto bias = tensorArg(n, 2, loc);
-    if (failed(bias))
-      return failure();
-    operands.push_back(*bias);
-  }
-  auto r = make<ConvOp>(
-      loc, operands,
-      {attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1))),
-       attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
-       attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
-       i64("groups", *groups)});
-  if (failed(r))
+  auto bias = optArg(n, 2, loc, &TSImporter::tensorArg, Value());
+  if (failed(bias))
     return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  if (*bias)
+    operands.push_back(*bias);
+  return bindResult(
+      n,
+      make<ConvOp>(
+          loc, operands,
+          {attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1))),
+           attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
+           attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
+           i64("groups", *groups)}));
 }
 
 LogicalResult TSImporter::hMaxPool(Node *n, Location loc) {
@@ -329,19 +309,10 @@ LogicalResult TSImporter::hMaxPool(Node *n, Location loc) {
     return failure();
   int64_t sp = tensorType(*x).getRank() - 2;
   SmallVector<int64_t> k = window(*kernel, sp, 1);
-  auto r = make<PoolOp>(
-      loc, {*x},
-      {attr("kind", PoolKindAttr::get(ctx, PoolKind::max)),
-       attr("kernel", b().getDenseI64ArrayAttr(k)),
-       attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1, k))),
-       attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
-       attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
-       attr("ceil_mode", b().getBoolAttr(*ceil)),
-       attr("count_include_pad", b().getBoolAttr(false))});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, makePool(*this, loc, *x, PoolKind::max, k,
+                                window(*stride, sp, 1, k),
+                                twice(window(*pad, sp, 0)), window(*dil, sp, 1),
+                                *ceil, false));
 }
 
 LogicalResult TSImporter::hAvgPool(Node *n, Location loc) {
@@ -358,19 +329,10 @@ LogicalResult TSImporter::hAvgPool(Node *n, Location loc) {
     return error(n, loc) << "avg_pool divisor_override is not supported";
   int64_t sp = tensorType(*x).getRank() - 2;
   SmallVector<int64_t> k = window(*kernel, sp, 1);
-  auto r = make<PoolOp>(
-      loc, {*x},
-      {attr("kind", PoolKindAttr::get(ctx, PoolKind::avg)),
-       attr("kernel", b().getDenseI64ArrayAttr(k)),
-       attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1, k))),
-       attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
-       attr("dilations", b().getDenseI64ArrayAttr(SmallVector<int64_t>(sp, 1))),
-       attr("ceil_mode", b().getBoolAttr(*ceil)),
-       attr("count_include_pad", b().getBoolAttr(*include))});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, makePool(*this, loc, *x, PoolKind::avg, k,
+                                window(*stride, sp, 1, k),
+                                twice(window(*pad, sp, 0)),
+                                SmallVector<int64_t>(sp, 1), *ceil, *include));
 }
 
 LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
@@ -387,15 +349,8 @@ LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
     SmallVector<int64_t> axes;
     for (int64_t i = 0; i < sp; ++i)
       axes.push_back(i + 2);
-    auto r = make<ReduceOp>(
-        loc, {*x},
-        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::mean)),
-         attr("axes", b().getDenseI64ArrayAttr(axes)),
-         attr("keepdim", b().getBoolAttr(true))});
-    if (failed(r))
-      return failure();
-    bindTensor(n->output(), *r);
-    return success();
+    return bindResult(n,
+                      makeReduce(*this, loc, *x, ReduceKind::mean, axes, true));
   }
   SmallVector<int64_t> k;
   for (int64_t i = 0; i < sp; ++i) {
@@ -406,19 +361,9 @@ LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
                            << " is supported only when the size divides";
     k.push_back(in.constant / o[i]);
   }
-  auto r = make<PoolOp>(
-      loc, {*x},
-      {attr("kind", PoolKindAttr::get(ctx, PoolKind::avg)),
-       attr("kernel", b().getDenseI64ArrayAttr(k)),
-       attr("strides", b().getDenseI64ArrayAttr(k)),
-       attr("pads", b().getDenseI64ArrayAttr(SmallVector<int64_t>(2 * sp, 0))),
-       attr("dilations", b().getDenseI64ArrayAttr(SmallVector<int64_t>(sp, 1))),
-       attr("ceil_mode", b().getBoolAttr(false)),
-       attr("count_include_pad", b().getBoolAttr(true))});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, makePool(*this, loc, *x, PoolKind::avg, k, k,
+                                SmallVector<int64_t>(2 * sp, 0),
+                                SmallVector<int64_t>(sp, 1), false, true));
 }
 
 LogicalResult TSImporter::hReduce(Node *n, Location loc) {
@@ -438,10 +383,10 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
       if (failed(l))
         return failure();
       for (int64_t a : *l) {
-        int64_t axis = normAxis(a, rank);
-        if (axis < 0)
-          return error(n, loc) << "dimension " << a << " out of range";
-        axes.push_back(axis);
+        auto axis = normIndex(n, a, rank, loc);
+        if (failed(axis))
+          return failure();
+        axes.push_back(*axis);
       }
     }
     auto k = boolArg(n, 2, loc);
@@ -470,14 +415,7 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
                                    : ReduceKind::prod;
   if (kind == ReduceKind::mean && !tensorType(v).getElementType().isa<FloatType>())
     return error(n, loc) << "mean of an integer tensor";
-  auto r = make<ReduceOp>(loc, {v},
-                          {attr("kind", ReduceKindAttr::get(ctx, kind)),
-                           attr("axes", b().getDenseI64ArrayAttr(axes)),
-                           attr("keepdim", b().getBoolAttr(keepdim))});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, makeReduce(*this, loc, v, kind, axes, keepdim));
 }
 
 /// Shared by cross_entropy_loss and nll_loss:
@@ -490,8 +428,8 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
     return failure();
   if (!imp.isNoneArg(n, 2))
     return imp.error(n, loc) << "class weights are not supported";
-  if (!logInput && !imp.isNoneArg(n, 5)) {
-    auto smoothing = imp.floatArg(n, 5, loc);
+  if (!logInput) {
+    auto smoothing = imp.optArg(n, 5, loc, &TSImporter::floatArg, 0.0);
     if (failed(smoothing))
       return failure();
     if (*smoothing != 0.0)
@@ -518,11 +456,7 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
       imp.i64("ignore_index", *ignore)};
   if (logInput)
     attrs.push_back(imp.attr("log_input", UnitAttr::get(ctx)));
-  auto r = imp.make<CrossEntropyOp>(loc, {*x, *y}, attrs);
-  if (failed(r))
-    return failure();
-  imp.bindTensor(n->output(), *r);
-  return success();
+  return imp.bindResult(n, imp.make<CrossEntropyOp>(loc, {*x, *y}, attrs));
 }
 
 LogicalResult TSImporter::hCrossEntropy(Node *n, Location loc) {
@@ -542,25 +476,20 @@ LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
   auto causal = boolArg(n, 5, loc);
   if (failed(q) || failed(k) || failed(v) || failed(dropout) || failed(causal))
     return failure();
-  if (n->inputs().size() > 7 && !isNoneArg(n, 7)) {
-    auto gqa = boolArg(n, 7, loc);
-    if (failed(gqa))
-      return failure();
-    if (*gqa)
-      return error(n, loc) << "enable_gqa is not supported";
-  }
+  auto gqa = optArg(n, 7, loc, &TSImporter::boolArg, false);
+  if (failed(gqa))
+    return failure();
+  if (*gqa)
+    return error(n, loc) << "enable_gqa is not supported";
   VTensorType qt = tensorType(*q);
   int64_t rank = qt.getRank();
   if (rank < 2 || !qt.getDim(rank - 1).isStatic())
     return error(n, loc) << "query " << qt << " needs a static last dim";
-  double scale = 1.0 / std::sqrt(static_cast<double>(
-                           qt.getDim(rank - 1).constant));
-  if (!isNoneArg(n, 6)) {
-    auto s = floatArg(n, 6, loc);
-    if (failed(s))
-      return failure();
-    scale = *s;
-  }
+  auto scale = optArg(
+      n, 6, loc, &TSImporter::floatArg,
+      1.0 / std::sqrt(static_cast<double>(qt.getDim(rank - 1).constant)));
+  if (failed(scale))
+    return failure();
   auto kt = swapDims(*k, rank - 2, rank - 1, loc);
   if (failed(kt))
     return failure();
@@ -568,7 +497,7 @@ LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
   if (failed(s))
     return failure();
   Type elt = qt.getElementType();
-  s = make<MulOp>(loc, {*s, scalarConstant(scale, elt, loc)});
+  s = make<MulOp>(loc, {*s, scalarConstant(*scale, elt, loc)});
   if (failed(s))
     return failure();
   double ninf = -std::numeric_limits<double>::infinity();
@@ -592,10 +521,10 @@ LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
     if (failed(s))
       return failure();
   }
-  if (!isNoneArg(n, 3)) {
-    auto mask = tensorArg(n, 3, loc);
-    if (failed(mask))
-      return failure();
+  auto mask = optArg(n, 3, loc, &TSImporter::tensorArg, Value());
+  if (failed(mask))
+    return failure();
+  if (*mask) {
     if (tensorType(*mask).getElementType().isInteger(1))
       s = make<WhereOp>(loc, {*mask, *s, scalarConstant(ninf, elt, loc)});
     else
@@ -613,43 +542,20 @@ LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
                               b().getF64FloatAttr(*dropout))
             .getResult();
   }
-  auto r = make<MatmulOp>(loc, {*s, *v});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, make<MatmulOp>(loc, {*s, *v}));
 }
 
-LogicalResult TSImporter::hGatherElements(Node *n, Location loc) {
+template <typename OpTy>
+LogicalResult TSImporter::hGatherAlong(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   auto d = intArg(n, 1, loc);
   auto idx = tensorArg(n, 2, loc);
   if (failed(x) || failed(d) || failed(idx))
     return failure();
-  int64_t axis = normAxis(*d, tensorType(*x).getRank());
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
-  auto r = make<GatherElementsOp>(loc, {*x, *idx}, {i64("axis", axis)});
-  if (failed(r))
+  auto axis = normIndex(n, *d, tensorType(*x).getRank(), loc);
+  if (failed(axis))
     return failure();
-  bindTensor(n->output(), *r);
-  return success();
-}
-
-LogicalResult TSImporter::hIndexSelect(Node *n, Location loc) {
-  auto x = tensorArg(n, 0, loc);
-  auto d = intArg(n, 1, loc);
-  auto idx = tensorArg(n, 2, loc);
-  if (failed(x) || failed(d) || failed(idx))
-    return failure();
-  int64_t axis = normAxis(*d, tensorType(*x).getRank());
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
-  auto r = make<GatherOp>(loc, {*x, *idx}, {i64("axis", axis)});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, make<OpTy>(loc, {*x, *idx}, {i64("axis", *axis)}));
 }
 
 void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
@@ -682,6 +588,6 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"},
       &TSImporter::hNllLoss);
   reg({"aten::scaled_dot_product_attention"}, &TSImporter::hSDPA);
-  reg({"aten::gather"}, &TSImporter::hGatherElements);
-  reg({"aten::index_select"}, &TSImporter::hIndexSelect);
+  reg({"aten::gather"}, &TSImporter::hGatherAlong<GatherElementsOp>);
+  reg({"aten::index_select"}, &TSImporter::hGatherAlong<GatherOp>);
 }

@@ -18,11 +18,11 @@ using namespace varuna::ts;
 FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
                                       Location loc, Node *n) {
   switch (v.kind) {
-  case TSValue::Kind::Tensor:
+  case K::Tensor:
     if (v.tensor)
       return v.tensor;
     return readParam(v.param, loc);
-  case TSValue::Kind::Int:
+  case K::Int:
     if (!v.i.isStatic())
       return error(n, loc) << "the batch-dependent size " << v.i.str()
                            << " is used as a tensor value; only shapes may "
@@ -30,34 +30,46 @@ FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
              failure();
     return scalarConstant(static_cast<double>(v.i.constant),
                           like ? like : b().getI64Type(), loc);
-  case TSValue::Kind::Float:
+  case K::Float:
     return scalarConstant(v.f, like ? like : b().getF32Type(), loc);
-  case TSValue::Kind::Bool:
+  case K::Bool:
     return scalarConstant(v.b, like ? like : b().getI1Type(), loc);
   default:
     return error(n, loc) << "expected a tensor operand", failure();
   }
 }
 
+LogicalResult TSImporter::operandError(Node *n, unsigned i, Location loc,
+                                       StringRef what) {
+  error(n, loc) << "operand " << i << " is not " << what;
+  return failure();
+}
+
+FailureOr<int64_t> TSImporter::normIndex(Node *n, int64_t v, int64_t size,
+                                         Location loc, StringRef what) {
+  int64_t r = normAxis(v, size);
+  if (r < 0)
+    return error(n, loc) << what << " " << v << " out of range", failure();
+  return r;
+}
+
 FailureOr<Value> TSImporter::tensorArg(Node *n, unsigned i, Location loc) {
-  if (i >= n->inputs().size())
+  TSValue *v = operand(n, i);
+  if (!v)
     return error(n, loc) << "missing operand " << i, failure();
-  TSValue &v = lookup(n->input(i));
-  if (v.kind != TSValue::Kind::Tensor && !v.scalarTensor)
-    return error(n, loc) << "operand " << i << " is not a tensor", failure();
-  return asTensor(v, Type(), loc, n);
+  if (v->kind != K::Tensor && !v->scalarTensor)
+    return operandError(n, i, loc, "a tensor");
+  return asTensor(*v, Type(), loc, n);
 }
 
 FailureOr<SymInt> TSImporter::symIntArg(Node *n, unsigned i, Location loc) {
-  if (i < n->inputs().size()) {
-    TSValue &v = lookup(n->input(i));
-    if (v.kind == TSValue::Kind::Int)
-      return v.i;
-    if (v.kind == TSValue::Kind::Bool)
-      return SymInt(v.b ? 1 : 0);
+  if (TSValue *v = operand(n, i)) {
+    if (v->kind == K::Int)
+      return v->i;
+    if (v->kind == K::Bool)
+      return SymInt(v->b ? 1 : 0);
   }
-  return error(n, loc) << "operand " << i << " is not a known integer",
-         failure();
+  return operandError(n, i, loc, "a known integer");
 }
 
 FailureOr<int64_t> TSImporter::intArg(Node *n, unsigned i, Location loc) {
@@ -72,46 +84,43 @@ FailureOr<int64_t> TSImporter::intArg(Node *n, unsigned i, Location loc) {
 }
 
 FailureOr<double> TSImporter::floatArg(Node *n, unsigned i, Location loc) {
-  if (i < n->inputs().size()) {
-    TSValue &v = lookup(n->input(i));
-    if (v.kind == TSValue::Kind::Float)
-      return v.f;
-    if (v.kind == TSValue::Kind::Int && v.i.isStatic())
-      return static_cast<double>(v.i.constant);
-    if (v.kind == TSValue::Kind::Bool)
-      return v.b ? 1.0 : 0.0;
+  if (TSValue *v = operand(n, i)) {
+    if (v->kind == K::Float)
+      return v->f;
+    if (v->kind == K::Int && v->i.isStatic())
+      return static_cast<double>(v->i.constant);
+    if (v->kind == K::Bool)
+      return v->b ? 1.0 : 0.0;
   }
-  return error(n, loc) << "operand " << i << " is not a known number",
-         failure();
+  return operandError(n, i, loc, "a known number");
 }
 
 FailureOr<bool> TSImporter::boolArg(Node *n, unsigned i, Location loc) {
-  if (i < n->inputs().size()) {
-    TSValue &v = lookup(n->input(i));
-    if (v.kind == TSValue::Kind::Bool)
-      return v.b;
-    if (v.kind == TSValue::Kind::Int && v.i.isStatic())
-      return v.i.constant != 0;
+  if (TSValue *v = operand(n, i)) {
+    if (v->kind == K::Bool)
+      return v->b;
+    if (v->kind == K::Int && v->i.isStatic())
+      return v->i.constant != 0;
   }
-  return error(n, loc) << "operand " << i << " is not a known bool", failure();
+  return operandError(n, i, loc, "a known bool");
 }
 
 FailureOr<std::string> TSImporter::strArg(Node *n, unsigned i, Location loc) {
-  if (i < n->inputs().size() && lookup(n->input(i)).kind == TSValue::Kind::Str)
-    return lookup(n->input(i)).s;
-  return error(n, loc) << "operand " << i << " is not a string", failure();
+  TSValue *v = operand(n, i);
+  if (v && v->kind == K::Str)
+    return v->s;
+  return operandError(n, i, loc, "a string");
 }
 
 FailureOr<SmallVector<SymInt>> TSImporter::symIntListArg(Node *n, unsigned i,
                                                          Location loc) {
-  if (i < n->inputs().size()) {
-    TSValue &v = lookup(n->input(i));
-    if (v.kind == TSValue::Kind::Int)
-      return SmallVector<SymInt>{v.i};
-    if (v.kind == TSValue::Kind::List) {
+  if (TSValue *v = operand(n, i)) {
+    if (v->kind == K::Int)
+      return SmallVector<SymInt>{v->i};
+    if (v->kind == K::List) {
       SmallVector<SymInt> out;
-      for (const TSValue &e : v.list) {
-        if (e.kind != TSValue::Kind::Int)
+      for (const TSValue &e : v->list) {
+        if (e.kind != K::Int)
           return error(n, loc) << "operand " << i
                                << " has an element that is not a known "
                                   "integer",
@@ -121,8 +130,7 @@ FailureOr<SmallVector<SymInt>> TSImporter::symIntListArg(Node *n, unsigned i,
       return out;
     }
   }
-  return error(n, loc) << "operand " << i << " is not an integer list",
-         failure();
+  return operandError(n, i, loc, "an integer list");
 }
 
 FailureOr<SmallVector<int64_t>> TSImporter::intListArg(Node *n, unsigned i,
@@ -144,12 +152,11 @@ FailureOr<SmallVector<int64_t>> TSImporter::intListArg(Node *n, unsigned i,
 
 FailureOr<SmallVector<Value>> TSImporter::tensorListArg(Node *n, unsigned i,
                                                         Location loc) {
-  if (i >= n->inputs().size() ||
-      lookup(n->input(i)).kind != TSValue::Kind::List)
-    return error(n, loc) << "operand " << i << " is not a tensor list",
-           failure();
+  TSValue *v = operand(n, i);
+  if (!v || v->kind != K::List)
+    return operandError(n, i, loc, "a tensor list");
   SmallVector<Value> out;
-  for (const TSValue &e : std::vector<TSValue>(lookup(n->input(i)).list)) {
+  for (const TSValue &e : std::vector<TSValue>(v->list)) {
     auto t = asTensor(e, Type(), loc, n);
     if (failed(t))
       return failure();

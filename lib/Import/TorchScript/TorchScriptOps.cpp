@@ -17,10 +17,6 @@ using namespace mlir;
 using namespace varuna;
 using namespace varuna::ts;
 
-namespace {
-using K = TSValue::Kind;
-} // namespace
-
 std::string varuna::ts::opName(torch::jit::Node *n) {
   std::string s = n->kind().toUnqualString();
   if (s.size() > 1 && s.back() == '_' && s[s.size() - 2] != '_')
@@ -114,22 +110,23 @@ LogicalResult TSImporter::hConstant(Node *n, Location loc) {
     auto shaped = RankedTensorType::get(shape, *elt);
     DenseElementsAttr dense;
     int64_t count = t.numel();
+    // The tensor's own data, for the types DenseElementsAttr takes as is.
+    auto raw = [&](auto *data) {
+      using T = std::remove_pointer_t<decltype(data)>;
+      return DenseElementsAttr::get(shaped, ArrayRef<T>(data, count));
+    };
     switch (t.scalar_type()) {
     case c10::ScalarType::Float:
-      dense = DenseElementsAttr::get(
-          shaped, ArrayRef<float>(t.data_ptr<float>(), count));
+      dense = raw(t.data_ptr<float>());
       break;
     case c10::ScalarType::Double:
-      dense = DenseElementsAttr::get(
-          shaped, ArrayRef<double>(t.data_ptr<double>(), count));
+      dense = raw(t.data_ptr<double>());
       break;
     case c10::ScalarType::Long:
-      dense = DenseElementsAttr::get(
-          shaped, ArrayRef<int64_t>(t.data_ptr<int64_t>(), count));
+      dense = raw(t.data_ptr<int64_t>());
       break;
     case c10::ScalarType::Int:
-      dense = DenseElementsAttr::get(
-          shaped, ArrayRef<int32_t>(t.data_ptr<int32_t>(), count));
+      dense = raw(t.data_ptr<int32_t>());
       break;
     case c10::ScalarType::Bool: {
       SmallVector<bool> bits(t.data_ptr<bool>(), t.data_ptr<bool>() + count);
@@ -186,10 +183,10 @@ LogicalResult TSImporter::hGetItem(Node *n, Location loc) {
     return failure();
   if (in.kind != K::List)
     return error(n, loc) << "indexing a value that is not a list";
-  int64_t i = normAxis(*idx, in.list.size());
-  if (i < 0)
-    return error(n, loc) << "index " << *idx << " out of range";
-  bind(n->output(), in.list[i]);
+  auto i = normIndex(n, *idx, in.list.size(), loc, "index");
+  if (failed(i))
+    return failure();
+  bind(n->output(), in.list[*i]);
   return success();
 }
 
@@ -220,19 +217,13 @@ LogicalResult TSImporter::hSize(Node *n, Location loc) {
   return success();
 }
 
-LogicalResult TSImporter::hDim(Node *n, Location loc) {
+LogicalResult TSImporter::hDimNumel(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();
-  bind(n->output(), TSValue::ofInt(tensorType(*x).getRank()));
-  return success();
-}
-
-LogicalResult TSImporter::hNumel(Node *n, Location loc) {
-  auto x = tensorArg(n, 0, loc);
-  if (failed(x))
-    return failure();
-  bind(n->output(), TSValue::ofInt(tensorType(*x).getNumElements()));
+  VTensorType t = tensorType(*x);
+  bind(n->output(), TSValue::ofInt(opName(n) == "dim" ? SymInt(t.getRank())
+                                                      : t.getNumElements()));
   return success();
 }
 
@@ -449,22 +440,20 @@ LogicalResult TSImporter::hArith(Node *n, Location loc) {
   TSValue a = lookup(n->input(0));
   TSValue c = n->inputs().size() > 1 ? lookup(n->input(1)) : TSValue();
   if (op == "add" || op == "sub" || op == "rsub") {
-    if (!isNoneArg(n, 2)) {
-      auto alpha = floatArg(n, 2, loc);
-      if (failed(alpha))
-        return failure();
-      if (*alpha != 1.0) {
-        TSValue &scaled = op == "rsub" ? a : c;
-        if (scaled.kind == K::Tensor) {
-          auto m = binary("mul", scaled, TSValue::ofFloat(*alpha), loc, n);
-          if (failed(m))
-            return failure();
-          scaled = TSValue::ofTensor(*m);
-        } else if (scaled.kind == K::Float) {
-          scaled.f *= *alpha;
-        } else if (scaled.kind == K::Int && scaled.i.isStatic()) {
-          scaled = TSValue::ofFloat(*alpha * scaled.i.constant);
-        }
+    auto alpha = optArg(n, 2, loc, &TSImporter::floatArg, 1.0);
+    if (failed(alpha))
+      return failure();
+    if (*alpha != 1.0) {
+      TSValue &scaled = op == "rsub" ? a : c;
+      if (scaled.kind == K::Tensor) {
+        auto m = binary("mul", scaled, TSValue::ofFloat(*alpha), loc, n);
+        if (failed(m))
+          return failure();
+        scaled = TSValue::ofTensor(*m);
+      } else if (scaled.kind == K::Float) {
+        scaled.f *= *alpha;
+      } else if (scaled.kind == K::Int && scaled.i.isStatic()) {
+        scaled = TSValue::ofFloat(*alpha * scaled.i.constant);
       }
     }
     if (op == "rsub") {
@@ -510,18 +499,12 @@ LogicalResult TSImporter::hArith(Node *n, Location loc) {
   } else {
     return error(n, loc) << "unsupported arithmetic '" << op << "'";
   }
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, r);
 }
 
 LogicalResult TSImporter::hCompare(Node *n, Location loc) {
-  auto r = binary(opName(n), lookup(n->input(0)), lookup(n->input(1)), loc, n);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(
+      n, binary(opName(n), lookup(n->input(0)), lookup(n->input(1)), loc, n));
 }
 
 LogicalResult TSImporter::hLogical(Node *n, Location loc) {
@@ -536,12 +519,8 @@ LogicalResult TSImporter::hLogical(Node *n, Location loc) {
                                 "tensors only";
     }
   }
-  auto r = binary(isAnd ? "and" : "or", lookup(n->input(0)),
-                  lookup(n->input(1)), loc, n);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, binary(isAnd ? "and" : "or", lookup(n->input(0)),
+                              lookup(n->input(1)), loc, n));
 }
 
 LogicalResult TSImporter::hUnary(Node *n, Location loc) {
@@ -556,20 +535,13 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
       if (op == "bitwise_not")
         return error(n, loc) << "bitwise_not is supported on bool tensors only";
       auto zero = scalarConstant(0, elt, loc);
-      auto r = make<CompareOp>(
-          loc, {v, zero},
-          {attr("predicate", ComparePredicateAttr::get(ctx,
-                                                       ComparePredicate::eq))});
-      if (failed(r))
-        return failure();
-      bindTensor(n->output(), *r);
-      return success();
+      return bindResult(
+          n,
+          make<CompareOp>(loc, {v, zero},
+                          {attr("predicate", ComparePredicateAttr::get(
+                                                 ctx, ComparePredicate::eq))}));
     }
-    auto r = unary(UnaryKind::logical_not, v, loc);
-    if (failed(r))
-      return failure();
-    bindTensor(n->output(), *r);
-    return success();
+    return bindResult(n, unary(UnaryKind::logical_not, v, loc));
   }
   if (op == "softplus") {
     auto beta = floatArg(n, 1, loc), threshold = floatArg(n, 2, loc);
@@ -586,32 +558,21 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
                *kind == UnaryKind::relu;
   if (!isFloatType(elt) && !intOk)
     v = cast(v, b().getF32Type(), loc);
-  auto r = unary(*kind, v, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, unary(*kind, v, loc));
 }
 
 LogicalResult TSImporter::hGelu(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();
-  std::string approx = "none";
-  if (!isNoneArg(n, 1)) {
-    auto s = strArg(n, 1, loc);
-    if (failed(s))
-      return failure();
-    approx = *s;
-  }
-  if (approx != "none" && approx != "tanh")
-    return error(n, loc) << "unknown gelu approximation '" << approx << "'";
-  auto r = unary(approx == "tanh" ? UnaryKind::gelu_tanh : UnaryKind::gelu, *x,
-                 loc);
-  if (failed(r))
+  auto approx = optArg(n, 1, loc, &TSImporter::strArg, "none");
+  if (failed(approx))
     return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  if (*approx != "none" && *approx != "tanh")
+    return error(n, loc) << "unknown gelu approximation '" << *approx << "'";
+  return bindResult(
+      n, unary(*approx == "tanh" ? UnaryKind::gelu_tanh : UnaryKind::gelu, *x,
+               loc));
 }
 
 LogicalResult TSImporter::hPassThrough(Node *n, Location loc) {
@@ -625,17 +586,14 @@ LogicalResult TSImporter::hDropout(Node *n, Location loc) {
   auto train = boolArg(n, 2, loc);
   if (failed(x) || failed(p) || failed(train))
     return failure();
-  if (!*train || *p == 0.0) {
-    bindTensor(n->output(), *x);
-    return success();
-  }
+  if (!*train || *p == 0.0)
+    return bindResult(n, *x);
   if (*p < 0.0 || *p >= 1.0)
     return error(n, loc) << "dropout probability " << *p
                          << " is outside [0, 1)";
   Value r = b().create<DropoutOp>(loc, x->getType(), *x,
                                   b().getF64FloatAttr(*p));
-  bindTensor(n->output(), r);
-  return success();
+  return bindResult(n, r);
 }
 
 LogicalResult TSImporter::hTo(Node *n, Location loc) {
@@ -643,33 +601,26 @@ LogicalResult TSImporter::hTo(Node *n, Location loc) {
   if (failed(x))
     return failure();
   Type elt;
-  std::string op = opName(n);
-  if (op == "type_as") {
+  bool hasArg = n->inputs().size() > 1;
+  c10::TypePtr t1 = hasArg ? n->input(1)->type() : nullptr;
+  // type_as(other), to(other, ...): the element type of another tensor.
+  if (opName(n) == "type_as" || (hasArg && t1->cast<c10::TensorType>())) {
     auto other = tensorArg(n, 1, loc);
     if (failed(other))
       return failure();
     elt = tensorType(*other).getElementType();
-  } else if (n->inputs().size() > 1) {
-    c10::TypePtr t1 = n->input(1)->type();
-    if (t1->cast<c10::TensorType>()) {
-      auto other = tensorArg(n, 1, loc);
-      if (failed(other))
-        return failure();
-      elt = tensorType(*other).getElementType();
-    } else {
-      unsigned idx = t1->kind() == c10::TypeKind::DeviceObjType ? 2 : 1;
-      if (t1->kind() == c10::TypeKind::OptionalType &&
-          t1->castRaw<c10::OptionalType>()->getElementType()->kind() ==
-              c10::TypeKind::DeviceObjType)
-        idx = 2;
-      auto d = dtypeArg(n, idx, loc);
-      if (failed(d))
-        return failure();
-      elt = *d;
-    }
+  } else if (hasArg) {
+    unsigned idx = t1->kind() == c10::TypeKind::DeviceObjType ? 2 : 1;
+    if (t1->kind() == c10::TypeKind::OptionalType &&
+        t1->castRaw<c10::OptionalType>()->getElementType()->kind() ==
+            c10::TypeKind::DeviceObjType)
+      idx = 2;
+    auto d = dtypeArg(n, idx, loc);
+    if (failed(d))
+      return failure();
+    elt = *d;
   }
-  bindTensor(n->output(), elt ? cast(*x, elt, loc) : *x);
-  return success();
+  return bindResult(n, elt ? cast(*x, elt, loc) : *x);
 }
 
 void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
@@ -684,8 +635,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"prim::ListUnpack", "prim::TupleUnpack"}, &TSImporter::hListUnpack);
   reg({"aten::__getitem__", "prim::TupleIndex"}, &TSImporter::hGetItem);
   reg({"aten::size"}, &TSImporter::hSize);
-  reg({"aten::dim"}, &TSImporter::hDim);
-  reg({"aten::numel"}, &TSImporter::hNumel);
+  reg({"aten::dim", "aten::numel"}, &TSImporter::hDimNumel);
   reg({"prim::NumToTensor"}, &TSImporter::hNumToTensor);
   reg({"aten::Int", "aten::Float", "aten::ScalarImplicit"},
       &TSImporter::hScalarCast);

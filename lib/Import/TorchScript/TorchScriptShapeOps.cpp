@@ -14,11 +14,6 @@ using namespace mlir;
 using namespace varuna;
 using namespace varuna::ts;
 
-namespace {
-using K = TSValue::Kind;
-
-} // namespace
-
 FailureOr<Value> TSImporter::transpose(Value v, ArrayRef<int64_t> perm,
                                        Location loc) {
   bool identity = true;
@@ -71,37 +66,56 @@ FailureOr<Value> TSImporter::sliceOf(Value v, int64_t axis, SymInt start,
                         i64("step", step)});
 }
 
-LogicalResult TSImporter::hView(Node *n, Location loc) {
-  auto x = tensorArg(n, 0, loc);
-  if (failed(x))
+/// Operand 1 as a shape: the dims of that tensor when `ofTensor` (view_as,
+/// expand_as...), else an integer list.
+static FailureOr<SmallVector<SymInt>>
+shapeArg(TSImporter &imp, TSImporter::Node *n, Location loc, bool ofTensor) {
+  if (!ofTensor)
+    return imp.symIntListArg(n, 1, loc);
+  auto other = imp.tensorArg(n, 1, loc);
+  if (failed(other))
     return failure();
-  SmallVector<SymInt> dims;
-  std::string op = opName(n);
-  if (op == "view_as" || op == "reshape_as") {
-    auto other = tensorArg(n, 1, loc);
-    if (failed(other))
-      return failure();
-    dims = dimsOf(*other);
-  } else {
-    auto l = symIntListArg(n, 1, loc);
-    if (failed(l))
-      return failure();
-    dims = *l;
-  }
-  int64_t inferred = -1;
+  return dimsOf(*other);
+}
+
+/// The product of the entries of `dims` other than -1, and the index of the
+/// -1 entry (-1 for none; the last one, or with `unique` an error for a
+/// second one). A product not affine in B is the error `notAffine`.
+static FailureOr<std::pair<SymInt, int64_t>>
+productBesidesMinusOne(TSImporter &imp, TSImporter::Node *n, Location loc,
+                       ArrayRef<SymInt> dims, bool unique,
+                       StringRef notAffine) {
   SymInt known = 1;
+  int64_t inferred = -1;
   for (auto [i, d] : llvm::enumerate(dims)) {
     if (d == SymInt(-1)) {
-      if (inferred >= 0)
-        return error(n, loc) << "more than one -1 in the shape";
+      if (unique && inferred >= 0)
+        return imp.error(n, loc) << "more than one -1 in the shape", failure();
       inferred = i;
       continue;
     }
     auto m = known.mul(d);
     if (!m)
-      return error(n, loc) << "the shape's product is not affine in B";
+      return imp.error(n, loc) << notAffine, failure();
     known = *m;
   }
+  return std::make_pair(known, inferred);
+}
+
+LogicalResult TSImporter::hView(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  std::string op = opName(n);
+  auto shape = shapeArg(*this, n, loc, op == "view_as" || op == "reshape_as");
+  if (failed(shape))
+    return failure();
+  SmallVector<SymInt> dims = *shape;
+  auto prod = productBesidesMinusOne(*this, n, loc, dims, /*unique=*/true,
+                                     "the shape's product is not affine in B");
+  if (failed(prod))
+    return failure();
+  auto [known, inferred] = *prod;
   if (inferred >= 0) {
     auto q = tensorType(*x).getNumElements().divExact(known);
     if (!q)
@@ -111,11 +125,7 @@ LogicalResult TSImporter::hView(Node *n, Location loc) {
                            << known.str();
     dims[inferred] = *q;
   }
-  auto r = reshape(*x, dims, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, reshape(*x, dims, loc));
 }
 
 LogicalResult TSImporter::hFlatten(Node *n, Location loc) {
@@ -124,13 +134,8 @@ LogicalResult TSImporter::hFlatten(Node *n, Location loc) {
   if (failed(x) || failed(s) || failed(e))
     return failure();
   SmallVector<SymInt> dims = dimsOf(*x);
-  if (dims.empty()) {
-    auto r = reshape(*x, {SymInt(1)}, loc);
-    if (failed(r))
-      return failure();
-    bindTensor(n->output(), *r);
-    return success();
-  }
+  if (dims.empty())
+    return bindResult(n, reshape(*x, {SymInt(1)}, loc));
   int64_t start = normAxis(*s, dims.size()), end = normAxis(*e, dims.size());
   if (start < 0 || end < 0 || start > end)
     return error(n, loc) << "bad flatten range [" << *s << ", " << *e << "]";
@@ -144,11 +149,7 @@ LogicalResult TSImporter::hFlatten(Node *n, Location loc) {
   SmallVector<SymInt> out(dims.begin(), dims.begin() + start);
   out.push_back(prod);
   out.append(dims.begin() + end + 1, dims.end());
-  auto r = reshape(*x, out, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, reshape(*x, out, loc));
 }
 
 LogicalResult TSImporter::hUnflatten(Node *n, Location loc) {
@@ -162,18 +163,11 @@ LogicalResult TSImporter::hUnflatten(Node *n, Location loc) {
   if (axis < 0)
     return error(n, loc) << "dimension out of range";
   SmallVector<SymInt> parts = *sizes;
-  SymInt known = 1;
-  int64_t inferred = -1;
-  for (auto [i, p] : llvm::enumerate(parts)) {
-    if (p == SymInt(-1)) {
-      inferred = i;
-      continue;
-    }
-    auto m = known.mul(p);
-    if (!m)
-      return error(n, loc) << "sizes are not affine in B";
-    known = *m;
-  }
+  auto prod = productBesidesMinusOne(*this, n, loc, parts, /*unique=*/false,
+                                     "sizes are not affine in B");
+  if (failed(prod))
+    return failure();
+  auto [known, inferred] = *prod;
   if (inferred >= 0) {
     auto q = dims[axis].divExact(known);
     if (!q)
@@ -183,11 +177,7 @@ LogicalResult TSImporter::hUnflatten(Node *n, Location loc) {
   SmallVector<SymInt> out(dims.begin(), dims.begin() + axis);
   out.append(parts.begin(), parts.end());
   out.append(dims.begin() + axis + 1, dims.end());
-  auto r = reshape(*x, out, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, reshape(*x, out, loc));
 }
 
 LogicalResult TSImporter::hUnsqueeze(Node *n, Location loc) {
@@ -196,15 +186,11 @@ LogicalResult TSImporter::hUnsqueeze(Node *n, Location loc) {
   if (failed(x) || failed(d))
     return failure();
   SmallVector<SymInt> dims = dimsOf(*x);
-  int64_t axis = normAxis(*d, dims.size() + 1);
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
-  dims.insert(dims.begin() + axis, SymInt(1));
-  auto r = reshape(*x, dims, loc);
-  if (failed(r))
+  auto axis = normIndex(n, *d, dims.size() + 1, loc);
+  if (failed(axis))
     return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  dims.insert(dims.begin() + *axis, SymInt(1));
+  return bindResult(n, reshape(*x, dims, loc));
 }
 
 LogicalResult TSImporter::hSqueeze(Node *n, Location loc) {
@@ -222,40 +208,28 @@ LogicalResult TSImporter::hSqueeze(Node *n, Location loc) {
     if (failed(l))
       return failure();
     for (int64_t a : *l) {
-      int64_t axis = normAxis(a, dims.size());
-      if (axis < 0)
-        return error(n, loc) << "dimension " << a << " out of range";
-      if (dims[axis] == SymInt(1))
-        axes.push_back(axis);
+      auto axis = normIndex(n, a, dims.size(), loc);
+      if (failed(axis))
+        return failure();
+      if (dims[*axis] == SymInt(1))
+        axes.push_back(*axis);
     }
   }
   SmallVector<SymInt> out;
   for (auto [i, d] : llvm::enumerate(dims))
     if (!llvm::is_contained(axes, static_cast<int64_t>(i)))
       out.push_back(d);
-  auto r = reshape(*x, out, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, reshape(*x, out, loc));
 }
 
 LogicalResult TSImporter::hExpand(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();
-  SmallVector<SymInt> sizes;
-  if (opName(n) == "expand_as") {
-    auto other = tensorArg(n, 1, loc);
-    if (failed(other))
-      return failure();
-    sizes = dimsOf(*other);
-  } else {
-    auto l = symIntListArg(n, 1, loc);
-    if (failed(l))
-      return failure();
-    sizes = *l;
-  }
+  auto shape = shapeArg(*this, n, loc, opName(n) == "expand_as");
+  if (failed(shape))
+    return failure();
+  SmallVector<SymInt> sizes = *shape;
   SmallVector<SymInt> dims = dimsOf(*x);
   if (sizes.size() < dims.size())
     return error(n, loc) << "expand to fewer dimensions than the input has";
@@ -267,12 +241,9 @@ LogicalResult TSImporter::hExpand(Node *n, Location loc) {
   auto type = typeFromDims(sizes, t.getElementType(), loc);
   if (failed(type))
     return failure();
-  if (*type == t) {
-    bindTensor(n->output(), *x);
-    return success();
-  }
-  bindTensor(n->output(), b().create<ExpandOp>(loc, *type, *x));
-  return success();
+  if (*type == t)
+    return bindResult(n, *x);
+  return bindResult(n, b().create<ExpandOp>(loc, *type, *x).getResult());
 }
 
 LogicalResult TSImporter::hTranspose(Node *n, Location loc) {
@@ -282,10 +253,8 @@ LogicalResult TSImporter::hTranspose(Node *n, Location loc) {
   int64_t rank = tensorType(*x).getRank();
   int64_t a = 0, c = 1;
   if (opName(n) == "t") {
-    if (rank < 2) {
-      bindTensor(n->output(), *x);
-      return success();
-    }
+    if (rank < 2)
+      return bindResult(n, *x);
   } else {
     auto d0 = intArg(n, 1, loc), d1 = intArg(n, 2, loc);
     if (failed(d0) || failed(d1))
@@ -295,11 +264,7 @@ LogicalResult TSImporter::hTranspose(Node *n, Location loc) {
     if (a < 0 || c < 0)
       return error(n, loc) << "dimension out of range for rank " << rank;
   }
-  auto r = swapDims(*x, a, c, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, swapDims(*x, a, c, loc));
 }
 
 LogicalResult TSImporter::hPermute(Node *n, Location loc) {
@@ -310,16 +275,12 @@ LogicalResult TSImporter::hPermute(Node *n, Location loc) {
   int64_t rank = tensorType(*x).getRank();
   SmallVector<int64_t> perm;
   for (int64_t p : *l) {
-    int64_t a = normAxis(p, rank);
-    if (a < 0)
-      return error(n, loc) << "dimension " << p << " out of range";
-    perm.push_back(a);
+    auto a = normIndex(n, p, rank, loc);
+    if (failed(a))
+      return failure();
+    perm.push_back(*a);
   }
-  auto r = transpose(*x, perm, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, transpose(*x, perm, loc));
 }
 
 LogicalResult TSImporter::hSlice(Node *n, Location loc) {
@@ -328,27 +289,17 @@ LogicalResult TSImporter::hSlice(Node *n, Location loc) {
   auto step = intArg(n, 4, loc);
   if (failed(x) || failed(d) || failed(step))
     return failure();
-  int64_t axis = normAxis(*d, tensorType(*x).getRank());
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
-  SymInt start = 0, end = std::numeric_limits<int64_t>::max();
-  if (!isNoneArg(n, 2)) {
-    auto s = symIntArg(n, 2, loc);
-    if (failed(s))
-      return failure();
-    start = *s;
-  }
-  if (!isNoneArg(n, 3)) {
-    auto e = symIntArg(n, 3, loc);
-    if (failed(e))
-      return failure();
-    end = *e;
-  }
-  auto r = sliceOf(*x, axis, start, end, *step, loc, n);
-  if (failed(r))
+  auto axis = normIndex(n, *d, tensorType(*x).getRank(), loc);
+  if (failed(axis))
     return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  auto start = optArg(n, 2, loc, &TSImporter::symIntArg, SymInt(0));
+  if (failed(start))
+    return failure();
+  auto end = optArg(n, 3, loc, &TSImporter::symIntArg,
+                    SymInt(std::numeric_limits<int64_t>::max()));
+  if (failed(end))
+    return failure();
+  return bindResult(n, sliceOf(*x, *axis, *start, *end, *step, loc, n));
 }
 
 LogicalResult TSImporter::hSelect(Node *n, Location loc) {
@@ -357,24 +308,20 @@ LogicalResult TSImporter::hSelect(Node *n, Location loc) {
   if (failed(x) || failed(d) || failed(idx))
     return failure();
   SmallVector<SymInt> dims = dimsOf(*x);
-  int64_t axis = normAxis(*d, dims.size());
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
-  if (!dims[axis].isStatic())
+  auto axis = normIndex(n, *d, dims.size(), loc);
+  if (failed(axis))
+    return failure();
+  if (!dims[*axis].isStatic())
     return error(n, loc) << "selecting along the batch-dependent dimension "
-                         << axis << " is not supported";
-  int64_t i = normAxis(*idx, dims[axis].constant);
-  if (i < 0)
-    return error(n, loc) << "index " << *idx << " out of range";
-  auto s = sliceOf(*x, axis, i, i + 1, 1, loc, n);
+                         << *axis << " is not supported";
+  auto i = normIndex(n, *idx, dims[*axis].constant, loc, "index");
+  if (failed(i))
+    return failure();
+  auto s = sliceOf(*x, *axis, *i, *i + 1, 1, loc, n);
   if (failed(s))
     return failure();
-  dims.erase(dims.begin() + axis);
-  auto r = reshape(*s, dims, loc);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  dims.erase(dims.begin() + *axis);
+  return bindResult(n, reshape(*s, dims, loc));
 }
 
 LogicalResult TSImporter::hNarrow(Node *n, Location loc) {
@@ -385,18 +332,14 @@ LogicalResult TSImporter::hNarrow(Node *n, Location loc) {
   int64_t axis = normAxis(*d, tensorType(*x).getRank());
   if (axis < 0)
     return error(n, loc) << "dimension out of range";
-  auto r = sliceOf(*x, axis, *s, *s + *len, 1, loc, n);
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, sliceOf(*x, axis, *s, *s + *len, 1, loc, n));
 }
 
 /// Binds the output list of split/chunk/unbind given the pieces' sizes.
 static LogicalResult splitInto(TSImporter &imp, TSImporter::Node *n,
                                Location loc, Value x, int64_t axis,
                                ArrayRef<int64_t> sizes, bool squeeze) {
-  TSValue out = TSValue::make(TSValue::Kind::List);
+  TSValue out = TSValue::make(K::List);
   int64_t offset = 0;
   for (int64_t s : sizes) {
     auto piece = imp.sliceOf(x, axis, offset, offset + s, 1, loc, n);
@@ -476,6 +419,16 @@ LogicalResult TSImporter::hUnbind(Node *n, Location loc) {
   return splitInto(*this, n, loc, *x, axis, sizes, true);
 }
 
+/// Binds the concatenation of `inputs` along `axis` (a single input as is).
+static LogicalResult concatInto(TSImporter &imp, TSImporter::Node *n,
+                                Location loc, ArrayRef<Value> inputs,
+                                int64_t axis) {
+  if (inputs.size() == 1)
+    return imp.bindResult(n, inputs[0]);
+  return imp.bindResult(
+      n, imp.make<ConcatOp>(loc, inputs, {imp.i64("axis", axis)}));
+}
+
 LogicalResult TSImporter::hCat(Node *n, Location loc) {
   auto l = tensorListArg(n, 0, loc);
   auto d = intArg(n, 1, loc);
@@ -483,22 +436,14 @@ LogicalResult TSImporter::hCat(Node *n, Location loc) {
     return failure();
   if (l->empty())
     return error(n, loc) << "concatenation of no tensors";
-  int64_t axis = normAxis(*d, tensorType((*l)[0]).getRank());
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
+  auto axis = normIndex(n, *d, tensorType((*l)[0]).getRank(), loc);
+  if (failed(axis))
+    return failure();
   Type elt = tensorType((*l)[0]).getElementType();
   SmallVector<Value> inputs;
   for (Value v : *l)
     inputs.push_back(cast(v, elt, loc));
-  if (inputs.size() == 1) {
-    bindTensor(n->output(), inputs[0]);
-    return success();
-  }
-  auto r = make<ConcatOp>(loc, inputs, {i64("axis", axis)});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return concatInto(*this, n, loc, inputs, *axis);
 }
 
 LogicalResult TSImporter::hStack(Node *n, Location loc) {
@@ -508,25 +453,17 @@ LogicalResult TSImporter::hStack(Node *n, Location loc) {
     return failure();
   if (l->empty())
     return error(n, loc) << "stack of no tensors";
-  int64_t axis = normAxis(*d, tensorType((*l)[0]).getRank() + 1);
-  if (axis < 0)
-    return error(n, loc) << "dimension " << *d << " out of range";
+  auto axis = normIndex(n, *d, tensorType((*l)[0]).getRank() + 1, loc);
+  if (failed(axis))
+    return failure();
   SmallVector<Value> inputs;
   for (Value v : *l) {
     SmallVector<SymInt> dims = dimsOf(v);
-    dims.insert(dims.begin() + axis, SymInt(1));
+    dims.insert(dims.begin() + *axis, SymInt(1));
     auto r = reshape(v, dims, loc);
     if (failed(r))
       return failure();
     inputs.push_back(*r);
   }
-  if (inputs.size() == 1) {
-    bindTensor(n->output(), inputs[0]);
-    return success();
-  }
-  auto r = make<ConcatOp>(loc, inputs, {i64("axis", axis)});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return concatInto(*this, n, loc, inputs, *axis);
 }

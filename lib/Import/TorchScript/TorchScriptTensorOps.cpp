@@ -14,11 +14,6 @@ using namespace mlir;
 using namespace varuna;
 using namespace varuna::ts;
 
-namespace {
-using K = TSValue::Kind;
-
-} // namespace
-
 LogicalResult TSImporter::hClamp(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
@@ -72,11 +67,8 @@ LogicalResult TSImporter::hWhere(Node *n, Location loc) {
   if (failed(x) || failed(y))
     return failure();
   Value m = cast(*cond, b().getI1Type(), loc);
-  auto r = make<WhereOp>(loc, {m, cast(*x, elt, loc), cast(*y, elt, loc)});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(
+      n, make<WhereOp>(loc, {m, cast(*x, elt, loc), cast(*y, elt, loc)}));
 }
 
 LogicalResult TSImporter::hMaskedFill(Node *n, Location loc) {
@@ -88,31 +80,20 @@ LogicalResult TSImporter::hMaskedFill(Node *n, Location loc) {
   if (failed(value))
     return failure();
   Value m = cast(*mask, b().getI1Type(), loc);
-  auto r = make<WhereOp>(loc, {m, cast(*value, elt, loc), *x});
-  if (failed(r))
-    return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(n, make<WhereOp>(loc, {m, cast(*value, elt, loc), *x}));
 }
 
 LogicalResult TSImporter::hTrilu(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
-  int64_t k = 0;
   if (failed(x))
     return failure();
-  if (!isNoneArg(n, 1)) {
-    auto d = intArg(n, 1, loc);
-    if (failed(d))
-      return failure();
-    k = *d;
-  }
-  auto r = make<TriluOp>(loc, {*x},
-                         {i64("k", k), attr("upper", b().getBoolAttr(
-                                                         opName(n) == "triu"))});
-  if (failed(r))
+  auto k = optArg(n, 1, loc, &TSImporter::intArg, 0);
+  if (failed(k))
     return failure();
-  bindTensor(n->output(), *r);
-  return success();
+  return bindResult(
+      n, make<TriluOp>(loc, {*x},
+                       {i64("k", *k),
+                        attr("upper", b().getBoolAttr(opName(n) == "triu"))}));
 }
 
 //===----------------------------------------------------------------------===//
@@ -125,36 +106,48 @@ static Attribute fillAttr(Type elt, double value) {
   return IntegerAttr::get(elt, static_cast<int64_t>(value));
 }
 
+/// The fill value (operand 1 when `hasValue`, else `dflt`) and the dtype
+/// operand after it (null for None).
+static FailureOr<std::pair<double, Type>> fillArgs(TSImporter &imp,
+                                                   TSImporter::Node *n,
+                                                   Location loc, bool hasValue,
+                                                   double dflt) {
+  double value = dflt;
+  if (hasValue) {
+    auto f = imp.floatArg(n, 1, loc);
+    if (failed(f))
+      return failure();
+    value = *f;
+  }
+  auto dtype = imp.dtypeArg(n, hasValue ? 2 : 1, loc);
+  if (failed(dtype))
+    return failure();
+  return std::make_pair(value, *dtype);
+}
+
 LogicalResult TSImporter::hFull(Node *n, Location loc) {
   std::string op = opName(n);
   auto dims = symIntListArg(n, 0, loc);
   if (failed(dims))
     return failure();
-  double value = op == "ones" ? 1.0 : 0.0;
-  unsigned dtypeIdx = 1;
   Type natural = b().getF32Type();
   if (op == "full") {
-    TSValue v = lookup(n->input(1));
-    auto f = floatArg(n, 1, loc);
-    if (failed(f))
-      return failure();
-    value = *f;
-    if (v.kind == K::Int)
+    K kind = lookup(n->input(1)).kind;
+    if (kind == K::Int)
       natural = b().getI64Type();
-    else if (v.kind == K::Bool)
+    else if (kind == K::Bool)
       natural = b().getI1Type();
-    dtypeIdx = 2;
   }
-  auto dtype = dtypeArg(n, dtypeIdx, loc);
-  if (failed(dtype))
+  auto fill = fillArgs(*this, n, loc, op == "full", op == "ones" ? 1.0 : 0.0);
+  if (failed(fill))
     return failure();
-  Type elt = *dtype ? *dtype : natural;
+  auto [value, dtype] = *fill;
+  Type elt = dtype ? dtype : natural;
   auto type = typeFromDims(*dims, elt, loc);
   if (failed(type))
     return failure();
   Value r = b().create<FullOp>(loc, *type, fillAttr(elt, value));
-  bindTensor(n->output(), r);
-  return success();
+  return bindResult(n, r);
 }
 
 LogicalResult TSImporter::hFullLike(Node *n, Location loc) {
@@ -162,24 +155,16 @@ LogicalResult TSImporter::hFullLike(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();
-  double value = op == "ones_like" ? 1.0 : 0.0;
-  unsigned dtypeIdx = 1;
-  if (op == "full_like") {
-    auto f = floatArg(n, 1, loc);
-    if (failed(f))
-      return failure();
-    value = *f;
-    dtypeIdx = 2;
-  }
-  auto dtype = dtypeArg(n, dtypeIdx, loc);
-  if (failed(dtype))
+  auto fill =
+      fillArgs(*this, n, loc, op == "full_like", op == "ones_like" ? 1.0 : 0.0);
+  if (failed(fill))
     return failure();
+  auto [value, dtype] = *fill;
   VTensorType t = tensorType(*x);
-  Type elt = *dtype ? *dtype : t.getElementType();
+  Type elt = dtype ? dtype : t.getElementType();
   Value r = b().create<FullOp>(loc, t.withElementType(elt),
                                fillAttr(elt, value));
-  bindTensor(n->output(), r);
-  return success();
+  return bindResult(n, r);
 }
 
 LogicalResult TSImporter::hArange(Node *n, Location loc) {
@@ -236,6 +221,5 @@ LogicalResult TSImporter::hArange(Node *n, Location loc) {
     return failure();
   Value r = b().create<ArangeOp>(loc, *type, b().getF64FloatAttr(s0),
                                  b().getF64FloatAttr(st));
-  bindTensor(n->output(), r);
-  return success();
+  return bindResult(n, r);
 }
