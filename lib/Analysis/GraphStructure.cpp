@@ -156,8 +156,14 @@ FailureOr<GraphStructure> GraphStructure::analyze(func::FuncOp graph) {
   double total = g.prefix[n];
   for (int64_t p = 0; p <= n; ++p) {
     blocked += blockedDiff[p];
-    g.clean[p] = p >= 1 && p < n && blocked == 0 && crossingCount[p] > 0 &&
-                 g.prefix[p] > 0 && g.prefix[p] < total;
+    // Canonical positions only: right after an activation op, so that two
+    // different cuts always have compute between them.
+    bool afterActivation =
+        p >= 1 && g.ops[p - 1]->getNumResults() > 0 &&
+        g.kind(g.ops[p - 1]->getResult(0)) == Kind::Activation;
+    g.clean[p] = p >= 1 && p < n && afterActivation && blocked == 0 &&
+                 crossingCount[p] > 0 && g.prefix[p] > 0 &&
+                 g.prefix[p] < total;
   }
 
   // Modules split by each position.

@@ -206,18 +206,16 @@ struct OutlineSections
     func.setAllArgAttrs(argAttrs);
     func.setAllResultAttrs(resAttrs);
 
-    // Summed cost, if annotated.
+    // Summed cost, if the graph was annotated.
     SymInt flops, backward, bytes;
-    bool any = false;
     func.walk([&](Operation *op) {
       if (auto c = op->getAttrOfType<CostAttr>("varuna.cost")) {
         flops = flops + c.getFlops();
         backward = backward + c.getBackward();
         bytes = bytes + c.getBytes();
-        any = true;
       }
     });
-    if (any)
+    if (graph->hasAttr("varuna.total_cost"))
       func->setAttr("varuna.cost",
                     CostAttr::get(&getContext(), flops, backward, bytes));
     return func;

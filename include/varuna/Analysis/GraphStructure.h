@@ -13,10 +13,11 @@
 //  * Activation: derives from graph inputs and trainable parameters (or from
 //    a random draw). Crosses a cut by being sent to the next stage.
 //
-// A position is *clean* if at least one activation crosses it, there is
-// compute on both sides, and no parameter is used on both sides unless it is
-// a tie (a parameter whose uses span more than half the graph, like an
-// embedding reused by the output projection).
+// A position is *clean* if it comes right after an activation op (so two
+// cuts always have compute between them), at least one activation crosses
+// it, there is compute on both sides, and no parameter is used on both sides
+// unless it is a tie (a parameter whose uses span more than half the graph,
+// like an embedding reused by the output projection).
 //
 //===----------------------------------------------------------------------===//
 

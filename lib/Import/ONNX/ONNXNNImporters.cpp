@@ -198,6 +198,56 @@ LogicalResult importBatchNorm(NodeContext &nc) {
                            nc.b().getF64FloatAttr(momentum)));
 }
 
+/// InstanceNormalization (also what GroupNorm with one group exports to):
+/// per (N, C), normalize over the spatial dims; decomposed into reductions
+/// and elementwise ops.
+LogicalResult importInstanceNorm(NodeContext &nc) {
+  auto x = nc.runtime(0), scale = nc.runtime(1), bias = nc.runtime(2);
+  if (failed(x) || failed(scale) || failed(bias))
+    return failure();
+  VTensorType t = typeOf(*x);
+  int64_t rank = t.getRank();
+  if (rank < 3 || !t.getDim(1).isStatic())
+    return nc.error("input must be [N, C, spatial...] with a static C");
+  std::vector<int64_t> axes;
+  for (int64_t i = 2; i < rank; ++i)
+    axes.push_back(i);
+  Type et = t.getElementType();
+  double eps = nc.floatAttr("epsilon").value_or(1e-5f);
+  auto mean = nc.create<ReduceOp>(ReduceKind::mean, *x, axes, true);
+  if (failed(mean))
+    return failure();
+  auto d = nc.create<SubOp>(*x, *mean);
+  if (failed(d))
+    return failure();
+  auto sq = nc.create<MulOp>(*d, *d);
+  if (failed(sq))
+    return failure();
+  auto var = nc.create<ReduceOp>(ReduceKind::mean, *sq, axes, true);
+  auto epsC = scalarConstant(nc, et, eps);
+  if (failed(var) || failed(epsC))
+    return failure();
+  auto shifted = nc.create<AddOp>(*var, *epsC);
+  if (failed(shifted))
+    return failure();
+  Value inv = nc.b().create<UnaryOp>(nc.loc, typeOf(*shifted),
+                                     UnaryKind::rsqrt, *shifted);
+  auto y = nc.create<MulOp>(*d, inv);
+  if (failed(y))
+    return failure();
+  // scale and bias [C] -> [C, 1, ...] to broadcast over the spatial dims.
+  SmallVector<SymInt> cdims{t.getDim(1)};
+  for (int64_t i = 2; i < rank; ++i)
+    cdims.push_back(1);
+  auto s4 = reshapeTo(nc, *scale, cdims), b4 = reshapeTo(nc, *bias, cdims);
+  if (failed(s4) || failed(b4))
+    return failure();
+  auto scaled = nc.create<MulOp>(*y, *s4);
+  if (failed(scaled))
+    return failure();
+  return setResult(nc, nc.create<AddOp>(*scaled, *b4));
+}
+
 /// Pads for auto_pad (SAME_UPPER / SAME_LOWER / VALID) or the `pads` attr.
 FailureOr<std::vector<int64_t>>
 windowPads(NodeContext &nc, VTensorType in, ArrayRef<int64_t> kernel,
@@ -367,6 +417,7 @@ OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
       .Case("ReduceProd", importReduce)
       .Case("LayerNormalization", importLayerNorm)
       .Case("BatchNormalization", importBatchNorm)
+      .Case("InstanceNormalization", importInstanceNorm)
       .Case("Conv", importConv)
       .Cases("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
              importPool)

@@ -778,22 +778,21 @@ LogicalResult importTile(NodeContext &nc) {
   auto repK = nc.knownInput(1, "repeats");
   if (failed(o) || failed(repK))
     return failure();
-  auto reps = staticInts(nc, *repK, "repeats");
-  if (failed(reps))
-    return failure();
   int64_t rank = o->dims.size();
-  if (static_cast<int64_t>(reps->size()) != rank)
+  if (repK->numel() != rank)
     return nc.error("expected " + Twine(rank) + " repeats");
   auto v = nc.runtime(0);
   if (failed(v))
     return failure();
   Value cur = *v;
   for (int64_t i = 0; i < rank; ++i) {
-    int64_t r = (*reps)[i];
-    if (r == 1)
+    // A repeat may depend on the batch size (alibi.repeat(batch, 1, 1)):
+    // then the tiled dimension becomes the batch-dependent one.
+    SymInt r = repK->intAt(i);
+    if (r == SymInt(1))
       continue;
-    if (r < 1)
-      return nc.error("repeats must be positive");
+    if (r.isStatic() ? r.constant < 1 : !r.isBatchMultiple())
+      return nc.error("repeat " + r.str() + " is not a positive size");
     SmallVector<SymInt> dims = typeOf(cur).getDims();
     if (!dims[i].isStatic())
       return nc.error("cannot tile the batch-dependent dimension");
@@ -802,13 +801,14 @@ LogicalResult importTile(NodeContext &nc) {
     auto a = reshapeTo(nc, cur, withOne);
     if (failed(a))
       return failure();
-    withOne[i] = SymInt(r);
+    withOne[i] = r;
     VTensorType et = VTensorType::getFromDims(nc.ctx(), withOne,
                                               typeOf(cur).getElementType());
     if (!et)
-      return nc.error("tiled shape is not valid");
+      return nc.error("tiled shape is not valid (two batch-dependent "
+                      "dimensions)");
     Value expanded = nc.b().create<ExpandOp>(nc.loc, et, *a);
-    dims[i] = SymInt(r * dims[i].constant);
+    dims[i] = *r.mul(dims[i]);
     auto merged = reshapeTo(nc, expanded, dims);
     if (failed(merged))
       return failure();
