@@ -82,6 +82,25 @@ MODELS = {
         window_size=4, num_labels=10, **EAGER)),
     "resnet": lambda: vision(T.ResNetForImageClassification, T.ResNetConfig(
         num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)),
+    "bloom": lambda: text(T.BloomForCausalLM, T.BloomConfig(
+        vocab_size=V, hidden_size=32, n_layer=2, n_head=4, **EAGER)),
+    "falcon": lambda: text(T.FalconForCausalLM, T.FalconConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, **EAGER)),
+    "qwen2": lambda: text(T.Qwen2ForCausalLM, T.Qwen2Config(
+        vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32, **EAGER)),
+    "albert": lambda: text(T.AlbertForMaskedLM, T.AlbertConfig(
+        vocab_size=V, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, max_position_embeddings=32, **EAGER)),
+    "deberta": lambda: text(T.DebertaV2ForMaskedLM, T.DebertaV2Config(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=32, **EAGER)),
+    "mobilenet": lambda: vision(T.MobileNetV2ForImageClassification, T.MobileNetV2Config(
+        image_size=32, num_labels=10, depth_multiplier=0.35)),
+    "regnet": lambda: vision(T.RegNetForImageClassification, T.RegNetConfig(
+        embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], groups_width=8, num_labels=10)),
+    "poolformer": lambda: vision(T.PoolFormerForImageClassification, T.PoolFormerConfig(
+        hidden_sizes=[8, 16, 16, 16], depths=[1, 1, 1, 1], num_labels=10, num_encoder_blocks=4)),
 }
 
 for name in sys.argv[2:]:
