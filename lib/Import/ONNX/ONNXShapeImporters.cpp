@@ -850,6 +850,20 @@ LogicalResult importRandomLike(NodeContext &nc) {
   return success();
 }
 
+LogicalResult importScatterND(NodeContext &nc) {
+  std::string red = nc.stringAttr("reduction").value_or("none");
+  if (red != "none")
+    return nc.error("reduction '" + red + "' is not supported (only none)");
+  auto d = nc.runtime(0), i = nc.runtime(1), u = nc.runtime(2);
+  if (failed(d) || failed(i) || failed(u))
+    return failure();
+  auto r = nc.create<ScatterNDOp>(*d, *i, *u);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, *r);
+  return success();
+}
+
 } // namespace
 
 OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
@@ -869,6 +883,7 @@ OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
       .Case("Range", importRange)
       .Case("Trilu", importTrilu)
       .Case("Pad", importPad)
+      .Case("ScatterND", importScatterND)
       .Case("CumSum", importCumSum)
       .Case("Tile", importTile)
       .Cases("RandomUniformLike", "RandomNormalLike", importRandomLike)

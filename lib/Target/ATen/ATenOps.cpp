@@ -438,6 +438,19 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
       .Case([&](GatherOp o) {
         return gather(in[0], in[1], static_cast<int64_t>(o.getAxis()));
       })
+      .Case([&](ScatterNDOp) {
+        // out = data.clone(); out[tuple(indices.T)] = updates
+        int64_t k = in[1].size(-1);
+        std::vector<std::optional<at::Tensor>> index;
+        for (int64_t j = 0; j < k; ++j) {
+          at::Tensor ij = in[1].select(-1, j).to(at::kLong);
+          index.push_back(at::where(ij < 0, ij + in[0].size(j), ij));
+        }
+        c10::List<std::optional<at::Tensor>> list;
+        for (auto &t : index)
+          list.push_back(t);
+        return at::index_put(in[0], list, in[2]);
+      })
       .Case([&](GatherElementsOp o) {
         return gatherElements(in[0], in[1], static_cast<int64_t>(o.getAxis()));
       })

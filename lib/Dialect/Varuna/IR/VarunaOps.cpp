@@ -510,6 +510,49 @@ LogicalResult PadOp::inferReturnTypes(MLIRContext *ctx,
   return success();
 }
 
+static LogicalResult checkStaticShape(std::optional<Location> loc,
+                                      StringRef op, StringRef what,
+                                      VTensorType t,
+                                      ArrayRef<SymInt> expected) {
+  if (t.getDims() != SmallVector<SymInt>(expected.begin(), expected.end())) {
+    std::string want = "[";
+    for (auto [i, d] : llvm::enumerate(expected))
+      want += (i ? ", " : "") + d.str();
+    return fail(loc, Twine(op) + ": " + what + " has type " + typeStr(t) +
+                         ", expected shape " + want + "]");
+  }
+  return success();
+}
+
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            ValueRange operands,
+                                            DictionaryAttr, RegionRange,
+                                            SmallVectorImpl<Type> &results) {
+  VTensorType data = tensorOf(operands[0]), idx = tensorOf(operands[1]),
+              upd = tensorOf(operands[2]);
+  if (failed(checkIndexType(loc, "varuna.scatter_nd", idx)))
+    return failure();
+  if (idx.getRank() < 1 || !idx.getDim(idx.getRank() - 1).isStatic())
+    return fail(loc, "varuna.scatter_nd: indices " + typeStr(idx) +
+                         " need a static last dimension");
+  int64_t k = idx.getShape()[idx.getRank() - 1];
+  if (k < 1 || k > data.getRank())
+    return fail(loc, "varuna.scatter_nd: index tuples of " + Twine(k) +
+                         " entries for data of rank " + Twine(data.getRank()));
+  SmallVector<SymInt> want = idx.getDims();
+  want.pop_back();
+  for (int64_t i = k; i < data.getRank(); ++i)
+    want.push_back(data.getDim(i));
+  if (upd.getElementType() != data.getElementType())
+    return fail(loc, "varuna.scatter_nd: updates element type differs from "
+                     "data");
+  if (failed(checkStaticShape(loc, "varuna.scatter_nd", "updates", upd, want)))
+    return failure();
+  results.push_back(data);
+  return success();
+}
+
 LogicalResult TriluOp::inferReturnTypes(MLIRContext *,
                                         std::optional<Location> loc,
                                         ValueRange operands, DictionaryAttr,
@@ -569,19 +612,6 @@ LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-static LogicalResult checkStaticShape(std::optional<Location> loc,
-                                      StringRef op, StringRef what,
-                                      VTensorType t,
-                                      ArrayRef<SymInt> expected) {
-  if (t.getDims() != SmallVector<SymInt>(expected.begin(), expected.end())) {
-    std::string want = "[";
-    for (auto [i, d] : llvm::enumerate(expected))
-      want += (i ? ", " : "") + d.str();
-    return fail(loc, Twine(op) + ": " + what + " has type " + typeStr(t) +
-                         ", expected shape " + want + "]");
-  }
-  return success();
-}
 
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,

@@ -82,6 +82,9 @@ MODELS = {
         window_size=4, num_labels=10, **EAGER)),
     "resnet": lambda: vision(T.ResNetForImageClassification, T.ResNetConfig(
         num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=10)),
+    "t5": lambda: text(T.T5ForConditionalGeneration, T.T5Config(
+        vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+        decoder_start_token_id=0, pad_token_id=0)),
     "bloom": lambda: text(T.BloomForCausalLM, T.BloomConfig(
         vocab_size=V, hidden_size=32, n_layer=2, n_head=4, **EAGER)),
     "falcon": lambda: text(T.FalconForCausalLM, T.FalconConfig(

@@ -406,6 +406,23 @@ def Varuna_PadOp : Varuna_InferOp<"pad"> {
   let assemblyFormat = "$input `,` $pads `,` `value` `(` $value `)` attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
 }
 
+def Varuna_ScatterNDOp : Varuna_InferOp<"scatter_nd"> {
+  let summary = "ONNX ScatterND: a copy of data with indexed slices replaced";
+  let description = [{
+    `indices` is [..., k] (integers, k static, k <= rank(data)); each index
+    tuple `indices[i]` selects the slice `data[i0, ..., i(k-1)]`, which is
+    replaced by `updates[i]`. `updates` has shape
+    `indices.shape[:-1] + data.shape[k:]`; the result has data's type
+    (`out = data.clone(); out[tuple(indices.T)] = updates`, the form in-place
+    slice assignment such as `x[..., 1:] = y` exports to). Indices must not
+    repeat (as ONNX requires); negative indices wrap.
+  }];
+  let arguments = (ins AnyVTensor:$data, AnyVTensor:$indices,
+                       AnyVTensor:$updates);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$data `,` $indices `,` $updates attr-dict `:` qualified(type($data)) `,` qualified(type($indices)) `,` qualified(type($updates)) `->` qualified(type($result))";
+}
+
 def Varuna_TriluOp : Varuna_InferOp<"trilu"> {
   let summary = "Keeps the upper (or lower) triangle of the last two dims";
   let description = [{
