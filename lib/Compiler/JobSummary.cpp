@@ -5,6 +5,7 @@
 #include "varuna/Transforms/GraphUtils.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
+#include <set>
 
 using namespace mlir;
 using namespace varuna;
@@ -83,6 +84,8 @@ JobSummary JobSummary::read(ModuleOp module, StringRef model) {
         sec.forwarded.assign(f.asArrayRef().begin(), f.asArrayRef().end());
       if (auto d = s->getAttrOfType<IntegerAttr>("varuna.duplicated"))
         sec.duplicated = d.getInt();
+      if (auto bd = s->getAttrOfType<IntegerAttr>("varuna.body"))
+        sec.body = bd.getInt();
       job.sections.push_back(sec);
     }
   for (SharedParamOp t : module.getOps<SharedParamOp>())
@@ -148,7 +151,8 @@ std::string varuna::renderManifest(const JobSummary &job,
         {"receives", s.receives},
         {"sends", s.sends},
         {"forwarded", ints(s.forwarded)},
-        {"duplicated_ops", s.duplicated}});
+        {"duplicated_ops", s.duplicated},
+        {"body", s.body}});
   for (const auto &t : job.ties)
     ties.push_back(Object{{"parameter", t.parameter},
                           {"sections", ints(t.sections)}});
@@ -258,6 +262,13 @@ std::string varuna::renderReport(const JobSummary &job,
        << (s.forwarded.empty() ? "-" : joinInts(s.forwarded)) << " | "
        << s.duplicated << " |\n";
   }
+
+  std::set<int64_t> bodies;
+  for (const auto &s : job.sections)
+    bodies.insert(s.body);
+  os << "\n" << job.sections.size() << " sections, " << bodies.size()
+     << " distinct bodies (sections equal up to parameter names share "
+        "generated code).\n";
 
   os << "\n## Cross-partition decisions\n\n";
   if (job.ties.empty())

@@ -29,6 +29,7 @@ struct JobSummary {
     std::vector<std::string> parameters, inputs;
     SymInt flops, backward;
     int64_t paramBytes = 0, receives = 0, sends = 0, duplicated = 0;
+    int64_t body = 0; // index of the first section with the same body
     std::vector<int64_t> forwarded;
   };
   struct Tie {

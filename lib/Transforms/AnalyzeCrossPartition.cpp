@@ -6,6 +6,7 @@
 #include "varuna/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
 
 namespace varuna {
 #define GEN_PASS_DEF_ANALYZECROSSPARTITION
@@ -44,6 +45,14 @@ struct AnalyzeCrossPartition
       annotateSection(b, s);
     }
 
+    // Sections equal up to parameter names share one body (the code
+    // generator emits one function per distinct body).
+    llvm::StringMap<int64_t> firstWithBody;
+    for (auto [k, s] : llvm::enumerate(*sections)) {
+      auto [it, inserted] = firstWithBody.try_emplace(bodySignature(s), k);
+      s->setAttr("varuna.body", b.getI64IntegerAttr(it->second));
+    }
+
     // Records go before the first function.
     b.setInsertionPoint((*module.getOps<func::FuncOp>().begin()).getOperation());
     for (auto &[param, secs] : readers)
@@ -61,6 +70,34 @@ struct AnalyzeCrossPartition
       reduce("grad_norm", ReductionKind::sum_of_squares, "gradients");
     if (overflowCheck)
       reduce("overflow", ReductionKind::any, "gradients");
+  }
+
+  /// Structure of a section's body, exactly: ops, attributes (parameter
+  /// names excluded), types and operand positions, argument and result
+  /// attributes. Two sections with the same signature can share code.
+  static std::string bodySignature(func::FuncOp s) {
+    std::string sig;
+    llvm::raw_string_ostream os(sig);
+    DenseMap<Value, int64_t> id;
+    Block &body = s.getBody().front();
+    for (BlockArgument a : body.getArguments())
+      id[a] = id.size();
+    os << s.getFunctionType() << s.getAllArgAttrs() << s.getAllResultAttrs()
+       << "\n";
+    for (Operation &op : body) {
+      os << op.getName();
+      for (NamedAttribute a : op.getAttrs())
+        if (a.getName() != "varuna.cost" && !isa<GetParamOp>(op))
+          os << " " << a.getName() << "=" << a.getValue();
+      for (Value v : op.getOperands())
+        os << " %" << id.lookup(v);
+      for (Value r : op.getResults()) {
+        os << " : " << r.getType();
+        id[r] = id.size();
+      }
+      os << "\n";
+    }
+    return os.str();
   }
 
   /// Forwarded activations, graph inputs read, duplicated static ops.

@@ -10,17 +10,23 @@
 // CHECK-NOT: varuna.shared_param
 // CHECK: varuna.global_reduce @loss sum over "loss"
 // CHECK-NOT: varuna.global_reduce
+// Sections 1 and 2 (blocks 1 and 2) are equal up to parameter names: one
+// body.
 // CHECK-LABEL: func.func @section_0
+// CHECK-SAME: varuna.body = 0
 // CHECK-SAME: varuna.forwarded = array<i64>
 // CHECK-SAME: varuna.inputs = ["ids", "mask"]
 // CHECK-SAME: varuna.params = ["emb", "w0"]
 // CHECK-LABEL: func.func @section_1
+// CHECK-SAME: varuna.body = 1
 // CHECK-SAME: varuna.forwarded = array<i64: 0>
 // CHECK-SAME: varuna.inputs = ["mask"]
 // CHECK-SAME: varuna.params = ["w1"]
 // CHECK-LABEL: func.func @section_2
+// CHECK-SAME: varuna.body = 1
 // CHECK-SAME: varuna.forwarded = array<i64: 0>
 // CHECK-LABEL: func.func @section_3
+// CHECK-SAME: varuna.body = 3
 // CHECK-SAME: varuna.duplicated = 1
 // CHECK-SAME: varuna.inputs = ["labels"]
 // CHECK-SAME: varuna.params = ["emb"]

@@ -191,6 +191,10 @@ def AnalyzeCrossPartition
     * duplicated constants: `varuna.duplicated` counts the static ops
       (constants, shape-only ops, weight transposes) recomputed in a section;
     * `varuna.params` lists the parameters each section reads;
+    * `varuna.body = j`: the section's body equals section j's up to
+      parameter names (j is the first such section), so the code generator
+      emits one function for both -- the repeated layers of a transformer
+      share one;
     * global state: `varuna.global_reduce @loss sum over "loss"` always;
       `@grad_norm sum_of_squares over "gradients"` with `global-grad-norm`
       (clipping by global norm, LAMB); `@overflow any over "gradients"` with
