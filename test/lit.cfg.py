@@ -24,7 +24,8 @@ python_dir = os.path.join(config.varuna_src_root, "python")
 llvm_config.with_environment("PYTHONPATH", python_dir, append_path=True)
 config.environment["PYTHONWARNINGS"] = "ignore"
 
-tools = ["varuna-opt", "varuna-translate", "varuna-compile", "varuna-eval"]
+tools = ["varuna-opt", "varuna-translate", "varuna-compile", "varuna-eval",
+         "varuna-optim-check", "varuna-ckpt"]
 llvm_config.add_tool_substitutions(tools, [config.varuna_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.varuna_tools_dir, append_path=True)

@@ -1,0 +1,149 @@
+//===- Checkpoint.h - Atomic, verifiable training checkpoints ---*- C++ -*-===//
+//
+// Layout (docs/checkpoints.md):
+//
+//   CKPT_DIR/step-<N>/section-<k>.safetensors   one per compiler section
+//   CKPT_DIR/step-<N>/manifest.json             step, files (bytes, CRC32),
+//                                               free-form training state
+//   CKPT_DIR/step-<N>/COMPLETE                  written last
+//
+// A section file holds the section's parameters under their framework names
+// plus optimizer state tensors (`optimizer/<state>/<parameter>`). Because the
+// unit is the section, not the stage, a checkpoint written under one P x D
+// loads under any other. With data parallelism the replicas hold identical
+// copies, so each section file is written by exactly one replica (by
+// convention replica `section % D` of the stage holding it); any rank may call
+// writeCheckpointSection for the sections it owns, and one rank calls
+// commitCheckpoint after a barrier.
+//
+// Every file is written atomically (temp file in the same directory, write,
+// fsync, rename, fsync the directory), and COMPLETE is written only after the
+// manifest, so a crash at any point leaves either the previous complete
+// checkpoint or a directory that findLatestComplete rejects. No dependency on
+// libtorch.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_RUNTIME_CHECKPOINT_H
+#define VARUNA_RUNTIME_CHECKPOINT_H
+
+#include "varuna/runtime/Safetensors.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace varuna::rt {
+
+/// Free-form training state stored in the manifest (loss scale, RNG seeds,
+/// optimizer step count, data position, ...). Values are strings so 64-bit
+/// seeds survive exactly; print floats with `%.17g`.
+using TrainingState = std::map<std::string, std::string>;
+
+/// One file of a checkpoint as the manifest records it.
+struct CheckpointFile {
+  std::string name; ///< relative to the step directory
+  int section = -1; ///< the section index, -1 for other files
+  uint64_t bytes = 0;
+  uint32_t crc32 = 0;
+};
+
+/// The parsed manifest.json.
+struct CheckpointManifest {
+  int64_t step = 0;
+  std::vector<CheckpointFile> files;
+  TrainingState state;
+};
+
+/// A verified, complete checkpoint.
+struct CheckpointInfo {
+  int64_t step = 0;
+  std::string path; ///< CKPT_DIR/step-<N>
+  CheckpointManifest manifest;
+
+  /// The manifest entry of section `k`, or nullptr.
+  const CheckpointFile *sectionFile(int k) const;
+};
+
+/// `step-<N>`, `section-<k>.safetensors`.
+std::string checkpointStepDirName(int64_t step);
+std::string checkpointSectionFileName(int section);
+/// The name of an optimizer state tensor: `optimizer/<state>/<param>` (slashes
+/// never occur in PyTorch parameter names).
+std::string optimizerStateTensorName(const std::string &param,
+                                     const std::string &state);
+
+/// CRC-32 (zlib's polynomial, the one Python's `zlib.crc32` computes).
+uint32_t crc32Of(const void *data, size_t size, uint32_t crc = 0);
+
+/// Writes `dir/name` atomically: a temp file in `dir`, write, fsync, rename,
+/// fsync `dir`. Returns "" on success, else an error naming the path and the
+/// cause; on failure the temp file is removed and `dir/name` is untouched.
+std::string writeFileAtomically(const std::string &dir, const std::string &name,
+                                const void *data, size_t size);
+
+/// Writes section `section` of checkpoint `step` (creating CKPT_DIR and
+/// step-<N> as needed, and removing a stale COMPLETE marker of a previous
+/// attempt at the same step first). `metadata` goes into the safetensors
+/// `__metadata__` (the writer adds `varuna.step` and `varuna.section`). On
+/// success fills `*written` (if given) for commitCheckpoint and returns "".
+std::string writeCheckpointSection(const std::string &ckptDir, int64_t step,
+                                   int section,
+                                   const std::vector<TensorBytes> &tensors,
+                                   CheckpointFile *written = nullptr,
+                                   const SafetensorsMetadata &metadata = {});
+
+/// After every section file of `step` is written (by whichever ranks own
+/// them): checks each listed file's size on disk, writes manifest.json, then
+/// COMPLETE. Returns "" or an error (and then writes no marker).
+std::string commitCheckpoint(const std::string &ckptDir, int64_t step,
+                             const std::vector<CheckpointFile> &files,
+                             const TrainingState &state);
+
+/// Single-process convenience: writes every section, then commits.
+/// `sections[k]` is section k's tensor set.
+std::string
+writeCheckpoint(const std::string &ckptDir, int64_t step,
+                const std::vector<std::vector<TensorBytes>> &sections,
+                const TrainingState &state);
+
+/// Verifies one step directory: COMPLETE present and naming the manifest's
+/// CRC, manifest well-formed and for this step, every file present with the
+/// recorded size and CRC. Returns "" if good, else why not ("torn: no COMPLETE
+/// marker", "section-1.safetensors truncated: ...", "... checksum mismatch").
+std::string verifyCheckpoint(const std::string &stepDir, int64_t step,
+                             CheckpointManifest *manifest = nullptr);
+
+struct FindResult {
+  std::optional<CheckpointInfo> latest; ///< none: start from scratch
+  /// One line per newer checkpoint that was skipped: "step-7: torn: ...".
+  std::vector<std::string> warnings;
+  std::string error; ///< CKPT_DIR exists but cannot be listed
+};
+
+/// Scans CKPT_DIR/step-* from the newest step down and returns the newest
+/// checkpoint that verifies. Reads every file once (CRC). A missing CKPT_DIR
+/// is not an error (no checkpoint yet).
+FindResult findLatestComplete(const std::string &ckptDir);
+
+/// Reads section `k` of a verified checkpoint, checking its size and CRC
+/// against the manifest again. Throws DataError naming the file.
+SafetensorsFile loadSection(const CheckpointInfo &ckpt, int section);
+
+struct PruneResult {
+  std::vector<std::string> removed; ///< step directories deleted
+  std::string error;
+};
+
+/// Keeps the newest `n` (>= 1) checkpoints that verify and deletes every step
+/// directory older than the oldest of them (complete, torn or corrupt).
+/// Directories newer than the newest good checkpoint are left alone (a write
+/// may be in progress). A directory's COMPLETE marker is removed first, so a
+/// half-deleted directory never looks complete.
+PruneResult keepLast(const std::string &ckptDir, int n);
+
+} // namespace varuna::rt
+
+#endif // VARUNA_RUNTIME_CHECKPOINT_H

@@ -1,0 +1,458 @@
+//===- Dataset.cpp - Training data: .npy directories and synthetic --------===//
+//
+// NpyDataset reads only the .npy header when it opens a file (the element
+// type is parsed with Npy.h's parseDtypeDescr) and then pread(2)s the rows a
+// batch needs. SyntheticDataset derives every row from a counter-based hash
+// of (seed, input name, sample index), so rows need no state and no order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/runtime/Dataset.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace varuna::rt {
+
+namespace {
+
+[[noreturn]] void fail(const std::string &name, const std::string &what) {
+  throw DataError(name + ": " + what);
+}
+
+std::string describe(const InputSpec &spec) {
+  std::string s = "[N";
+  for (int64_t d : spec.sampleShape)
+    s += ", " + (d < 0 ? std::string("?") : std::to_string(d));
+  return std::string(dtypeName(spec.dtype)) + " " + s + "]";
+}
+
+//===----------------------------------------------------------------------===//
+// .npy header (just enough to locate the rows; see Npy.cpp for the format)
+//===----------------------------------------------------------------------===//
+
+struct NpyHeader {
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t dataOffset;
+};
+
+/// The position just after `'key':` in the header dict, or npos.
+size_t valueOf(const std::string &h, const char *key) {
+  for (char q : {'\'', '"'}) {
+    std::string k = std::string(1, q) + key + q;
+    size_t p = h.find(k);
+    if (p == std::string::npos)
+      continue;
+    p += k.size();
+    while (p < h.size() && h[p] == ' ')
+      ++p;
+    if (p < h.size() && h[p] == ':')
+      return p + 1;
+  }
+  return std::string::npos;
+}
+
+NpyHeader readNpyHeader(int fd, const std::string &path) {
+  uint8_t pre[12];
+  ssize_t n = ::pread(fd, pre, sizeof(pre), 0);
+  if (n < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    fail(path, "not a .npy file (bad magic; expected \"\\x93NUMPY\")");
+  int major = pre[6];
+  if (major < 1 || major > 3)
+    fail(path, "unsupported .npy format version " + std::to_string(major) +
+                   "." + std::to_string(pre[7]) +
+                   " (supported: 1.0, 2.0, 3.0)");
+  size_t preLen = major == 1 ? 10 : 12;
+  if (static_cast<size_t>(n) < preLen)
+    fail(path, "truncated .npy header");
+  uint32_t len = pre[8] | (pre[9] << 8);
+  if (major > 1)
+    len |= (static_cast<uint32_t>(pre[10]) << 16) |
+           (static_cast<uint32_t>(pre[11]) << 24);
+  if (len > (1u << 24))
+    fail(path, "implausible .npy header length " + std::to_string(len));
+  std::string h(len, '\0');
+  if (::pread(fd, h.data(), len, static_cast<off_t>(preLen)) !=
+      static_cast<ssize_t>(len))
+    fail(path, "truncated .npy header");
+
+  NpyHeader out;
+  out.dataOffset = preLen + len;
+  size_t p = valueOf(h, "descr");
+  size_t q = p == std::string::npos ? p : h.find_first_of("'\"", p);
+  size_t e = q == std::string::npos ? q : h.find(h[q], q + 1);
+  if (e == std::string::npos)
+    fail(path, "malformed .npy header (no 'descr'): " + h);
+  std::string descr = h.substr(q + 1, e - q - 1);
+  std::optional<DType> dtype = parseDtypeDescr(descr);
+  if (!dtype)
+    fail(path, "unsupported dtype '" + descr +
+                   "' (supported: little-endian f2 f4 f8 i1 u1 i4 i8 b1)");
+  out.dtype = *dtype;
+
+  p = valueOf(h, "shape");
+  q = p == std::string::npos ? p : h.find('(', p);
+  e = q == std::string::npos ? q : h.find(')', q);
+  if (e == std::string::npos)
+    fail(path, "malformed .npy header (no 'shape'): " + h);
+  std::string dims = h.substr(q + 1, e - q - 1);
+  for (size_t i = 0; i < dims.size();) {
+    if (dims[i] == ' ' || dims[i] == ',' || dims[i] == 'L') {
+      ++i;
+      continue;
+    }
+    if (dims[i] < '0' || dims[i] > '9')
+      fail(path, "malformed .npy header (bad 'shape'): " + h);
+    int64_t v = 0;
+    for (; i < dims.size() && dims[i] >= '0' && dims[i] <= '9'; ++i) {
+      if (v > (INT64_MAX - 9) / 10)
+        fail(path, "malformed .npy header (dimension too large): " + h);
+      v = v * 10 + (dims[i] - '0');
+    }
+    out.shape.push_back(v);
+  }
+
+  p = valueOf(h, "fortran_order");
+  if (p == std::string::npos)
+    fail(path, "malformed .npy header (no 'fortran_order'): " + h);
+  while (p < h.size() && h[p] == ' ')
+    ++p;
+  if (h.compare(p, 4, "True") == 0 && out.shape.size() > 1)
+    fail(path, "Fortran-order arrays are not supported (save a C-order "
+               "array: np.ascontiguousarray)");
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Synthetic values
+//===----------------------------------------------------------------------===//
+
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string &s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char c : s)
+    h = (h ^ c) * 0x100000001B3ull;
+  return h;
+}
+
+/// IEEE binary16 from a float, round to nearest even.
+uint16_t toHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = static_cast<int32_t>((x >> 23) & 0xFF) - 127 + 15;
+  uint32_t mant = x & 0x7FFFFF;
+  if (((x >> 23) & 0xFF) == 0xFF) // inf / nan
+    return static_cast<uint16_t>(sign | 0x7C00 | (mant ? 0x200 : 0));
+  if (exp >= 31)
+    return static_cast<uint16_t>(sign | 0x7C00);
+  if (exp <= 0) {
+    if (exp < -10)
+      return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    uint32_t shift = static_cast<uint32_t>(14 - exp);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1)))
+      ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+    ++half; // may carry into the exponent, which is still correct
+  return static_cast<uint16_t>(sign | half);
+}
+
+bool isFloat(DType t) {
+  return t == DType::F16 || t == DType::F32 || t == DType::F64;
+}
+
+int64_t typeRange(DType t) {
+  switch (t) {
+  case DType::Bool:
+    return 2;
+  case DType::I8:
+    return 128;
+  case DType::U8:
+    return 256;
+  default:
+    return int64_t(1) << 31;
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// DataSource
+//===----------------------------------------------------------------------===//
+
+DataSource::~DataSource() = default;
+
+size_t DataSource::rowBytes(size_t input) const {
+  size_t n = dtypeSize(inputSpecs[input].dtype);
+  for (int64_t d : inputSpecs[input].sampleShape)
+    n *= static_cast<size_t>(d);
+  return n;
+}
+
+void DataSource::readRows(size_t input, int64_t index, int64_t count,
+                          uint8_t *dst) const {
+  size_t row = rowBytes(input);
+  for (int64_t i = 0; i < count; ++i)
+    readRow(input, index + i, dst + static_cast<size_t>(i) * row);
+}
+
+int64_t DataSource::sampleIndex(int64_t step, int64_t M, int64_t offset,
+                                int64_t j) const {
+  using u128 = unsigned __int128;
+  u128 n = static_cast<u128>(numSamples());
+  u128 g = (static_cast<u128>(step) % n) * (static_cast<u128>(M) % n) +
+           static_cast<u128>(offset) + static_cast<u128>(j);
+  return static_cast<int64_t>(g % n);
+}
+
+std::vector<BatchTensor> DataSource::batch(int64_t step, int64_t M,
+                                           int64_t offset, int64_t m) const {
+  if (step < 0 || M <= 0 || m <= 0 || offset < 0 || offset > M - m)
+    throw DataError("bad batch request: step " + std::to_string(step) +
+                    ", global batch " + std::to_string(M) + ", slice [" +
+                    std::to_string(offset) + ", " + std::to_string(offset + m) +
+                    ") (need step >= 0, m > 0 and 0 <= offset, offset + m <= "
+                    "global batch)");
+  int64_t n = numSamples();
+  std::vector<BatchTensor> out;
+  out.reserve(inputSpecs.size());
+  for (size_t i = 0; i < inputSpecs.size(); ++i) {
+    const InputSpec &spec = inputSpecs[i];
+    BatchTensor t;
+    t.name = spec.name;
+    t.array.dtype = spec.dtype;
+    t.array.shape.push_back(m);
+    t.array.shape.insert(t.array.shape.end(), spec.sampleShape.begin(),
+                         spec.sampleShape.end());
+    size_t row = rowBytes(i);
+    t.array.data.resize(row * static_cast<size_t>(m));
+    for (int64_t j = 0; j < m;) {
+      int64_t g = sampleIndex(step, M, offset, j);
+      int64_t run = std::min(m - j, n - g); // contiguous until the wrap
+      readRows(i, g, run, t.array.data.data() + static_cast<size_t>(j) * row);
+      j += run;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// NpyDataset
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<NpyDataset>
+NpyDataset::open(const std::string &dir, const std::vector<InputSpec> &specs) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    fail(dir, "data directory does not exist or is unreadable: " +
+                  std::string(std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    fail(dir, "--data must be a directory holding one <input>.npy per input");
+
+  std::vector<File> files;
+  std::vector<InputSpec> resolved = specs;
+  int64_t samples = -1;
+  size_t first = 0;
+  // Closes what was opened if validation throws.
+  struct Closer {
+    std::vector<File> &files;
+    bool armed = true;
+    ~Closer() {
+      if (armed)
+        for (File &f : files)
+          if (f.fd >= 0)
+            ::close(f.fd);
+    }
+  } closer{files};
+
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const InputSpec &spec = specs[i];
+    File f;
+    f.path = dir + "/" + spec.name + ".npy";
+    f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f.fd < 0)
+      fail(f.path, std::string(errno == ENOENT ? "missing" : "cannot open") +
+                       " (" + std::strerror(errno) + "); expected input '" +
+                       spec.name + "' as " + describe(spec));
+    files.push_back(f);
+    NpyHeader h = readNpyHeader(f.fd, f.path);
+    if (h.dtype != spec.dtype)
+      fail(f.path, std::string("dtype is ") + dtypeName(h.dtype) +
+                       ", expected " + dtypeName(spec.dtype) + " for input '" +
+                       spec.name + "' (" + describe(spec) + ")");
+    if (h.shape.empty())
+      fail(f.path, "is a 0-d array; expected input '" + spec.name + "' as " +
+                       describe(spec) + " (first dimension = samples)");
+    bool match = h.shape.size() == spec.sampleShape.size() + 1;
+    for (size_t d = 0; match && d < spec.sampleShape.size(); ++d)
+      match = spec.sampleShape[d] < 0 || spec.sampleShape[d] == h.shape[d + 1];
+    if (!match)
+      fail(f.path, "shape " + formatShape(h.shape) + " does not match " +
+                       describe(spec) + " expected for input '" + spec.name +
+                       "'");
+    resolved[i].sampleShape.assign(h.shape.begin() + 1, h.shape.end());
+    if (h.shape[0] == 0)
+      fail(f.path, "has no samples (first dimension is 0)");
+    if (samples >= 0 && h.shape[0] != samples)
+      fail(f.path, "has " + std::to_string(h.shape[0]) + " samples but " +
+                       files[first].path + " has " + std::to_string(samples) +
+                       "; every input needs the same number of samples "
+                       "(first dimension)");
+    if (samples < 0)
+      samples = h.shape[0];
+
+    size_t row = dtypeSize(h.dtype);
+    for (size_t d = 1; d < h.shape.size(); ++d)
+      row *= static_cast<size_t>(h.shape[d]);
+    uint64_t want = h.dataOffset + row * static_cast<uint64_t>(h.shape[0]);
+    struct stat fst;
+    if (::fstat(f.fd, &fst) != 0)
+      fail(f.path, std::string("cannot stat: ") + std::strerror(errno));
+    uint64_t have = static_cast<uint64_t>(fst.st_size);
+    if (have < want)
+      fail(f.path, "truncated .npy data: shape " + formatShape(h.shape) +
+                       " needs " + std::to_string(want) +
+                       " bytes, the file has " + std::to_string(have));
+    if (have > want)
+      fail(f.path, "trailing bytes after the .npy data (" +
+                       std::to_string(have) + " bytes, expected " +
+                       std::to_string(want) + ")");
+    files.back().dataOffset = h.dataOffset;
+  }
+  if (specs.empty())
+    throw DataError(dir + ": no inputs to read");
+  closer.armed = false;
+  return std::unique_ptr<NpyDataset>(
+      new NpyDataset(std::move(resolved), std::move(files), samples));
+}
+
+NpyDataset::~NpyDataset() {
+  for (File &f : files)
+    if (f.fd >= 0)
+      ::close(f.fd);
+}
+
+void NpyDataset::readRows(size_t input, int64_t index, int64_t count,
+                          uint8_t *dst) const {
+  const File &f = files[input];
+  size_t row = rowBytes(input);
+  size_t left = row * static_cast<size_t>(count);
+  uint64_t off = f.dataOffset + row * static_cast<uint64_t>(index);
+  while (left > 0) {
+    ssize_t n = ::pread(f.fd, dst, left, static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      fail(f.path, std::string("read error: ") + std::strerror(errno));
+    if (n == 0)
+      fail(f.path, "file shrank while reading (samples " +
+                       std::to_string(index) + ".." +
+                       std::to_string(index + count - 1) + ")");
+    dst += n;
+    off += static_cast<uint64_t>(n);
+    left -= static_cast<size_t>(n);
+  }
+}
+
+void NpyDataset::readRow(size_t input, int64_t index, uint8_t *dst) const {
+  readRows(input, index, 1, dst);
+}
+
+//===----------------------------------------------------------------------===//
+// SyntheticDataset
+//===----------------------------------------------------------------------===//
+
+SyntheticDataset::SyntheticDataset(uint64_t seed, std::vector<InputSpec> specs,
+                                   int64_t numSamples)
+    : DataSource(std::move(specs)), seed(seed),
+      samples(numSamples > 0 ? numSamples : int64_t(1) << 62) {
+  if (numSamples < 0)
+    throw DataError("synthetic data: negative sample count " +
+                    std::to_string(numSamples));
+  for (const InputSpec &spec : inputSpecs) {
+    for (int64_t d : spec.sampleShape)
+      if (d < 0)
+        throw DataError("synthetic input '" + spec.name +
+                        "': every dimension after the batch must be known (" +
+                        describe(spec) + ")");
+    if (!isFloat(spec.dtype) &&
+        (spec.vocab < 0 || spec.vocab > typeRange(spec.dtype)))
+      throw DataError("synthetic input '" + spec.name + "': vocab " +
+                      std::to_string(spec.vocab) + " does not fit " +
+                      dtypeName(spec.dtype) + " (at most " +
+                      std::to_string(typeRange(spec.dtype)) + ")");
+    nameHashes.push_back(fnv1a(spec.name));
+  }
+}
+
+void SyntheticDataset::readRow(size_t input, int64_t index,
+                               uint8_t *dst) const {
+  const InputSpec &spec = inputSpecs[input];
+  uint64_t state = mix64(mix64(mix64(seed) ^ nameHashes[input]) ^
+                         static_cast<uint64_t>(index));
+  auto next = [&] {
+    state += 0x9E3779B97F4A7C15ull;
+    return mix64(state);
+  };
+  size_t elems = rowBytes(input) / dtypeSize(spec.dtype);
+  if (isFloat(spec.dtype)) {
+    for (size_t i = 0; i < elems; ++i) {
+      double u1 = (static_cast<double>(next() >> 11) + 1.0) * 0x1.0p-53;
+      double u2 = static_cast<double>(next() >> 11) * 0x1.0p-53;
+      double z =
+          std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+      if (spec.dtype == DType::F64) {
+        std::memcpy(dst + 8 * i, &z, 8);
+      } else if (spec.dtype == DType::F32) {
+        float f = static_cast<float>(z);
+        std::memcpy(dst + 4 * i, &f, 4);
+      } else {
+        uint16_t h = toHalf(static_cast<float>(z));
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+    }
+    return;
+  }
+  uint64_t range = static_cast<uint64_t>(
+      spec.vocab > 0 ? spec.vocab : typeRange(spec.dtype));
+  size_t size = dtypeSize(spec.dtype);
+  for (size_t i = 0; i < elems; ++i) {
+    uint64_t v = next() % range;
+    switch (spec.dtype) {
+    case DType::I64: {
+      int64_t x = static_cast<int64_t>(v);
+      std::memcpy(dst + size * i, &x, 8);
+      break;
+    }
+    case DType::I32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(dst + size * i, &x, 4);
+      break;
+    }
+    default: // I8, U8, Bool: one byte
+      dst[i] = static_cast<uint8_t>(v);
+    }
+  }
+}
+
+} // namespace varuna::rt

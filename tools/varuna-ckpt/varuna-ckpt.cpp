@@ -1,0 +1,224 @@
+//===- varuna-ckpt.cpp - Inspect, write and prune Varuna checkpoints ------===//
+//
+//   varuna-ckpt write DIR --step N [--demo K] [--state KEY=VALUE]...
+//               [--section K --tensor NAME=FILE.npy...]...
+//   varuna-ckpt latest DIR
+//   varuna-ckpt dump FILE.safetensors
+//   varuna-ckpt prune DIR --keep N
+//
+// `write` stores .npy arrays (or K demo sections) as a checkpoint with the
+// runtime's writer; `latest` prints the newest complete checkpoint and, on
+// stderr, why each newer one was skipped. See docs/checkpoints.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/runtime/Checkpoint.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace varuna::rt;
+
+namespace {
+
+const char *kUsage =
+    "usage: varuna-ckpt write DIR --step N [--demo K] [--state KEY=VALUE]...\n"
+    "                         [--section K --tensor NAME=FILE.npy...]...\n"
+    "       varuna-ckpt latest DIR\n"
+    "       varuna-ckpt dump FILE.safetensors\n"
+    "       varuna-ckpt prune DIR --keep N\n"
+    "       varuna-ckpt --version\n";
+
+[[noreturn]] void usage(const std::string &why) {
+  std::fprintf(stderr, "varuna-ckpt: %s\n%s", why.c_str(), kUsage);
+  std::exit(2);
+}
+
+int64_t parseInt(const std::string &flag, const char *text) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text, &end, 10);
+  if (errno || !*text || *end || v < 0)
+    usage(flag + " needs a non-negative integer, got '" + text + "'");
+  return v;
+}
+
+/// Section k of the demo checkpoint: parameters and an optimizer state
+/// tensor with values a reader can recompute (test/Runtime/Inputs).
+std::vector<TensorBytes> demoSection(int k) {
+  auto f32 = [](std::string name, std::vector<int64_t> shape, float base) {
+    TensorBytes t{std::move(name), "F32", std::move(shape), {}};
+    int64_t n = t.numElements();
+    t.data.resize(static_cast<size_t>(n) * 4);
+    for (int64_t i = 0; i < n; ++i) {
+      float v = base + static_cast<float>(i) / 8.0f;
+      std::memcpy(t.data.data() + 4 * i, &v, 4);
+    }
+    return t;
+  };
+  std::string p = "layers." + std::to_string(k);
+  std::vector<TensorBytes> ts;
+  ts.push_back(f32(p + ".weight", {2, 3}, static_cast<float>(k)));
+  ts.push_back(f32(p + ".bias", {3}, -static_cast<float>(k)));
+  ts.push_back(
+      f32(optimizerStateTensorName(p + ".weight", "exp_avg"), {2, 3}, 0.5f));
+  TensorBytes idx{p + ".index", "I64", {4}, std::vector<uint8_t>(32)};
+  for (int64_t i = 0; i < 4; ++i) {
+    int64_t v = 10 * k + i;
+    std::memcpy(idx.data.data() + 8 * i, &v, 8);
+  }
+  ts.push_back(std::move(idx));
+  return ts;
+}
+
+int cmdWrite(int argc, char **argv) {
+  if (argc < 1)
+    usage("write: missing DIR");
+  std::string dir = argv[0];
+  int64_t step = -1, demo = 0;
+  TrainingState state;
+  std::map<int, std::vector<TensorBytes>> sections;
+  int current = -1;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> const char * {
+      if (i + 1 >= argc)
+        usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--step") {
+      step = parseInt(a, value());
+    } else if (a == "--demo") {
+      demo = parseInt(a, value());
+    } else if (a == "--section") {
+      current = static_cast<int>(parseInt(a, value()));
+      sections[current];
+    } else if (a == "--state" || a == "--tensor") {
+      std::string kv = value();
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        usage(a + " needs NAME=VALUE, got '" + kv + "'");
+      if (a == "--state") {
+        state[kv.substr(0, eq)] = kv.substr(eq + 1);
+        continue;
+      }
+      if (current < 0)
+        usage("--tensor must follow a --section");
+      NpyArray arr = readNpy(kv.substr(eq + 1));
+      sections[current].push_back(TensorBytes{kv.substr(0, eq),
+                                              safetensorsDtype(arr.dtype),
+                                              arr.shape, std::move(arr.data)});
+    } else {
+      usage("write: unknown argument '" + a + "'");
+    }
+  }
+  if (step < 0)
+    usage("write: --step is required");
+  for (int k = 0; k < demo; ++k)
+    if (!sections.count(k))
+      sections[k] = demoSection(k);
+  std::vector<CheckpointFile> files;
+  for (const auto &[k, tensors] : sections) {
+    CheckpointFile f;
+    std::string err = writeCheckpointSection(dir, step, k, tensors, &f);
+    if (!err.empty()) {
+      std::fprintf(stderr, "varuna-ckpt: error: %s\n", err.c_str());
+      return 1;
+    }
+    files.push_back(f);
+  }
+  std::string err = commitCheckpoint(dir, step, files, state);
+  if (!err.empty()) {
+    std::fprintf(stderr, "varuna-ckpt: error: %s\n", err.c_str());
+    return 1;
+  }
+  std::printf("wrote %s (%zu sections)\n",
+              (dir + "/" + checkpointStepDirName(step)).c_str(), files.size());
+  return 0;
+}
+
+int cmdLatest(int argc, char **argv) {
+  if (argc != 1)
+    usage("latest takes exactly one DIR");
+  FindResult r = findLatestComplete(argv[0]);
+  for (const std::string &w : r.warnings)
+    std::fprintf(stderr, "varuna-ckpt: warning: %s\n", w.c_str());
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "varuna-ckpt: error: %s\n", r.error.c_str());
+    return 1;
+  }
+  if (!r.latest) {
+    std::fprintf(stderr, "varuna-ckpt: no complete checkpoint in %s\n",
+                 argv[0]);
+    return 1;
+  }
+  std::printf("step %lld\npath %s\n", static_cast<long long>(r.latest->step),
+              r.latest->path.c_str());
+  for (const CheckpointFile &f : r.latest->manifest.files)
+    std::printf("file %s section %d bytes %llu crc32 0x%08x\n", f.name.c_str(),
+                f.section, static_cast<unsigned long long>(f.bytes), f.crc32);
+  for (const auto &[k, v] : r.latest->manifest.state)
+    std::printf("state %s=%s\n", k.c_str(), v.c_str());
+  return 0;
+}
+
+int cmdDump(int argc, char **argv) {
+  if (argc != 1)
+    usage("dump takes exactly one FILE");
+  SafetensorsFile f = readSafetensors(argv[0]);
+  for (const auto &[k, v] : f.metadata)
+    std::printf("metadata %s=%s\n", k.c_str(), v.c_str());
+  for (const TensorBytes &t : f.tensors)
+    std::printf("tensor %s %s %s %zu bytes\n", t.name.c_str(), t.dtype.c_str(),
+                formatShape(t.shape).c_str(), t.data.size());
+  return 0;
+}
+
+int cmdPrune(int argc, char **argv) {
+  if (argc != 3 || std::strcmp(argv[1], "--keep") != 0)
+    usage("prune takes DIR --keep N");
+  PruneResult r =
+      keepLast(argv[0], static_cast<int>(parseInt("--keep", argv[2])));
+  for (const std::string &d : r.removed)
+    std::printf("removed %s\n", d.c_str());
+  if (!r.error.empty()) {
+    std::fprintf(stderr, "varuna-ckpt: error: %s\n", r.error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    usage("missing command");
+  std::string cmd = argv[1];
+  if (cmd == "--version") {
+    std::printf("varuna-ckpt %s\n", VARUNA_VERSION);
+    return 0;
+  }
+  if (cmd == "--help" || cmd == "-h") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  try {
+    if (cmd == "write")
+      return cmdWrite(argc - 2, argv + 2);
+    if (cmd == "latest")
+      return cmdLatest(argc - 2, argv + 2);
+    if (cmd == "dump")
+      return cmdDump(argc - 2, argv + 2);
+    if (cmd == "prune")
+      return cmdPrune(argc - 2, argv + 2);
+  } catch (const DataError &e) {
+    std::fprintf(stderr, "varuna-ckpt: error: %s\n", e.what());
+    return 1;
+  }
+  usage("unknown command '" + cmd + "'");
+}
