@@ -323,7 +323,7 @@ NpyArray parseNpy(const void *bytes, size_t size, const std::string &name) {
   return out;
 }
 
-NpyArray readNpy(const std::string &path) {
+std::vector<uint8_t> readFileBytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail(path, std::string("cannot open: ") + std::strerror(errno));
@@ -331,6 +331,11 @@ NpyArray readNpy(const std::string &path) {
                              std::istreambuf_iterator<char>());
   if (in.bad())
     fail(path, "read error");
+  return bytes;
+}
+
+NpyArray readNpy(const std::string &path) {
+  std::vector<uint8_t> bytes = readFileBytes(path);
   return parseNpy(bytes.data(), bytes.size(), path);
 }
 

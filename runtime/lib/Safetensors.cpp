@@ -708,13 +708,7 @@ SafetensorsFile parseSafetensors(const void *bytes, size_t size,
 }
 
 SafetensorsFile readSafetensors(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    fail(path, std::string("cannot open: ") + std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad())
-    fail(path, "read error");
+  std::vector<uint8_t> bytes = readFileBytes(path);
   return parseSafetensors(bytes.data(), bytes.size(), path);
 }
 

@@ -15,13 +15,6 @@ using namespace varuna::onnx_import;
 
 namespace {
 
-LogicalResult setResult(NodeContext &nc, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  nc.setOutput(0, *v);
-  return success();
-}
-
 /// Fails if optional output `i` (`what`) is consumed: the importer computes
 /// only the main result.
 LogicalResult rejectUsedOutput(NodeContext &nc, size_t i, StringRef what) {

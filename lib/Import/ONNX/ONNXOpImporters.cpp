@@ -378,11 +378,7 @@ static LogicalResult importWhere(NodeContext &nc) {
   auto c = nc.runtime(0), x = nc.runtime(1), y = nc.runtime(2);
   if (failed(c) || failed(x) || failed(y))
     return failure();
-  auto r = nc.create<WhereOp>(*c, *x, *y);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<WhereOp>(*c, *x, *y));
 }
 
 static LogicalResult importClip(NodeContext &nc) {

@@ -21,6 +21,15 @@ std::string dimsStr(llvm::ArrayRef<SymInt> dims);
 /// depends on the batch size.
 mlir::FailureOr<std::vector<int64_t>>
 staticInts(NodeContext &nc, const KnownTensor &t, llvm::StringRef what);
+/// Binds output 0 to `v` (failing if `v` does).
+inline mlir::LogicalResult setResult(NodeContext &nc,
+                                     mlir::FailureOr<mlir::Value> v) {
+  if (mlir::failed(v))
+    return mlir::failure();
+  nc.setOutput(0, *v);
+  return mlir::success();
+}
+
 /// A varuna.reshape of `v` to `dims` (or `v` itself if unchanged), with an
 /// error that explains a baked-in batch size.
 mlir::FailureOr<mlir::Value> reshapeTo(NodeContext &nc, mlir::Value v,

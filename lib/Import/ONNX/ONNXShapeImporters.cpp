@@ -300,11 +300,7 @@ LogicalResult importConcat(NodeContext &nc) {
     nc.setOutput(0, vals[0]);
     return success();
   }
-  auto r = nc.create<ConcatOp>(ValueRange(vals), axis);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<ConcatOp>(ValueRange(vals), axis));
 }
 
 LogicalResult importGather(NodeContext &nc) {
@@ -345,11 +341,7 @@ LogicalResult importGather(NodeContext &nc) {
   auto v = nc.runtime(0), i = nc.runtime(1);
   if (failed(v) || failed(i))
     return failure();
-  auto r = nc.create<GatherOp>(*v, *i, axis);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<GatherOp>(*v, *i, axis));
 }
 
 LogicalResult importGatherElements(NodeContext &nc) {
@@ -358,11 +350,7 @@ LogicalResult importGatherElements(NodeContext &nc) {
     return failure();
   int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0),
                                   typeOf(*v).getRank());
-  auto r = nc.create<GatherElementsOp>(*v, *i, axis);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<GatherElementsOp>(*v, *i, axis));
 }
 
 LogicalResult importSlice(NodeContext &nc) {
@@ -567,11 +555,7 @@ LogicalResult importTranspose(NodeContext &nc) {
   else
     for (int64_t i = rank - 1; i >= 0; --i)
       perm.push_back(i);
-  auto r = nc.create<TransposeOp>(*v, perm);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<TransposeOp>(*v, perm));
 }
 
 LogicalResult importConstantOfShape(NodeContext &nc) {
@@ -686,11 +670,7 @@ LogicalResult importTrilu(NodeContext &nc) {
     k = (*s)[0];
   }
   bool upper = nc.intAttr("upper").value_or(1) != 0;
-  auto r = nc.create<TriluOp>(*v, k, upper);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<TriluOp>(*v, k, upper));
 }
 
 LogicalResult importPad(NodeContext &nc) {
@@ -747,11 +727,7 @@ LogicalResult importPad(NodeContext &nc) {
     nc.setOutput(0, *v);
     return success();
   }
-  auto r = nc.create<PadOp>(*v, pads, value);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<PadOp>(*v, pads, value));
 }
 
 LogicalResult importCumSum(NodeContext &nc) {
@@ -765,11 +741,7 @@ LogicalResult importCumSum(NodeContext &nc) {
   int64_t a = nc.normalizeAxis((*axis)[0], typeOf(*v).getRank());
   bool exclusive = nc.intAttr("exclusive").value_or(0) != 0;
   bool reverse = nc.intAttr("reverse").value_or(0) != 0;
-  auto r = nc.create<CumsumOp>(*v, a, exclusive, reverse);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<CumsumOp>(*v, a, exclusive, reverse));
 }
 
 /// Tile = for each repeated dim: insert a dim, expand it, merge it.
@@ -857,11 +829,7 @@ LogicalResult importScatterND(NodeContext &nc) {
   auto d = nc.runtime(0), i = nc.runtime(1), u = nc.runtime(2);
   if (failed(d) || failed(i) || failed(u))
     return failure();
-  auto r = nc.create<ScatterNDOp>(*d, *i, *u);
-  if (failed(r))
-    return failure();
-  nc.setOutput(0, *r);
-  return success();
+  return setResult(nc, nc.create<ScatterNDOp>(*d, *i, *u));
 }
 
 } // namespace

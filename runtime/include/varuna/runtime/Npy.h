@@ -27,6 +27,10 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// The bytes of a whole file; a DataError naming the path if it cannot be
+/// opened or read.
+std::vector<uint8_t> readFileBytes(const std::string &path);
+
 /// Element types of .npy files we read and write.
 enum class DType { F16, F32, F64, I8, U8, I32, I64, Bool };
 
