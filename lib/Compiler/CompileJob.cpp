@@ -128,7 +128,13 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
     return emitError(jobLoc) << "--stages must be at least 1, got "
                              << options.stages;
 
-  OwningOpRef<ModuleOp> module = importModel(ctx, options);
+  // The job records where the weights are: an absolute model path keeps it
+  // valid from any working directory.
+  CompileOptions opts = options;
+  SmallString<256> absModel(options.modelPath);
+  if (!llvm::sys::fs::make_absolute(absModel))
+    opts.modelPath = std::string(absModel);
+  OwningOpRef<ModuleOp> module = importModel(ctx, opts);
   if (!module || failed(checkLoss(*module, options.modelPath)))
     return failure();
 

@@ -211,6 +211,24 @@ ATenOpContext ATenEvaluator::makeContext(int64_t batch) {
   return ctx;
 }
 
+FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+ATenEvaluator::trainableParams() {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    if (p.getFrozen())
+      continue;
+    try {
+      at::Tensor t = loadParam(p);
+      if (!t.requires_grad())
+        t.requires_grad_(true);
+      out.emplace_back(p.getSymName().str(), t);
+    } catch (const std::exception &e) {
+      return p.emitError() << e.what(), failure();
+    }
+  }
+  return out;
+}
+
 FailureOr<std::vector<at::Tensor>>
 ATenEvaluator::runSections(ArrayRef<at::Tensor> inputs) {
   FailureOr<int64_t> batch = checkInputs(inputs);
@@ -296,6 +314,8 @@ ATenEvaluator::runFunction(func::FuncOp func, ArrayRef<at::Tensor> args,
     at::Tensor out;
     try {
       out = evaluateOp(&op, operands, ctx);
+      if (options.observer)
+        options.observer(&op, operands, out);
     } catch (const ATenEvalError &e) {
       return op.emitError() << e.what();
     } catch (const c10::Error &e) {

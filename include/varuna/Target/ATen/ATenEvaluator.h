@@ -90,6 +90,11 @@ struct ATenEvalOptions {
   /// Check every op's result against its type (shape with B substituted and
   /// dtype); a mismatch is an error naming the op.
   bool checkResultTypes = true;
+  /// Called after every op with its operands and result (the trainer counts
+  /// the labels a loss averages over).
+  std::function<void(mlir::Operation *, llvm::ArrayRef<at::Tensor>,
+                     const at::Tensor &)>
+      observer;
 };
 
 class ATenEvaluator {
@@ -116,6 +121,12 @@ public:
   /// #varuna.data on first use and cached (batch_norm updates running stats
   /// in the cache, as training would).
   mlir::FailureOr<std::vector<at::Tensor>> run(llvm::ArrayRef<at::Tensor> inputs);
+
+  /// Every trainable (not frozen) parameter, loaded and marked
+  /// requires_grad, in module order: the leaves training updates. Graph
+  /// evaluation reads these same tensors.
+  mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+  trainableParams();
 
   /// Runs the outlined sections (varuna-outline-sections) one after the
   /// other, each receiving the previous one's sent values and reading the

@@ -1,0 +1,62 @@
+//===- ReferenceTrainer.h - Single-process training of a job ----*- C++ -*-===//
+//
+// Trains a compiled job in one process (P = 1, D = 1) by evaluating the
+// training graph with the ATen evaluator and ATen's autograd: the reference
+// the code-generated, distributed runtime will be checked against, and what
+// `varuna-run JOBDIR --stages 1 --replicas 1` runs until then.
+//
+// One step s with global batch M and micro-batch m (M % m == 0):
+//   for each micro-batch j: inputs = data.batch(s, M, j*m, m);
+//     loss_j = graph(inputs); n_j = the count the loss averages over (labels
+//     not equal to ignore_index for a cross-entropy `mean`, else m);
+//     backward(loss_j * n_j)
+//   gradients /= sum_j n_j      (the loss is the mean over the global batch)
+//   global-norm clipping (config), optimizer step (runtime/Optimizer.h).
+// The reported loss is sum_j loss_j * n_j / sum_j n_j.
+//
+// Errors (bad data, shapes, a graph without loss) are diagnostics or
+// exceptions with a message; the tool turns them into exit status 1.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_TARGET_ATEN_REFERENCETRAINER_H
+#define VARUNA_TARGET_ATEN_REFERENCETRAINER_H
+
+#include "varuna/Compiler/TrainingConfig.h"
+#include "varuna/runtime/Dataset.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/raw_ostream.h"
+#include <functional>
+#include <string>
+
+namespace varuna {
+
+struct TrainOptions {
+  int64_t globalBatch = 0; // M
+  int64_t microBatch = 0;  // m
+  int64_t steps = 0;
+  uint64_t seed = 0;
+  std::string metricsPath; // JSON lines: step, loss, examples_per_s, ...
+  std::string dumpParamsDir; // final parameters as <name>.npy
+};
+
+/// One training step's numbers.
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0, seconds = 0, examplesPerSecond = 0, gradNorm = 0;
+};
+
+/// The graph inputs as the dataset must provide them (from the graph's
+/// argument types: element type and sample shape).
+mlir::FailureOr<std::vector<rt::InputSpec>> graphInputSpecs(mlir::ModuleOp job);
+
+/// Trains; calls `onStep` after every step. Returns failure after emitting
+/// a diagnostic (or printing the exception) on error.
+mlir::LogicalResult
+trainReference(mlir::ModuleOp job, const TrainingConfig &config,
+               const rt::DataSource &data, const TrainOptions &options,
+               const std::function<void(const StepMetrics &)> &onStep);
+
+} // namespace varuna
+
+#endif // VARUNA_TARGET_ATEN_REFERENCETRAINER_H

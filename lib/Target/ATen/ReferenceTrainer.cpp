@@ -1,0 +1,186 @@
+//===- ReferenceTrainer.cpp - Single-process training of a job ------------===//
+
+#include "varuna/Target/ATen/ReferenceTrainer.h"
+#include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/runtime/Optimizer.h"
+#include <ATen/ATen.h>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <torch/csrc/autograd/autograd.h>
+
+using namespace mlir;
+using namespace varuna;
+
+static std::optional<rt::DType> dtypeOf(Type t) {
+  if (t.isF32())
+    return rt::DType::F32;
+  if (t.isF64())
+    return rt::DType::F64;
+  if (t.isF16())
+    return rt::DType::F16;
+  if (t.isSignlessInteger(64))
+    return rt::DType::I64;
+  if (t.isSignlessInteger(32))
+    return rt::DType::I32;
+  if (t.isSignlessInteger(8))
+    return rt::DType::I8;
+  if (t.isUnsignedInteger(8))
+    return rt::DType::U8;
+  if (t.isInteger(1))
+    return rt::DType::Bool;
+  return std::nullopt;
+}
+
+FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
+  auto evaluator = ATenEvaluator::create(job);
+  if (failed(evaluator))
+    return failure();
+  func::FuncOp graph = evaluator->getGraph();
+  std::vector<std::string> names = evaluator->getInputNames();
+  std::vector<rt::InputSpec> specs;
+  for (auto [arg, name] : llvm::zip(graph.getArguments(), names)) {
+    auto t = arg.getType().cast<VTensorType>();
+    if (t.getBatchDim() != 0 || t.getBatchMultiple() != 1)
+      return graph.emitError("input '")
+                 << name << "' must have the batch as its first dimension",
+             failure();
+    auto dt = dtypeOf(t.getElementType());
+    if (!dt)
+      return graph.emitError("input '") << name << "' has an unsupported "
+                                        << "element type " << t.getElementType(),
+             failure();
+    rt::InputSpec spec;
+    spec.name = name;
+    spec.dtype = *dt;
+    spec.sampleShape.assign(t.getShape().begin() + 1, t.getShape().end());
+    specs.push_back(spec);
+  }
+  return specs;
+}
+
+LogicalResult varuna::trainReference(
+    ModuleOp job, const TrainingConfig &config, const rt::DataSource &data,
+    const TrainOptions &options,
+    const std::function<void(const StepMetrics &)> &onStep) {
+  if (options.microBatch < 1 || options.globalBatch < 1 ||
+      options.globalBatch % options.microBatch)
+    return job.emitError("the global batch (")
+           << options.globalBatch << ") must be a positive multiple of the "
+           << "micro-batch (" << options.microBatch << ")";
+
+  // Count what the loss averages over, per micro-batch.
+  double count = 0;
+  ATenEvalOptions evalOptions;
+  evalOptions.seed = options.seed;
+  evalOptions.observer = [&](Operation *op, ArrayRef<at::Tensor> in,
+                             const at::Tensor &) {
+    auto ce = dyn_cast<CrossEntropyOp>(op);
+    if (!ce || ce.getReduction() != LossReduction::mean)
+      return;
+    at::Tensor labels = in[1];
+    count = ce.getIgnoreIndex()
+                ? double(labels.ne(*ce.getIgnoreIndex()).sum().item<int64_t>())
+                : double(labels.numel());
+  };
+  auto evaluator = ATenEvaluator::create(job, evalOptions);
+  if (failed(evaluator))
+    return failure();
+  auto lossIndex = evaluator->getLossIndex();
+  if (!lossIndex)
+    return job.emitError("the graph has no loss result");
+  auto params = evaluator->trainableParams();
+  if (failed(params))
+    return failure();
+
+  std::vector<at::Tensor> leaves;
+  std::vector<std::string> names;
+  for (auto &[n, t] : *params) {
+    names.push_back(n);
+    leaves.push_back(t);
+  }
+  std::unique_ptr<rt::Optimizer> optimizer;
+  try {
+    optimizer = rt::Optimizer::create(config.optimizer, config.clipGradNorm);
+    optimizer->setParamNames(names);
+  } catch (const std::exception &e) {
+    return job.emitError("optimizer: ") << e.what();
+  }
+  std::ofstream metrics;
+  if (!options.metricsPath.empty()) {
+    metrics.open(options.metricsPath);
+    if (!metrics)
+      return job.emitError("cannot write metrics to '")
+             << options.metricsPath << "'";
+  }
+
+  int64_t micro = options.globalBatch / options.microBatch;
+  for (int64_t step = 0; step < options.steps; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    for (at::Tensor &p : leaves)
+      p.mutable_grad() = at::Tensor();
+    double lossSum = 0, total = 0;
+    try {
+      for (int64_t j = 0; j < micro; ++j) {
+        std::vector<at::Tensor> inputs;
+        for (const rt::BatchTensor &b :
+             data.batch(step, options.globalBatch, j * options.microBatch,
+                        options.microBatch))
+          inputs.push_back(tensorFromNpy(b.array));
+        count = double(options.microBatch);
+        auto results = evaluator->run(inputs);
+        if (failed(results))
+          return failure();
+        at::Tensor loss = (*results)[*lossIndex];
+        double n = count;
+        lossSum += loss.item<double>() * n;
+        total += n;
+        torch::autograd::backward({loss * n});
+      }
+      std::vector<at::Tensor> grads;
+      for (at::Tensor &p : leaves) {
+        at::Tensor g = p.grad();
+        if (!g.defined())
+          g = at::zeros_like(p);
+        grads.push_back(g.div_(total));
+      }
+      std::optional<double> norm;
+      if (config.needsGlobalGradNorm())
+        norm = std::sqrt(rt::sumOfSquares(grads));
+      if (config.clipGradNorm &&
+          config.optimizer.type != OptimizerKind::LAMB)
+        rt::clipGradNorm(grads, *config.clipGradNorm, norm);
+      optimizer->step(leaves, grads, norm);
+      StepMetrics m;
+      m.step = step;
+      m.loss = lossSum / total;
+      m.seconds = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      m.examplesPerSecond = options.globalBatch / m.seconds;
+      m.gradNorm = norm.value_or(0.0);
+      if (metrics)
+        metrics << llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
+                                 "\"examples_per_s\": {2:f3}, "
+                                 "\"step_seconds\": {3:f6}}\n",
+                                 m.step, m.loss, m.examplesPerSecond,
+                                 m.seconds)
+                       .str()
+                << std::flush;
+      onStep(m);
+    } catch (const std::exception &e) {
+      return job.emitError("step ") << step << ": " << e.what();
+    }
+  }
+
+  if (!options.dumpParamsDir.empty()) {
+    try {
+      for (auto &[n, t] : *params)
+        rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
+                     tensorToNpy(t.detach().contiguous()));
+    } catch (const std::exception &e) {
+      return job.emitError("cannot dump parameters: ") << e.what();
+    }
+  }
+  return success();
+}

@@ -1,0 +1,87 @@
+"""PyTorch training oracle for varuna-run.
+
+    train_oracle.py MODEL OUTDIR --steps S --batch M [--optimizer sgd|adamw|lamb]
+                    [--clip X] [--samples N]
+
+Builds the zoo model (same seed, hence the same initial weights as the
+exported test model), writes a dataset OUTDIR/data/<input>.npy (N samples,
+fixed seed), a training configuration OUTDIR/train.json, trains S steps with
+plain PyTorch -- step s on samples [s*M, (s+1)*M) mod N, the whole batch in
+one forward, torch.optim -- and writes OUTDIR/expected.json (loss per step)
+and OUTDIR/params/<name>.npy (final parameters)."""
+import argparse
+import json
+import os
+import warnings
+
+import numpy as np
+import torch
+
+warnings.filterwarnings("ignore")
+from varuna import models  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("model")
+ap.add_argument("outdir")
+ap.add_argument("--steps", type=int, default=20)
+ap.add_argument("--batch", type=int, default=8)
+ap.add_argument("--samples", type=int, default=40)
+ap.add_argument("--optimizer", default="adamw")
+ap.add_argument("--clip", type=float, default=None)
+args = ap.parse_args()
+
+torch.manual_seed(0)
+model, example, names = models.make(args.model)
+model.train()
+g = np.random.default_rng(1234)
+data = {}
+for name, t in zip(names, example):
+    shape = (args.samples,) + tuple(t.shape[1:])
+    if t.dtype.is_floating_point:
+        data[name] = g.standard_normal(shape).astype(np.float32)
+    else:
+        hi = 64 if name != "attention_mask" else 2
+        if args.model in ("vit", "resnet", "convnext") and name == "labels":
+            hi = 10
+        arr = g.integers(0, hi, size=shape).astype(np.int64)
+        if name == "attention_mask":
+            arr[:, :4] = 1  # every sequence attends to something
+        if name == "labels" and args.model == "bert":
+            arr[g.random(shape) < 0.3] = -100  # ignored positions
+        data[name] = arr
+os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
+for name, arr in data.items():
+    np.save(os.path.join(args.outdir, "data", name + ".npy"), arr)
+
+opt_cfg = {"type": args.optimizer, "lr": 1e-2 if args.optimizer == "sgd" else 1e-3}
+params = [p for p in model.parameters()]
+if args.optimizer == "sgd":
+    opt_cfg.update(momentum=0.9, weight_decay=0.01)
+    opt = torch.optim.SGD(params, lr=opt_cfg["lr"], momentum=0.9, weight_decay=0.01)
+elif args.optimizer == "adamw":
+    opt_cfg.update(weight_decay=0.01)
+    opt = torch.optim.AdamW(params, lr=opt_cfg["lr"], weight_decay=0.01)
+else:
+    raise SystemExit("the oracle trains sgd and adamw (LAMB has no torch.optim)")
+config = {"optimizer": opt_cfg}
+if args.clip:
+    config["clip_grad_norm"] = args.clip
+json.dump(config, open(os.path.join(args.outdir, "train.json"), "w"))
+
+losses = []
+n = args.samples
+for step in range(args.steps):
+    idx = [(step * args.batch + j) % n for j in range(args.batch)]
+    batch = [torch.from_numpy(data[name][idx]) for name in names]
+    opt.zero_grad()
+    loss = model(*batch)
+    loss.backward()
+    if args.clip:
+        torch.nn.utils.clip_grad_norm_(params, args.clip)
+    opt.step()
+    losses.append(loss.item())
+json.dump({"losses": losses}, open(os.path.join(args.outdir, "expected.json"), "w"))
+os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
+for name, p in model.named_parameters():
+    np.save(os.path.join(args.outdir, "params", name + ".npy"), p.detach().numpy())
+print("oracle", args.model, "losses", losses[0], "->", losses[-1])

@@ -1,0 +1,165 @@
+//===- varuna-run.cpp - Trains a compiled job -----------------------------===//
+//
+//   varuna-run JOBDIR --stages 1 --replicas 1 --batch M --micro-batch m
+//              --steps N (--data DIR | --synthetic) [--config train.json]
+//              [--metrics FILE] [--dump-params DIR]
+//
+// This milestone trains in one process (P = 1, D = 1) with the reference
+// executor (include/varuna/Target/ATen/ReferenceTrainer.h); other P and D
+// are a clear "not yet" until the pipeline runtime lands.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/Compiler/TrainingConfig.h"
+#include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
+#include "varuna/Target/ATen/ReferenceTrainer.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
+#include <cstdio>
+
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
+                                   cl::desc("<JOBDIR from varuna-compile>"));
+static cl::opt<int64_t> stages("stages", cl::init(1),
+                               cl::desc("Pipeline depth P"));
+static cl::opt<int64_t> replicas("replicas", cl::init(1),
+                                 cl::desc("Data-parallel width D"));
+static cl::opt<int64_t> batch("batch", cl::Required,
+                              cl::desc("Global batch size M (examples per step)"));
+static cl::opt<int64_t> microBatch("micro-batch", cl::Required,
+                                   cl::desc("Micro-batch size m (divides M)"));
+static cl::opt<int64_t> steps("steps", cl::Required,
+                              cl::desc("Training steps"));
+static cl::opt<std::string> dataDir("data",
+                                    cl::desc("Directory with <input>.npy"));
+static cl::opt<bool> synthetic("synthetic", cl::init(false),
+                               cl::desc("Deterministic synthetic data"));
+static cl::opt<int64_t> vocab("synthetic-vocab", cl::init(64),
+                              cl::desc("Integer inputs' range for --synthetic"));
+static cl::opt<std::string> configPath(
+    "config", cl::desc("Training configuration (default: the job's)"));
+static cl::opt<std::string> metrics("metrics",
+                                    cl::desc("JSON lines of per-step metrics"));
+static cl::opt<std::string> dumpParams(
+    "dump-params", cl::desc("Write the final parameters as <name>.npy here"));
+static cl::opt<uint64_t> seed("seed", cl::init(0),
+                              cl::desc("Seed of dropout / random ops"));
+
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "varuna-run: error: " << msg << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "varuna-run (Varuna " VARUNA_VERSION ")\n";
+  });
+  cl::ParseCommandLineOptions(argc, argv, "Varuna training launcher\n");
+
+  if (stages != 1 || replicas != 1)
+    return fail("--stages " + llvm::Twine(stages) + " --replicas " +
+                llvm::Twine(replicas) +
+                ": pipeline and data-parallel training is not implemented "
+                "yet; this version trains with --stages 1 --replicas 1");
+  if (batch < 1 || microBatch < 1 || batch % microBatch)
+    return fail("--batch " + llvm::Twine(batch) +
+                " is not a positive multiple of --micro-batch " +
+                llvm::Twine(microBatch));
+  if (steps < 0)
+    return fail("--steps must be non-negative");
+  if (synthetic == !dataDir.empty())
+    return fail("give exactly one of --data DIR and --synthetic");
+
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<varuna::VarunaDialect, mlir::func::FuncDialect>();
+  ctx.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+
+  llvm::SmallString<256> irPath(jobDir);
+  llvm::sys::path::append(irPath, "ir", "05-partition.mlir");
+  if (!llvm::sys::fs::exists(irPath))
+    return fail("'" + jobDir + "' is not a compiled job (no " + irPath +
+                "): run varuna-compile first");
+  auto job = mlir::parseSourceFile<mlir::ModuleOp>(irPath, sourceMgr, &ctx);
+  if (!job)
+    return fail("cannot parse '" + irPath + "'");
+
+  // The job's training configuration, unless --config overrides it.
+  varuna::TrainingConfig config;
+  if (!configPath.empty()) {
+    auto c = varuna::loadTrainingConfig(configPath);
+    if (!c)
+      return fail(llvm::toString(c.takeError()));
+    config = *c;
+  } else {
+    llvm::SmallString<256> manifest(jobDir);
+    llvm::sys::path::append(manifest, "manifest.json");
+    auto buf = llvm::MemoryBuffer::getFile(manifest);
+    if (!buf)
+      return fail("cannot read '" + manifest + "'");
+    auto json = llvm::json::parse((*buf)->getBuffer());
+    if (!json)
+      return fail("'" + manifest + "': " + llvm::toString(json.takeError()));
+    auto *obj = json->getAsObject();
+    auto *cfg = obj ? obj->get("config") : nullptr;
+    if (!cfg)
+      return fail("'" + manifest + "' has no training configuration");
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << *cfg;
+    auto c = varuna::parseTrainingConfig(os.str(), manifest);
+    if (!c)
+      return fail(llvm::toString(c.takeError()));
+    config = *c;
+  }
+
+  auto specs = varuna::graphInputSpecs(*job);
+  if (mlir::failed(specs))
+    return 1;
+  std::unique_ptr<varuna::rt::DataSource> data;
+  try {
+    if (synthetic) {
+      for (auto &s : *specs)
+        s.vocab = vocab;
+      data = std::make_unique<varuna::rt::SyntheticDataset>(seed, *specs);
+    } else {
+      data = varuna::rt::NpyDataset::open(dataDir, *specs);
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+
+  if (!dumpParams.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpParams))
+      return fail("cannot create '" + dumpParams + "': " + ec.message());
+
+  varuna::TrainOptions options;
+  options.globalBatch = batch;
+  options.microBatch = microBatch;
+  options.steps = steps;
+  options.seed = seed;
+  options.metricsPath = metrics;
+  options.dumpParamsDir = dumpParams;
+  bool tty = llvm::sys::Process::StandardOutIsDisplayed();
+  auto result = varuna::trainReference(
+      *job, config, *data, options, [&](const varuna::StepMetrics &m) {
+        std::printf("step %lld  loss %.6f  %.1f examples/s  %.3f s%s",
+                    static_cast<long long>(m.step), m.loss,
+                    m.examplesPerSecond, m.seconds, tty ? "\r\n" : "\n");
+        std::fflush(stdout);
+      });
+  return mlir::failed(result) ? 1 : 0;
+}
