@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The main job on the bundled default: export a small GPT-style model with tied
 # input/output embeddings from PyTorch, import it into the varuna dialect,
-# print a readable summary of the training graph, then compile it into a job
-# directory (cut-points, sections, ties, balanced stages for every P) and
-# print the compile report. (Training comes with the runtime milestones.)
+# print a readable summary of the training graph, compile it into a job
+# directory (cut-points, sections, ties, balanced stages for every P), print
+# the compile report, and train it for 30 steps in one process (P = 1; the
+# pipeline runtime comes with the next milestone), printing the loss curve.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -25,3 +26,7 @@ echo "== compile: varuna-compile $OUT/gpt.onnx -o $OUT/job"
 "$BUILD_DIR/bin/varuna-compile" "$OUT/gpt.onnx" -o "$OUT/job"
 echo
 cat "$OUT/job/report.md"
+echo
+echo "== train: varuna-run $OUT/job --stages 1 --replicas 1 --batch 16 --micro-batch 4 --steps 30 --synthetic --synthetic-samples 32"
+"$BUILD_DIR/bin/varuna-run" "$OUT/job" --stages 1 --replicas 1 --batch 16 --micro-batch 4 \
+  --steps 30 --synthetic --synthetic-samples 32 --config scripts/demo-train.json --metrics "$OUT/metrics.jsonl"

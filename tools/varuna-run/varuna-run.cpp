@@ -47,6 +47,9 @@ static cl::opt<bool> synthetic("synthetic", cl::init(false),
                                cl::desc("Deterministic synthetic data"));
 static cl::opt<int64_t> vocab("synthetic-vocab", cl::init(64),
                               cl::desc("Integer inputs' range for --synthetic"));
+static cl::opt<int64_t> syntheticSamples(
+    "synthetic-samples", cl::init(0),
+    cl::desc("Distinct synthetic samples before they repeat (0: no repeat)"));
 static cl::opt<std::string> configPath(
     "config", cl::desc("Training configuration (default: the job's)"));
 static cl::opt<std::string> metrics("metrics",
@@ -134,7 +137,8 @@ int main(int argc, char **argv) {
     if (synthetic) {
       for (auto &s : *specs)
         s.vocab = vocab;
-      data = std::make_unique<varuna::rt::SyntheticDataset>(seed, *specs);
+      data = std::make_unique<varuna::rt::SyntheticDataset>(seed, *specs,
+                                                            syntheticSamples);
     } else {
       data = varuna::rt::NpyDataset::open(dataDir, *specs);
     }
