@@ -56,6 +56,10 @@ static cl::opt<std::string> metrics("metrics",
                                     cl::desc("JSON lines of per-step metrics"));
 static cl::opt<std::string> dumpParams(
     "dump-params", cl::desc("Write the final parameters as <name>.npy here"));
+static cl::opt<bool> sectionsMode(
+    "sections", cl::init(false),
+    cl::desc("Run section by section with every boundary activated "
+             "(stashed inputs, recompute, backward stitched across sections)"));
 static cl::opt<uint64_t> seed("seed", cl::init(0),
                               cl::desc("Seed of dropout / random ops"));
 
@@ -157,6 +161,7 @@ int main(int argc, char **argv) {
   options.seed = seed;
   options.metricsPath = metrics;
   options.dumpParamsDir = dumpParams;
+  options.sections = sectionsMode;
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
   auto result = varuna::trainReference(
       *job, config, *data, options, [&](const varuna::StepMetrics &m) {

@@ -229,6 +229,25 @@ ATenEvaluator::trainableParams() {
   return out;
 }
 
+std::vector<func::FuncOp> ATenEvaluator::getSections() const {
+  std::vector<func::FuncOp> sections;
+  for (auto f : const_cast<ModuleOp &>(module).getOps<func::FuncOp>())
+    if (f->hasAttr("varuna.section"))
+      sections.push_back(f);
+  llvm::stable_sort(sections, [](func::FuncOp a, func::FuncOp b) {
+    return a->getAttrOfType<IntegerAttr>("varuna.section").getInt() <
+           b->getAttrOfType<IntegerAttr>("varuna.section").getInt();
+  });
+  return sections;
+}
+
+FailureOr<std::vector<at::Tensor>>
+ATenEvaluator::runSection(func::FuncOp section, ArrayRef<at::Tensor> args,
+                          int64_t batch) {
+  ATenOpContext ctx = makeContext(batch);
+  return runFunction(section, args, ctx);
+}
+
 FailureOr<std::vector<at::Tensor>>
 ATenEvaluator::runSections(ArrayRef<at::Tensor> inputs) {
   FailureOr<int64_t> batch = checkInputs(inputs);

@@ -59,6 +59,128 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
   return specs;
 }
 
+/// Forward and backward of the whole graph; returns the loss. `count` (set
+/// by the evaluator's observer during the forward) weights the backward.
+static FailureOr<double> wholeGraphStep(ATenEvaluator &evaluator,
+                                        ArrayRef<at::Tensor> inputs,
+                                        unsigned lossIndex, double &count) {
+  auto results = evaluator.run(inputs);
+  if (failed(results))
+    return failure();
+  at::Tensor loss = (*results)[lossIndex];
+  torch::autograd::backward({loss * count});
+  return loss.item<double>();
+}
+
+/// One micro-batch through the sections with every boundary activated.
+static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
+                                      ArrayRef<at::Tensor> inputs,
+                                      unsigned lossIndex, double &count) {
+  std::vector<func::FuncOp> sections = evaluator.getSections();
+  if (sections.empty())
+    return evaluator.getGraph().emitError(
+               "no sections: compile the job with varuna-compile"),
+           failure();
+  int64_t batch = inputs.front().size(0);
+  llvm::StringMap<at::Tensor> byName;
+  for (auto [name, t] : llvm::zip(evaluator.getInputNames(), inputs))
+    byName[name] = t;
+
+  // Arguments of a section: received activations, then graph inputs.
+  auto argsFor = [&](func::FuncOp s, ArrayRef<at::Tensor> received,
+                     std::vector<at::Tensor> &args) -> LogicalResult {
+    args.clear();
+    for (BlockArgument a : s.getArguments()) {
+      if (auto r = s.getArgAttrOfType<IntegerAttr>(a.getArgNumber(),
+                                                   "varuna.recv")) {
+        if (r.getInt() >= static_cast<int64_t>(received.size()))
+          return s.emitError("receives value ") << r.getInt() << " of "
+                                                << received.size();
+        args.push_back(received[r.getInt()]);
+        continue;
+      }
+      auto n = s.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
+      auto it = n ? byName.find(n.getValue()) : byName.end();
+      if (it == byName.end())
+        return s.emitError("argument ") << a.getArgNumber()
+                                        << " is neither received nor an input";
+      args.push_back(it->second);
+    }
+    return success();
+  };
+
+  // Forward without autograd: stash each section's arguments and RNG state.
+  struct Stash {
+    std::vector<at::Tensor> args;
+    at::Tensor rng;
+  };
+  std::vector<Stash> stash(sections.size());
+  std::vector<at::Tensor> sent;
+  {
+    at::NoGradGuard noGrad;
+    for (auto [k, s] : llvm::enumerate(sections)) {
+      if (failed(argsFor(s, sent, stash[k].args)))
+        return failure();
+      stash[k].rng = evaluator.getGenerator().get_state();
+      auto out = evaluator.runSection(s, stash[k].args, batch);
+      if (failed(out))
+        return failure();
+      sent = std::move(*out);
+    }
+  }
+  double loss = sent[lossIndex].item<double>();
+
+  // Backward from the last section: recompute, then hand the gradients of the
+  // received activations to the previous section.
+  std::vector<at::Tensor> outGrads;
+  for (int64_t k = sections.size() - 1; k >= 0; --k) {
+    func::FuncOp s = sections[k];
+    evaluator.getGenerator().set_state(stash[k].rng);
+    std::vector<at::Tensor> args = stash[k].args;
+    std::vector<int64_t> recvAt(args.size(), -1);
+    for (BlockArgument a : s.getArguments())
+      if (auto r = s.getArgAttrOfType<IntegerAttr>(a.getArgNumber(),
+                                                   "varuna.recv")) {
+        at::Tensor leaf = args[a.getArgNumber()].detach();
+        if (leaf.is_floating_point())
+          leaf.requires_grad_(true);
+        args[a.getArgNumber()] = leaf;
+        recvAt[a.getArgNumber()] = r.getInt();
+      }
+    auto out = evaluator.runSection(s, args, batch);
+    if (failed(out))
+      return failure();
+    std::vector<at::Tensor> roots, grads;
+    if (k == static_cast<int64_t>(sections.size()) - 1) {
+      roots.push_back((*out)[lossIndex] * count);
+      grads.push_back(at::Tensor());
+    } else {
+      for (auto [o, g] : llvm::zip(*out, outGrads))
+        if (g.defined() && o.requires_grad()) {
+          roots.push_back(o);
+          grads.push_back(g);
+        }
+    }
+    if (!roots.empty()) {
+      bool allDefined = llvm::all_of(grads, [](const at::Tensor &g) {
+        return g.defined();
+      });
+      if (allDefined)
+        torch::autograd::backward(roots, grads);
+      else
+        torch::autograd::backward(roots);
+    }
+    size_t numRecv = 0;
+    for (int64_t r : recvAt)
+      numRecv = std::max<size_t>(numRecv, r + 1);
+    outGrads.assign(numRecv, at::Tensor());
+    for (auto [i, r] : llvm::enumerate(recvAt))
+      if (r >= 0 && args[i].requires_grad())
+        outGrads[r] = args[i].grad();
+  }
+  return loss;
+}
+
 LogicalResult varuna::trainReference(
     ModuleOp job, const TrainingConfig &config, const rt::DataSource &data,
     const TrainOptions &options,
@@ -128,14 +250,14 @@ LogicalResult varuna::trainReference(
                         options.microBatch))
           inputs.push_back(tensorFromNpy(b.array));
         count = double(options.microBatch);
-        auto results = evaluator->run(inputs);
-        if (failed(results))
+        FailureOr<double> loss =
+            options.sections
+                ? stitchedStep(*evaluator, inputs, *lossIndex, count)
+                : wholeGraphStep(*evaluator, inputs, *lossIndex, count);
+        if (failed(loss))
           return failure();
-        at::Tensor loss = (*results)[*lossIndex];
-        double n = count;
-        lossSum += loss.item<double>() * n;
-        total += n;
-        torch::autograd::backward({loss * n});
+        lossSum += *loss * count;
+        total += count;
       }
       std::vector<at::Tensor> grads;
       for (at::Tensor &p : leaves) {

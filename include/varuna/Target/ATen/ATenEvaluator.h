@@ -135,6 +135,17 @@ public:
   mlir::FailureOr<std::vector<at::Tensor>>
   runSections(llvm::ArrayRef<at::Tensor> inputs);
 
+  /// The outlined sections in order (empty if there are none).
+  std::vector<mlir::func::FuncOp> getSections() const;
+  /// Runs one function (a section) on its arguments at micro-batch size
+  /// `batch`, with the evaluator's parameters and generator.
+  mlir::FailureOr<std::vector<at::Tensor>>
+  runSection(mlir::func::FuncOp section, llvm::ArrayRef<at::Tensor> args,
+             int64_t batch);
+  /// The generator dropout and random ops draw from (its state can be saved
+  /// and restored so a recomputed forward draws the same numbers).
+  at::Generator &getGenerator() { return generator; }
+
 private:
   ATenEvaluator(mlir::ModuleOp module, mlir::func::FuncOp graph,
                 ATenEvalOptions options);

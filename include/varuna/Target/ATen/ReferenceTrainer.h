@@ -12,7 +12,8 @@
 //     backward(loss_j * n_j)
 //   gradients /= sum_j n_j      (the loss is the mean over the global batch)
 //   global-norm clipping (config), optimizer step (runtime/Optimizer.h).
-// The reported loss is sum_j loss_j * n_j / sum_j n_j.
+// The reported loss is sum_j loss_j * n_j / sum_j n_j. With `sections`, each
+// micro-batch runs section by section as a pipeline would (see TrainOptions).
 //
 // Errors (bad data, shapes, a graph without loss) are diagnostics or
 // exceptions with a message; the tool turns them into exit status 1.
@@ -38,6 +39,12 @@ struct TrainOptions {
   uint64_t seed = 0;
   std::string metricsPath; // JSON lines: step, loss, examples_per_s, ...
   std::string dumpParamsDir; // final parameters as <name>.npy
+  /// Run the outlined sections one by one with every boundary activated, as
+  /// pipeline stages would: forward without autograd keeping only each
+  /// section's received activations (and the RNG state), then backward from
+  /// the last section to the first, recomputing each section's forward from
+  /// its stash and handing the gradients of its inputs to the previous one.
+  bool sections = false;
 };
 
 /// One training step's numbers.
