@@ -60,6 +60,13 @@ static cl::opt<bool> sectionsMode(
     "sections", cl::init(false),
     cl::desc("Run section by section with every boundary activated "
              "(stashed inputs, recompute, backward stitched across sections)"));
+static cl::opt<std::string> checkpointDir(
+    "checkpoint-dir", cl::desc("Directory of per-section checkpoints"));
+static cl::opt<int64_t> checkpointEvery(
+    "checkpoint-every", cl::init(0), cl::desc("Checkpoint every K steps"));
+static cl::opt<bool> resume(
+    "resume", cl::init(false),
+    cl::desc("Continue from the newest complete checkpoint"));
 static cl::opt<uint64_t> seed("seed", cl::init(0),
                               cl::desc("Seed of dropout / random ops"));
 
@@ -162,6 +169,15 @@ int main(int argc, char **argv) {
   options.metricsPath = metrics;
   options.dumpParamsDir = dumpParams;
   options.sections = sectionsMode;
+  options.checkpointDir = checkpointDir;
+  options.checkpointEvery = checkpointEvery;
+  options.resume = resume;
+  if (checkpointEvery > 0 && checkpointDir.empty())
+    return fail("--checkpoint-every needs --checkpoint-dir");
+  if (!checkpointDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(checkpointDir))
+      return fail("cannot create the checkpoint directory '" + checkpointDir +
+                  "': " + ec.message());
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
   auto result = varuna::trainReference(
       *job, config, *data, options, [&](const varuna::StepMetrics &m) {

@@ -45,6 +45,15 @@ struct TrainOptions {
   /// the last section to the first, recomputing each section's forward from
   /// its stash and handing the gradients of its inputs to the previous one.
   bool sections = false;
+  /// Checkpoints (docs/checkpoints.md): every `checkpointEvery` steps into
+  /// `checkpointDir` (one safetensors file per section: its parameters and
+  /// their optimizer state; a parameter read by several sections is stored
+  /// with the first). `resume` continues from the newest complete checkpoint
+  /// (torn or corrupt ones are reported and skipped), including the
+  /// optimizer state and the random generator, so the run continues exactly.
+  std::string checkpointDir;
+  int64_t checkpointEvery = 0;
+  bool resume = false;
 };
 
 /// One training step's numbers.
