@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
   mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
 
   llvm::SmallString<256> irPath(jobDir);
-  llvm::sys::path::append(irPath, "ir", "05-partition.mlir");
+  llvm::sys::path::append(irPath, "job.mlir");
   if (!llvm::sys::fs::exists(irPath))
     return fail("'" + jobDir + "' is not a compiled job (no " + irPath +
                 "): run varuna-compile first");

@@ -5,11 +5,12 @@
 //
 //  1. import the model (.onnx, or .pt TorchScript when built with libtorch)
 //     and check that it computes a scalar loss;
-//  2. run varuna-annotate-costs, varuna-find-cut-points,
+//  2. run varuna-fuse-gelu, varuna-annotate-costs, varuna-find-cut-points,
 //     varuna-outline-sections, varuna-analyze-cross-partition (global
 //     reductions from the training config) and varuna-partition (every P, or
 //     only --stages);
-//  3. write JOBDIR/ir/NN-<stage>.mlir after each step, JOBDIR/report.md (for
+//  3. write JOBDIR/ir/NN-<stage>.mlir after each step, the final IR as
+//     JOBDIR/job.mlir (what varuna-run loads), JOBDIR/report.md (for
 //     people) and JOBDIR/manifest.json (for tools; schema in
 //     docs/varuna-compile.md). Files are written to a temporary name and
 //     renamed, so a failed compile never leaves a half-written manifest.

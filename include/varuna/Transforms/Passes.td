@@ -269,4 +269,34 @@ def Partition : Pass<"varuna-partition", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseGelu : Pass<"varuna-fuse-gelu", "mlir::ModuleOp"> {
+  let summary = "Recognizes GELU written out as elementwise ops";
+  let description = [{
+    Exporters write GELU as a chain of elementwise ops; this pass replaces
+    the chain with one `varuna.unary gelu` (erf form) or `gelu_tanh` (tanh
+    approximation), which ATen evaluates -- and differentiates -- with one
+    kernel instead of eight, saving the intermediate activations too.
+
+    Erf form, `0.5 * x * (1 + erf(x / sqrt(2)))` in any operand order, with
+    the division also written as a multiplication by 1/sqrt(2):
+    ```mlir
+    %d = varuna.div %x, %sqrt2
+    %e = varuna.unary erf, %d
+    %a = varuna.add %e, %one
+    %m = varuna.mul %x, %a
+    %y = varuna.mul %m, %half
+    ```
+    becomes `%y = varuna.unary gelu, %x`.
+
+    Tanh form, `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`
+    with `x^3` as `x * (x * x)`, `(x * x) * x` or `pow(x, 3)`, becomes
+    `varuna.unary gelu_tanh, %x`.
+
+    Constants must match to a relative 1e-5; every intermediate must have no
+    other use (else the chain is left alone). The chain's other ops become
+    dead and are erased. Always succeeds.
+  }];
+  let dependentDialects = ["::varuna::VarunaDialect"];
+}
+
 #endif // VARUNA_TRANSFORMS_PASSES_TD
