@@ -1,0 +1,398 @@
+//===- Schedule.cpp - Static pipeline schedules ---------------------------===//
+//
+// One event-driven list scheduler serves the three kinds. Every task (stage,
+// kind, micro-batch) counts its unsatisfied dependencies; when the last one is
+// satisfied its ready tick is known (the max of its dependencies' ticks, which
+// are all known the moment the producing task *starts*, since tasks are never
+// preempted). Ticks at which something becomes ready or a stage becomes free
+// are visited in increasing order; at each, stages decide from the last to the
+// first, so a Varuna recompute trigger fired by stage s at tick t is seen by
+// stage s-1 at tick t. A stage picks:
+//   - GPipe / 1F1B: the next task of its fixed order, if ready;
+//   - Varuna: the earliest-ready backward, else recompute, else forward (with
+//     the "after R(k), only B(k)" rule). R(k) at s-1 depends on F(k) there
+//     and on the trigger set when stage s starts B(k) (recomputeTrigger()).
+// Every other consequence of starting a task lies strictly in the future
+// (durations are >= 1), so one decision per stage per visited tick suffices.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/Plan/Schedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <utility>
+
+using namespace varuna::plan;
+
+namespace {
+
+using ErrorKind = ScheduleResult::ErrorKind;
+constexpr int64_t kUnknown = -1;
+
+std::vector<std::vector<Task>> fixedOrders(ScheduleKind kind, int P, int Nm) {
+  std::vector<std::vector<Task>> orders(P);
+  for (int s = 0; s < P; ++s) {
+    std::vector<Task> &o = orders[s];
+    bool last = s == P - 1;
+    if (kind == ScheduleKind::GPipe) {
+      for (int k = 0; k < Nm; ++k)
+        o.push_back({TaskKind::Forward, k});
+      for (int k = Nm - 1; k >= 0; --k) {
+        if (!last)
+          o.push_back({TaskKind::Recompute, k});
+        o.push_back({TaskKind::Backward, k});
+      }
+    } else { // OneFOneB
+      int warm = std::min(P - s - 1, Nm);
+      for (int k = 0; k < warm; ++k)
+        o.push_back({TaskKind::Forward, k});
+      for (int i = 0; i < Nm - warm; ++i) {
+        o.push_back({TaskKind::Forward, warm + i});
+        o.push_back({TaskKind::Backward, i});
+      }
+      for (int k = Nm - warm; k < Nm; ++k)
+        o.push_back({TaskKind::Backward, k});
+    }
+  }
+  return orders;
+}
+
+class Simulator {
+public:
+  Simulator(ScheduleKind kind, int P, int Nm, TimingModel t)
+      : kind(kind), P(P), Nm(Nm), t(t), ready(size_t(P) * 3 * Nm, kUnknown),
+        pending(size_t(P) * 3 * Nm, 0), started(size_t(P) * 3 * Nm, false),
+        busyUntil(P, 0), stages(P) {
+    for (int s = 0; s < P; ++s)
+      for (int k = 0; k < Nm; ++k) {
+        pending[id(s, TaskKind::Forward, k)] = s > 0 ? 1 : 0;
+        if (hasRecompute(s))
+          pending[id(s, TaskKind::Recompute, k)] =
+              kind == ScheduleKind::Varuna ? 2 : 1;
+        pending[id(s, TaskKind::Backward, k)] = hasRecompute(s) ? 2 : 1;
+      }
+    if (kind == ScheduleKind::Varuna) {
+      candidates.assign(P, {});
+      nextForward.assign(P, 0);
+      heldRecompute.assign(P, -1);
+    } else {
+      orders = fixedOrders(kind, P, Nm);
+      position.assign(P, 0);
+    }
+    for (int k = 0; k < Nm; ++k)
+      markReady(0, TaskKind::Forward, k, 0);
+  }
+
+  /// False if the simulation stalled with tasks left (a bug).
+  bool run() {
+    size_t total = 0;
+    for (int s = 0; s < P; ++s)
+      total += size_t(Nm) * (hasRecompute(s) ? 3 : 2);
+    size_t done = 0;
+    int64_t last = -1;
+    while (!events.empty()) {
+      int64_t now = events.top();
+      events.pop();
+      if (now == last)
+        continue;
+      last = now;
+      for (int s = P - 1; s >= 0; --s) {
+        if (busyUntil[s] > now)
+          continue;
+        std::optional<Task> task = pick(s, now);
+        if (!task)
+          continue;
+        start(s, *task, now);
+        ++done;
+      }
+    }
+    return done == total;
+  }
+
+  std::vector<std::vector<ScheduledTask>> &result() { return stages; }
+
+private:
+  bool hasRecompute(int s) const {
+    return kind != ScheduleKind::OneFOneB && s != P - 1;
+  }
+  size_t id(int s, TaskKind kd, int k) const {
+    return (size_t(s) * 3 + size_t(kd)) * Nm + k;
+  }
+  /// Varuna: when stage s-1 may start R(k), given stage s runs B(k) in
+  /// [start, end). By default one forward-time before the gradient arrives
+  /// (end + latency), so an R(k) started then ends just as it arrives; never
+  /// before `start`. Schedule.h and docs/schedule.md explain the choice.
+  int64_t recomputeTrigger(int64_t start, int64_t end) const {
+    if (t.recomputeTrigger == RecomputeTrigger::BackwardStart)
+      return start;
+    return std::max(start, end + t.latency - t.forward);
+  }
+  int64_t duration(TaskKind kd) const {
+    return kd == TaskKind::Backward ? t.backward : t.forward;
+  }
+
+  void markReady(int s, TaskKind kd, int k, int64_t tick) {
+    ready[id(s, kd, k)] = tick;
+    events.push(tick);
+    if (kind == ScheduleKind::Varuna && kd != TaskKind::Forward)
+      candidates[s].insert({tick, {int(kd), k}});
+  }
+
+  /// One dependency of (s, kd, k) is satisfied from `tick` on.
+  void satisfy(int s, TaskKind kd, int k, int64_t tick) {
+    size_t i = id(s, kd, k);
+    ready[i] = std::max(ready[i], tick);
+    if (--pending[i] == 0)
+      markReady(s, kd, k, ready[i]);
+  }
+
+  bool isReady(int s, TaskKind kd, int k, int64_t now) const {
+    size_t i = id(s, kd, k);
+    return pending[i] == 0 && !started[i] && ready[i] <= now;
+  }
+
+  std::optional<Task> pick(int s, int64_t now) {
+    if (kind != ScheduleKind::Varuna) {
+      if (position[s] == orders[s].size())
+        return std::nullopt;
+      Task next = orders[s][position[s]];
+      if (!isReady(s, next.kind, next.microBatch, now))
+        return std::nullopt;
+      ++position[s];
+      return next;
+    }
+    if (heldRecompute[s] >= 0) {
+      // Holding a recomputed set: its backward, or nothing.
+      int k = heldRecompute[s];
+      if (!isReady(s, TaskKind::Backward, k, now))
+        return std::nullopt;
+      candidates[s].erase(
+          {ready[id(s, TaskKind::Backward, k)], {int(TaskKind::Backward), k}});
+      heldRecompute[s] = -1;
+      return Task{TaskKind::Backward, k};
+    }
+    // The earliest-ready backward, else the earliest-ready recompute (ties:
+    // the lowest micro-batch, the set's order).
+    const Candidate *best = nullptr;
+    for (const Candidate &c : candidates[s]) {
+      if (c.first > now)
+        break;
+      if (c.second.first == int(TaskKind::Backward)) {
+        best = &c;
+        break;
+      }
+      if (!best)
+        best = &c;
+    }
+    if (best) {
+      Task task{TaskKind(best->second.first), best->second.second};
+      candidates[s].erase(*best);
+      if (task.kind == TaskKind::Recompute)
+        heldRecompute[s] = task.microBatch;
+      return task;
+    }
+    int k = nextForward[s];
+    if (k < Nm && isReady(s, TaskKind::Forward, k, now)) {
+      ++nextForward[s];
+      return Task{TaskKind::Forward, k};
+    }
+    return std::nullopt;
+  }
+
+  void start(int s, Task task, int64_t now) {
+    int k = task.microBatch;
+    started[id(s, task.kind, k)] = true;
+    int64_t end = now + duration(task.kind);
+    busyUntil[s] = end;
+    events.push(end);
+    stages[s].push_back({task, now, end});
+    bool last = s == P - 1;
+    switch (task.kind) {
+    case TaskKind::Forward:
+      if (!last)
+        satisfy(s + 1, TaskKind::Forward, k, end + t.latency);
+      else
+        satisfy(s, TaskKind::Backward, k, end);
+      if (hasRecompute(s))
+        satisfy(s, TaskKind::Recompute, k, end);
+      break;
+    case TaskKind::Recompute:
+      satisfy(s, TaskKind::Backward, k, end);
+      break;
+    case TaskKind::Backward:
+      if (s > 0) {
+        satisfy(s - 1, TaskKind::Backward, k, end + t.latency);
+        if (kind == ScheduleKind::Varuna)
+          satisfy(s - 1, TaskKind::Recompute, k, recomputeTrigger(now, end));
+      }
+      break;
+    }
+  }
+
+  ScheduleKind kind;
+  int P, Nm;
+  TimingModel t;
+  std::vector<int64_t> ready; ///< max of the satisfied dependencies' ticks
+  std::vector<int> pending;   ///< unsatisfied dependencies
+  std::vector<bool> started;
+  std::vector<int64_t> busyUntil;
+  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>>
+      events;
+  std::vector<std::vector<ScheduledTask>> stages;
+  // Varuna: ready recomputes and backwards as (ready tick, (kind, k)).
+  using Candidate = std::pair<int64_t, std::pair<int, int>>;
+  std::vector<std::set<Candidate>> candidates;
+  std::vector<int> nextForward;
+  std::vector<int> heldRecompute;
+  // GPipe / 1F1B.
+  std::vector<std::vector<Task>> orders;
+  std::vector<size_t> position;
+};
+
+std::string errorText(const ScheduleResult &r) { return "error: " + r.error(); }
+
+} // namespace
+
+std::string Task::str() const {
+  char c = kind == TaskKind::Forward     ? 'F'
+           : kind == TaskKind::Recompute ? 'R'
+                                         : 'B';
+  return c + std::to_string(microBatch);
+}
+
+const char *varuna::plan::scheduleKindName(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::Varuna:
+    return "varuna";
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  }
+  return "?";
+}
+
+int64_t Schedule::makespan() const {
+  int64_t m = 0;
+  for (const auto &st : stages)
+    for (const ScheduledTask &x : st)
+      m = std::max(m, x.end);
+  return m;
+}
+
+int64_t Schedule::maxInFlight(int stage) const {
+  if (stage < 0 || stage >= int(stages.size()))
+    return 0;
+  int64_t inFlight = 0, peak = 0;
+  for (const ScheduledTask &x : stages[stage]) {
+    if (x.task.kind == TaskKind::Forward)
+      peak = std::max(peak, ++inFlight);
+    else if (x.task.kind == TaskKind::Backward)
+      --inFlight;
+  }
+  return peak;
+}
+
+std::vector<Task> Schedule::order(int stage) const {
+  std::vector<Task> o;
+  if (stage < 0 || stage >= int(stages.size()))
+    return o;
+  for (const ScheduledTask &x : stages[stage])
+    o.push_back(x.task);
+  return o;
+}
+
+ScheduleResult varuna::plan::schedule(ScheduleKind kind, int numStages,
+                                      int numMicroBatches, TimingModel t) {
+  if (numStages < 1)
+    return ScheduleResult::failure(
+        ErrorKind::InvalidStages,
+        "the number of stages must be at least 1, got " +
+            std::to_string(numStages));
+  if (numMicroBatches < 1)
+    return ScheduleResult::failure(
+        ErrorKind::InvalidMicroBatches,
+        "the number of micro-batches must be at least 1, got " +
+            std::to_string(numMicroBatches));
+  if (int64_t(numStages) * numMicroBatches > kMaxStageMicroBatches)
+    return ScheduleResult::failure(ErrorKind::TooLarge,
+                                   std::to_string(numStages) + " stages x " +
+                                       std::to_string(numMicroBatches) +
+                                       " micro-batches exceeds " +
+                                       std::to_string(kMaxStageMicroBatches));
+  auto badTicks = [](const char *what, int64_t v, int64_t lo) {
+    return ScheduleResult::failure(
+        ErrorKind::InvalidTiming,
+        std::string(what) + " must be in [" + std::to_string(lo) + ", " +
+            std::to_string(kMaxTicks) + "], got " + std::to_string(v));
+  };
+  if (t.forward < 1 || t.forward > kMaxTicks)
+    return badTicks("forward ticks", t.forward, 1);
+  if (t.backward < 1 || t.backward > kMaxTicks)
+    return badTicks("backward ticks", t.backward, 1);
+  if (t.latency < 0 || t.latency > kMaxTicks)
+    return badTicks("latency ticks", t.latency, 0);
+
+  Simulator sim(kind, numStages, numMicroBatches, t);
+  if (!sim.run())
+    return ScheduleResult::failure(
+        ErrorKind::Internal, std::string("the ") + scheduleKindName(kind) +
+                                 " schedule stalled (a bug)");
+  Schedule s;
+  s.kind = kind;
+  s.numStages = numStages;
+  s.numMicroBatches = numMicroBatches;
+  s.timing = t;
+  s.stages = std::move(sim.result());
+  return ScheduleResult::success(std::move(s));
+}
+
+int64_t varuna::plan::makespan(const ScheduleResult &r) {
+  return r ? r->makespan() : -1;
+}
+
+std::string varuna::plan::render(const ScheduleResult &r) {
+  if (!r)
+    return errorText(r);
+  std::string out;
+  for (int s = 0; s < r->numStages; ++s) {
+    out += "stage " + std::to_string(s) + ":";
+    for (const ScheduledTask &x : r->stages[s])
+      out += " " + x.task.str();
+    out += "\n";
+  }
+  return out;
+}
+
+std::string varuna::plan::gantt(const ScheduleResult &r) {
+  if (!r)
+    return errorText(r);
+  const TimingModel &t = r->timing;
+  int64_t unit = std::gcd(t.forward, t.backward);
+  if (t.latency > 0)
+    unit = std::gcd(unit, t.latency);
+  size_t width = Task{TaskKind::Forward, r->numMicroBatches - 1}.str().size();
+  int64_t cells = r->makespan() / unit;
+  auto pad = [&](std::string s) {
+    s.resize(width, s.size() == 1 ? s[0] : ' ');
+    return s;
+  };
+  std::string out;
+  for (int s = 0; s < r->numStages; ++s) {
+    std::vector<std::string> row(size_t(cells), pad("."));
+    for (const ScheduledTask &x : r->stages[s]) {
+      row[size_t(x.start / unit)] = pad(x.task.str());
+      for (int64_t c = x.start / unit + 1; c < x.end / unit; ++c)
+        row[size_t(c)] = pad("-");
+    }
+    out += "stage " + std::to_string(s) + ":";
+    for (const std::string &c : row)
+      out += " " + c;
+    out += "\n";
+  }
+  return out;
+}
