@@ -31,29 +31,6 @@ namespace json = llvm::json;
 // Names, equality, derived quantities
 //===----------------------------------------------------------------------===//
 
-StringRef varuna::stringifyOptimizer(OptimizerKind kind) {
-  switch (kind) {
-  case OptimizerKind::SGD:
-    return "sgd";
-  case OptimizerKind::AdamW:
-    return "adamw";
-  case OptimizerKind::LAMB:
-    return "lamb";
-  }
-  llvm_unreachable("unknown OptimizerKind");
-}
-
-StringRef varuna::stringifyPrecision(Precision p) {
-  switch (p) {
-  case Precision::FP32:
-    return "fp32";
-  case Precision::BF16:
-    return "bf16";
-  case Precision::FP16:
-    return "fp16";
-  }
-  llvm_unreachable("unknown Precision");
-}
 
 int OptimizerConfig::stateCopies() const {
   switch (type) {

@@ -57,19 +57,6 @@ void checkUnitInterval(const char *field, double v) {
     badField(field, "a number in [0, 1)", v);
 }
 
-// (stringifyOptimizer lives in VarunaCompiler, which this library does not
-// link.)
-std::string kindName(OptimizerKind kind) {
-  switch (kind) {
-  case OptimizerKind::SGD:
-    return "sgd";
-  case OptimizerKind::AdamW:
-    return "adamw";
-  case OptimizerKind::LAMB:
-    return "lamb";
-  }
-  return "unknown";
-}
 
 std::string formatSizes(at::IntArrayRef sizes) {
   std::string s = "[";
@@ -236,7 +223,7 @@ void Optimizer::loadState(const OptimizerState &named) {
       for (const std::string &b : bufNames)
         expectedKeys += ", '<param>." + b + "'";
       throw std::invalid_argument(
-          "loadState: unknown key '" + key + "' for the " + kindName(cfg.type) +
+          "loadState: unknown key '" + key + "' for the " + stringifyOptimizer(cfg.type).str() +
           " optimizer (expected 'step'" + expectedKeys + ")");
     }
     if (!names.empty() && !known.count(name))

@@ -103,8 +103,31 @@ llvm::Expected<TrainingConfig> parseTrainingConfig(llvm::StringRef text,
 /// the path and the OS error.
 llvm::Expected<TrainingConfig> loadTrainingConfig(llvm::StringRef path);
 
-llvm::StringRef stringifyOptimizer(OptimizerKind kind);
-llvm::StringRef stringifyPrecision(Precision p);
+/// "sgd" / "adamw" / "lamb" and "fp32" / "bf16" / "fp16" (inline: the
+/// runtime uses them without linking the compiler library).
+inline llvm::StringRef stringifyOptimizer(OptimizerKind kind) {
+  switch (kind) {
+  case OptimizerKind::SGD:
+    return "sgd";
+  case OptimizerKind::AdamW:
+    return "adamw";
+  case OptimizerKind::LAMB:
+    return "lamb";
+  }
+  return "unknown";
+}
+
+inline llvm::StringRef stringifyPrecision(Precision p) {
+  switch (p) {
+  case Precision::FP32:
+    return "fp32";
+  case Precision::BF16:
+    return "bf16";
+  case Precision::FP16:
+    return "fp16";
+  }
+  return "unknown";
+}
 
 } // namespace varuna
 
