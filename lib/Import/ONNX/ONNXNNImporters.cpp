@@ -112,10 +112,7 @@ LogicalResult importReduce(NodeContext &nc) {
   int64_t rank = typeOf(*v).getRank();
   std::vector<int64_t> axes;
   if (nc.hasInput(1)) {
-    auto k = nc.knownInput(1, "axes");
-    if (failed(k))
-      return failure();
-    auto s = staticInts(nc, *k, "axes");
+    auto s = staticIntsInput(nc, 1, "axes");
     if (failed(s))
       return failure();
     axes = *s;

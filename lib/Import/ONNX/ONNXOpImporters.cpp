@@ -38,6 +38,14 @@ onnx_import::staticInts(NodeContext &nc, const KnownTensor &t, StringRef what) {
   return out;
 }
 
+FailureOr<std::vector<int64_t>>
+onnx_import::staticIntsInput(NodeContext &nc, size_t i, StringRef what) {
+  auto k = nc.knownInput(i, what);
+  if (failed(k))
+    return failure();
+  return staticInts(nc, *k, what);
+}
+
 FailureOr<Value> onnx_import::reshapeTo(NodeContext &nc, Value v,
                                         ArrayRef<SymInt> dims) {
   VTensorType in = typeOf(v);

@@ -21,6 +21,11 @@ std::string dimsStr(llvm::ArrayRef<SymInt> dims);
 /// depends on the batch size.
 mlir::FailureOr<std::vector<int64_t>>
 staticInts(NodeContext &nc, const KnownTensor &t, llvm::StringRef what);
+/// Input i, which must be known at import time, as fixed integers (axes,
+/// split sizes, pads, repeats); fails naming `what` otherwise.
+mlir::FailureOr<std::vector<int64_t>>
+staticIntsInput(NodeContext &nc, size_t i, llvm::StringRef what);
+
 /// Binds output 0 to `v` (failing if `v` does).
 inline mlir::LogicalResult setResult(NodeContext &nc,
                                      mlir::FailureOr<mlir::Value> v) {

@@ -181,10 +181,7 @@ LogicalResult importUnsqueeze(NodeContext &nc) {
   int64_t outRank = o->dims.size();
   std::vector<int64_t> raw;
   if (nc.hasInput(1)) {
-    auto k = nc.knownInput(1, "axes");
-    if (failed(k))
-      return failure();
-    auto s = staticInts(nc, *k, "axes");
+    auto s = staticIntsInput(nc, 1, "axes");
     if (failed(s))
       return failure();
     raw = *s;
@@ -364,10 +361,7 @@ LogicalResult importSlice(NodeContext &nc) {
     return nc.error("starts and ends differ in length");
   std::vector<int64_t> axes, steps(n, 1);
   if (nc.hasInput(3)) {
-    auto k = nc.knownInput(3, "axes");
-    if (failed(k))
-      return failure();
-    auto s = staticInts(nc, *k, "axes");
+    auto s = staticIntsInput(nc, 3, "axes");
     if (failed(s))
       return failure();
     axes = *s;
@@ -376,10 +370,7 @@ LogicalResult importSlice(NodeContext &nc) {
       axes.push_back(i);
   }
   if (nc.hasInput(4)) {
-    auto k = nc.knownInput(4, "steps");
-    if (failed(k))
-      return failure();
-    auto s = staticInts(nc, *k, "steps");
+    auto s = staticIntsInput(nc, 4, "steps");
     if (failed(s))
       return failure();
     steps = *s;
@@ -474,10 +465,7 @@ LogicalResult importSplit(NodeContext &nc) {
   int64_t size = t.getShape()[axis], outs = nc.node.output_size();
   std::vector<int64_t> sizes;
   if (nc.hasInput(1)) {
-    auto k = nc.knownInput(1, "split");
-    if (failed(k))
-      return failure();
-    auto s = staticInts(nc, *k, "split");
+    auto s = staticIntsInput(nc, 1, "split");
     if (failed(s))
       return failure();
     sizes = *s;
@@ -688,10 +676,7 @@ LogicalResult importPad(NodeContext &nc) {
   int64_t rank = t.getRank();
   std::vector<int64_t> axes;
   if (nc.hasInput(3)) {
-    auto k = nc.knownInput(3, "axes");
-    if (failed(k))
-      return failure();
-    auto s = staticInts(nc, *k, "axes");
+    auto s = staticIntsInput(nc, 3, "axes");
     if (failed(s))
       return failure();
     axes = *s;
