@@ -1,6 +1,7 @@
 //===- CompileJob.cpp - Model file -> compiled job directory --------------===//
 
 #include "varuna/Compiler/CompileJob.h"
+#include "varuna/Compiler/BuildStages.h"
 #include "JobSummary.h"
 #include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
@@ -202,6 +203,15 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
       })))
     return failure();
 
+  // The stage code: generated and built into JOBDIR/libstages.so.
+  std::string stagesLine;
+  if (options.buildStages) {
+    llvm::raw_string_ostream os(stagesLine);
+    if (failed(buildStages(*module, options.outputDir,
+                           defaultStageBuildOptions(), os)))
+      return failure();
+  }
+
   JobSummary job = JobSummary::read(*module, options.modelPath);
   SmallString<256> manifest(options.outputDir), report(options.outputDir);
   llvm::sys::path::append(manifest, "manifest.json");
@@ -218,6 +228,7 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
       << " sections, " << job.cutPoints.size() << " cut-points, "
       << job.ties.size() << " tie(s), pipeline depths 1.."
       << (job.partitions.empty() ? 0 : job.partitions.back().stages)
-      << "\n  report:   " << report << "\n  manifest: " << manifest << "\n";
+      << "\n  report:   " << report << "\n  manifest: " << manifest << "\n"
+      << stagesLine;
   return success();
 }

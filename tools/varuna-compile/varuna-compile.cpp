@@ -45,6 +45,11 @@ static cl::list<std::string>
     inputShapes("input-shape",
                 cl::desc("TorchScript input: name=B,16:int64"));
 
+static cl::opt<bool> noBuild(
+    "no-build",
+    cl::desc("Do not generate and build the stage code (JOBDIR/libstages.so)"),
+    cl::init(false));
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
@@ -64,6 +69,7 @@ int main(int argc, char **argv) {
   options.maxBytesPerCut = maxCutBytes;
   options.memoryLimit = memory;
   options.profilePath = profile;
+  options.buildStages = !noBuild;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());
   return mlir::failed(varuna::compileJob(&ctx, options, llvm::outs())) ? 1 : 0;
 }

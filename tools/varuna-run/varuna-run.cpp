@@ -4,9 +4,11 @@
 //              --steps N (--data DIR | --synthetic) [--config train.json]
 //              [--metrics FILE] [--dump-params DIR]
 //
-// This milestone trains in one process (P = 1, D = 1) with the reference
-// executor (include/varuna/Target/ATen/ReferenceTrainer.h); other P and D
-// are a clear "not yet" until the pipeline runtime lands.
+// This milestone trains in one process (P = 1, D = 1)
+// (include/varuna/Target/ATen/ReferenceTrainer.h), running the sections
+// through the job's generated code (--engine generated, the default) or the
+// ATen evaluator (--engine reference); other P and D are a clear "not yet"
+// until the pipeline runtime lands.
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +72,12 @@ static cl::opt<bool> resume(
 static cl::opt<uint64_t> seed("seed", cl::init(0),
                               cl::desc("Seed of dropout / random ops"));
 
+static cl::opt<std::string> engine(
+    "engine", cl::init("generated"),
+    cl::desc("How sections run: 'generated' (JOBDIR/libstages.so, built by "
+             "varuna-compile) or 'reference' (the ATen evaluator interprets "
+             "the IR)"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -95,6 +103,9 @@ int main(int argc, char **argv) {
     return fail("--steps must be non-negative");
   if (synthetic == !dataDir.empty())
     return fail("give exactly one of --data DIR and --synthetic");
+  if (engine != "generated" && engine != "reference")
+    return fail("--engine must be 'generated' or 'reference', not '" + engine +
+                "'");
 
   mlir::MLIRContext ctx;
   ctx.loadDialect<varuna::VarunaDialect, mlir::func::FuncDialect>();
@@ -172,6 +183,17 @@ int main(int argc, char **argv) {
   options.checkpointDir = checkpointDir;
   options.checkpointEvery = checkpointEvery;
   options.resume = resume;
+  if (engine == "generated") {
+    llvm::SmallString<256> lib(jobDir);
+    llvm::sys::path::append(lib, "libstages.so");
+    if (!llvm::sys::fs::exists(lib))
+      return fail("'" + lib + "' does not exist: compile the job with "
+                  "varuna-compile (without --no-build), or run with "
+                  "--engine reference");
+    llvm::SmallString<256> abs(lib);
+    llvm::sys::fs::make_absolute(abs);
+    options.stageLibrary = abs.str().str();
+  }
   if (checkpointEvery > 0 && checkpointDir.empty())
     return fail("--checkpoint-every needs --checkpoint-dir");
   if (!checkpointDir.empty())

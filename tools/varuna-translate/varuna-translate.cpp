@@ -2,16 +2,22 @@
 //
 //   varuna-translate --import-onnx model.onnx [-o out.mlir]
 //   varuna-translate --import-torchscript model.pt [--input-shape ...]
+//   varuna-translate --emit-stage-cpp job.mlir [--stage-cpp-dir DIR]
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Import/ONNXImporter.h"
+#include "varuna/Target/Cpp/StageCpp.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #ifdef VARUNA_HAVE_TORCHSCRIPT
 #include "varuna/Import/TorchScriptImporter.h"
 #endif
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -22,6 +28,12 @@ static llvm::cl::list<std::string> inputShapes(
     "input-shape",
     llvm::cl::desc("TorchScript input: name=B,16:int64 (B marks the batch "
                    "dimension); overrides the archive's varuna.json"));
+
+static llvm::cl::opt<std::string> stageCppDir(
+    "stage-cpp-dir",
+    llvm::cl::desc("--emit-stage-cpp: write the files into this directory "
+                   "(default: all to the output, each after a '// ----- "
+                   "file: NAME' line)"));
 
 static llvm::MemoryBuffer *mainBuffer(llvm::SourceMgr &sm) {
   return const_cast<llvm::MemoryBuffer *>(
@@ -62,6 +74,45 @@ int main(int argc, char **argv) {
                "TorchScript import is unavailable";
         return nullptr;
 #endif
+      });
+
+  TranslateFromMLIRRegistration emitStageCpp(
+      "emit-stage-cpp",
+      "Generate the C++ of every distinct section body and the job table",
+      [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        auto module = dyn_cast<ModuleOp>(op);
+        if (!module)
+          return op->emitError("expected a module");
+        std::string text;
+        llvm::raw_string_ostream ts(text);
+        module.print(ts);
+        auto result = varuna::emitStageCpp(module, varuna::hashJobText(ts.str()));
+        if (failed(result))
+          return failure();
+        for (const varuna::GeneratedFile &f : result->files) {
+          if (stageCppDir.empty()) {
+            os << "// ----- file: " << f.name << "\n" << f.contents;
+            continue;
+          }
+          if (auto ec = llvm::sys::fs::create_directories(stageCppDir))
+            return module.emitError("cannot create '")
+                   << stageCppDir << "': " << ec.message();
+          std::string path = stageCppDir + "/" + f.name;
+          std::error_code ec;
+          llvm::raw_fd_ostream out(path, ec);
+          if (ec)
+            return module.emitError("cannot write '") << path << "': "
+                                                      << ec.message();
+          out << f.contents;
+        }
+        if (!stageCppDir.empty())
+          os << "wrote " << result->files.size() << " files to " << stageCppDir
+             << " (" << result->numSections << " sections, "
+             << result->numBodies << " distinct bodies)\n";
+        return success();
+      },
+      [](DialectRegistry &registry) {
+        registry.insert<varuna::VarunaDialect, func::FuncDialect>();
       });
 
   return failed(mlirTranslateMain(argc, argv, "Varuna translation tool"));

@@ -41,6 +41,7 @@ struct CompileOptions {
   int64_t memoryLimit = 0;             // bytes per device, 0: unlimited
   std::string profilePath;             // measured section times (optional)
   std::vector<std::string> inputShapes; // TorchScript --input-shape values
+  bool buildStages = true;             // generate + build JOBDIR/libstages.so
 };
 
 /// Compiles a model into a job directory; progress lines go to `log`.

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/runtime/ParamData.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -295,8 +296,45 @@ ATenEvaluator::runSections(ArrayRef<at::Tensor> inputs) {
 }
 
 FailureOr<std::vector<at::Tensor>>
+ATenEvaluator::runCompiled(unsigned k, func::FuncOp func,
+                           ArrayRef<at::Tensor> args, ATenOpContext &ctx) {
+  const CompiledSections &compiled = *options.compiled;
+  if (k >= compiled.numSections())
+    return func.emitError("section ") << k << " is not in the stage library",
+           failure();
+  if (compiledParams.size() < compiled.numSections())
+    compiledParams.resize(compiled.numSections());
+  std::vector<ParamOp> &ops = compiledParams[k];
+  if (ops.empty())
+    for (const std::string &name : compiled.params(k)) {
+      auto p = SymbolTable::lookupNearestSymbolFrom<ParamOp>(
+          func, StringAttr::get(func.getContext(), name));
+      if (!p)
+        return func.emitError("no varuna.param named @") << name, failure();
+      ops.push_back(p);
+    }
+  try {
+    std::vector<at::Tensor> params;
+    params.reserve(ops.size());
+    for (ParamOp p : ops)
+      params.push_back(loadParam(p));
+    std::vector<at::Tensor> out = compiled.run(k, args, params, ctx.batch,
+                                               ctx.generator, ctx.lossCount);
+    if (ctx.lossCount >= 0 && options.onLossCount)
+      options.onLossCount(ctx.lossCount);
+    ctx.lossCount = -1;
+    return out;
+  } catch (const std::exception &e) {
+    return func.emitError() << e.what(), failure();
+  }
+}
+
+FailureOr<std::vector<at::Tensor>>
 ATenEvaluator::runFunction(func::FuncOp func, ArrayRef<at::Tensor> args,
                            ATenOpContext &ctx) {
+  if (options.compiled)
+    if (auto k = func->getAttrOfType<IntegerAttr>("varuna.section"))
+      return runCompiled(k.getInt(), func, args, ctx);
   llvm::DenseMap<Value, at::Tensor> values;
   for (auto [arg, t] : llvm::zip(func.getArguments(), args))
     values[arg] = t;
@@ -361,6 +399,9 @@ ATenEvaluator::runFunction(func::FuncOp func, ArrayRef<at::Tensor> args,
   }
   if (results.size() != func.getNumResults())
     return func.emitError("the function body does not end in func.return");
+  if (ctx.lossCount >= 0 && options.onLossCount)
+    options.onLossCount(ctx.lossCount);
+  ctx.lossCount = -1;
   return results;
 }
 

@@ -2,6 +2,7 @@
 
 #include "varuna/Target/ATen/ReferenceTrainer.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/Optimizer.h"
 #include "llvm/ADT/StringExtras.h"
@@ -221,8 +222,11 @@ int64_t restoreCheckpoint(ATenEvaluator &evaluator, const std::string &dir,
 /// by the evaluator's observer during the forward) weights the backward.
 static FailureOr<double> wholeGraphStep(ATenEvaluator &evaluator,
                                         ArrayRef<at::Tensor> inputs,
-                                        unsigned lossIndex, double &count) {
-  auto results = evaluator.run(inputs);
+                                        unsigned lossIndex, double &count,
+                                        bool compiled) {
+  // Generated code exists per section: chain the sections (with autograd,
+  // so one backward covers them all, as one stage holding them would).
+  auto results = compiled ? evaluator.runSections(inputs) : evaluator.run(inputs);
   if (failed(results))
     return failure();
   at::Tensor loss = (*results)[lossIndex];
@@ -353,16 +357,13 @@ LogicalResult varuna::trainReference(
   double count = 0;
   ATenEvalOptions evalOptions;
   evalOptions.seed = options.seed;
-  evalOptions.observer = [&](Operation *op, ArrayRef<at::Tensor> in,
-                             const at::Tensor &) {
-    auto ce = dyn_cast<CrossEntropyOp>(op);
-    if (!ce || ce.getReduction() != LossReduction::mean)
-      return;
-    at::Tensor labels = in[1];
-    count = ce.getIgnoreIndex()
-                ? double(labels.ne(*ce.getIgnoreIndex()).sum().item<int64_t>())
-                : double(labels.numel());
-  };
+  evalOptions.onLossCount = [&](double n) { count = n; };
+  if (!options.stageLibrary.empty()) {
+    auto compiled = CompiledSections::load(job, options.stageLibrary);
+    if (failed(compiled))
+      return failure();
+    evalOptions.compiled = *compiled;
+  }
   auto evaluator = ATenEvaluator::create(job, evalOptions);
   if (failed(evaluator))
     return failure();
@@ -422,7 +423,8 @@ LogicalResult varuna::trainReference(
         FailureOr<double> loss =
             options.sections
                 ? stitchedStep(*evaluator, inputs, *lossIndex, count)
-                : wholeGraphStep(*evaluator, inputs, *lossIndex, count);
+                : wholeGraphStep(*evaluator, inputs, *lossIndex, count,
+                                 !options.stageLibrary.empty());
         if (failed(loss))
           return failure();
         lossSum += *loss * count;

@@ -26,12 +26,15 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace varuna {
+
+class CompiledSections;
 
 //===----------------------------------------------------------------------===//
 // Types and data
@@ -69,6 +72,9 @@ struct ATenOpContext {
   at::Generator generator;    ///< for dropout and random
   /// Returns the current value of a parameter (loaded on first use).
   std::function<at::Tensor(ParamOp)> getParam;
+  /// Set by a cross_entropy with reduction mean: the number of labels the
+  /// loss averages over (labels != ignore_index); -1 if none ran.
+  double lossCount = -1;
 };
 
 /// Evaluates one varuna op (not func.return) on its operand tensors, in
@@ -95,6 +101,12 @@ struct ATenEvalOptions {
   std::function<void(mlir::Operation *, llvm::ArrayRef<at::Tensor>,
                      const at::Tensor &)>
       observer;
+  /// Called after a function whose mean cross-entropy ran, with the number
+  /// of labels it averaged over (the trainer weights micro-batches by it).
+  std::function<void(double)> onLossCount;
+  /// The job's generated stage code (CompiledSections.h): when set, every
+  /// section runs through its generated body instead of being interpreted.
+  std::shared_ptr<const CompiledSections> compiled;
 };
 
 class ATenEvaluator {
@@ -154,6 +166,9 @@ private:
   runFunction(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> args,
               ATenOpContext &ctx);
   at::Tensor loadParam(ParamOp param);
+  mlir::FailureOr<std::vector<at::Tensor>>
+  runCompiled(unsigned k, mlir::func::FuncOp func,
+              llvm::ArrayRef<at::Tensor> args, ATenOpContext &ctx);
 
   mlir::ModuleOp module;
   mutable mlir::func::FuncOp graph; // op handles have no const accessors
@@ -161,6 +176,7 @@ private:
   std::string dataDir;
   llvm::StringMap<at::Tensor> params;
   at::Generator generator;
+  std::vector<std::vector<ParamOp>> compiledParams; // per section
 };
 
 } // namespace varuna

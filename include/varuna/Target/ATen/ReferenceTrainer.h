@@ -54,6 +54,10 @@ struct TrainOptions {
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   bool resume = false;
+  /// The job's generated stage library (JOBDIR/libstages.so): run every
+  /// section through its generated code; empty: interpret the graph with
+  /// the ATen evaluator (the reference engine).
+  std::string stageLibrary;
 };
 
 /// One training step's numbers.

@@ -1,0 +1,94 @@
+//===- Kernels.h - The ATen implementation of every varuna op ---*- C++ -*-===//
+//
+// One function per varuna op (training mode; computation in the graph's own
+// dtype, as PyTorch does), shared by the ATen evaluator
+// (lib/Target/ATen/ATenOps.cpp, which reads the op's attributes) and by the
+// generated stage code (through StageAPI.h, which gets them as literals).
+// Sharing them is what makes generated code and the evaluator agree bit for
+// bit. Torch-facing: only targets built with varuna_link_torch include it.
+//
+// Errors: KernelError for a variant the kernel cannot compute (message says
+// which); c10::Error from ATen passes through.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_RUNTIME_KERNELS_H
+#define VARUNA_RUNTIME_KERNELS_H
+
+#include "varuna/runtime/OpCodes.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace varuna::rt {
+
+class KernelError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+at::ScalarType toATen(ElemType t);
+
+at::Tensor constantTensor(ElemType type, c10::IntArrayRef shape,
+                          const double *values, int64_t n);
+at::Tensor constantTensor(ElemType type, c10::IntArrayRef shape,
+                          const int64_t *values, int64_t n);
+at::Tensor arangeTensor(ElemType type, int64_t n, double start, double step);
+at::Tensor randomTensor(at::Generator &gen, ElemType type,
+                        c10::IntArrayRef shape, Distribution dist, double a,
+                        double b);
+
+at::Tensor binaryKernel(Binary kind, const at::Tensor &a, const at::Tensor &b);
+at::Tensor compareKernel(Compare pred, const at::Tensor &a, const at::Tensor &b);
+at::Tensor unaryKernel(Unary kind, const at::Tensor &x);
+/// PyTorch's CPU dropout: x * bernoulli(1-p) / (1-p) from `gen`.
+at::Tensor dropoutKernel(at::Generator &gen, const at::Tensor &x, double ratio);
+
+at::Tensor sliceKernel(const at::Tensor &x, int64_t axis, int64_t start,
+                       int64_t end, int64_t step);
+/// ONNX Gather (N-d indices, negative indices count from the end).
+at::Tensor gatherKernel(const at::Tensor &x, at::Tensor idx, int64_t axis);
+at::Tensor gatherElementsKernel(const at::Tensor &x, at::Tensor idx,
+                                int64_t axis);
+/// out = data.clone(); out[tuple(indices.T)] = updates
+at::Tensor scatterNDKernel(const at::Tensor &data, const at::Tensor &idx,
+                           const at::Tensor &updates);
+at::Tensor cumsumKernel(const at::Tensor &x, int64_t axis, bool exclusive,
+                        bool reverse);
+/// `pads` in ONNX order (all begins, then all ends).
+at::Tensor padKernel(const at::Tensor &x, c10::IntArrayRef pads,
+                     const at::Scalar &value);
+at::Tensor triluKernel(const at::Tensor &x, int64_t k, bool upper);
+
+at::Tensor reduceKernel(Reduce kind, const at::Tensor &x,
+                        c10::IntArrayRef axes, bool keepdim);
+at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log);
+at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,
+                           const at::Tensor &weight, const at::Tensor &bias,
+                           double epsilon);
+at::Tensor batchNormKernel(const at::Tensor &x, const at::Tensor &weight,
+                           const at::Tensor &bias, const at::Tensor &mean,
+                           const at::Tensor &var, double momentum,
+                           double epsilon);
+
+at::Tensor convKernel(const at::Tensor &x, const at::Tensor &w,
+                      const at::Tensor &b, c10::IntArrayRef strides,
+                      c10::IntArrayRef pads, c10::IntArrayRef dilations,
+                      int64_t groups);
+at::Tensor poolKernel(Pool kind, const at::Tensor &x, c10::IntArrayRef kernel,
+                      c10::IntArrayRef strides, c10::IntArrayRef pads,
+                      c10::IntArrayRef dilations, bool ceilMode,
+                      bool countIncludePad);
+/// `lossCount` (if not null) receives, for reduction mean, the number of
+/// labels the loss averages over.
+at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
+                              LossReduction reduction, bool hasIgnore,
+                              int64_t ignoreIndex, bool logInput,
+                              double *lossCount);
+
+} // namespace varuna::rt
+
+#endif // VARUNA_RUNTIME_KERNELS_H
