@@ -90,6 +90,24 @@ FailureOr<OpCost> varuna::getOpCost(Operation *op) {
         c.flops = f->scaled(2);
         c.backward = f->scaled(4);
       })
+      .Case<AttentionOp>([&](AttentionOp at) {
+        // scores = [..., Tq, Tk]: q @ k_t (2*d per score), softmax (5),
+        // p @ v (2*dv per score); the backward recomputes the scores and
+        // takes the gradient of all three operands (about twice).
+        VTensorType q = typeOf(at.getQuery()), kt = typeOf(at.getKeyT()),
+                    v = typeOf(at.getValue());
+        auto rows = q.getNumElements().divExact(q.getDim(q.getRank() - 1));
+        auto scores = rows ? times(*rows, kt.getDim(kt.getRank() - 1))
+                           : std::nullopt;
+        SymInt d = q.getDim(q.getRank() - 1), dv = v.getDim(v.getRank() - 1);
+        if (!scores || !d.isStatic() || !dv.isStatic()) {
+          ok = false;
+          return;
+        }
+        int64_t perScore = 2 * d.constant + 5 + 2 * dv.constant;
+        c.flops = scores->scaled(perScore);
+        c.backward = scores->scaled(2 * perScore + 4);
+      })
       .Case<ConvOp>([&](ConvOp conv) {
         VTensorType w = typeOf(conv.getWeight());
         int64_t perOut = w.getShape()[1]; // C / groups

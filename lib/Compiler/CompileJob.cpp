@@ -170,6 +170,7 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
   if (failed(dump("import")))
     return failure();
   if (failed(run("fuse-gelu", createFuseGelu())) ||
+      failed(run("fuse-attention", createFuseAttention())) ||
       failed(run("annotate-costs", createAnnotateCosts())))
     return failure();
   FindCutPointsOptions cutOptions;

@@ -1,6 +1,7 @@
 //===- FuseGelu.cpp - One op for GELU written out elementwise -------------===//
 
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
 #include <cmath>
@@ -15,19 +16,8 @@ using namespace varuna;
 
 namespace {
 
-/// The value of a scalar (or splat) floating-point constant.
-std::optional<double> constantValue(Value v) {
-  auto c = v.getDefiningOp<ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto dense = c.getValue().dyn_cast<DenseElementsAttr>();
-  if (!dense || !dense.isSplat() || !dense.getElementType().isa<FloatType>())
-    return std::nullopt;
-  return dense.getSplatValue<APFloat>().convertToDouble();
-}
-
 bool isConstant(Value v, double want) {
-  auto got = constantValue(v);
+  auto got = splatFloatConstant(v);
   return got && std::abs(*got - want) <= 1e-5 * std::abs(want);
 }
 
@@ -144,19 +134,7 @@ struct FuseGelu : public varuna::impl::FuseGeluBase<FuseGelu> {
         continue; // a broadcast made the chain wider than x: leave it
       end->getResult(0).replaceAllUsesWith(gelu);
     }
-    // Erase what the replacements left dead (pure ops without uses).
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      getOperation().walk<WalkOrder::PostOrder>([&](Operation *op) {
-        if (isa<VarunaDialect>(op->getDialect()) && op->use_empty() &&
-            op->getNumResults() > 0 && isMemoryEffectFree(op) &&
-            !isa<ParamOp>(op)) {
-          op->erase();
-          changed = true;
-        }
-      });
-    }
+    eraseDeadPureOps(getOperation());
   }
 };
 

@@ -48,3 +48,28 @@ SmallVector<StringRef> varuna::getReadParams(func::FuncOp func) {
   });
   return SmallVector<StringRef>(names.begin(), names.end());
 }
+
+std::optional<double> varuna::splatFloatConstant(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto dense = c.getValue().dyn_cast<DenseElementsAttr>();
+  if (!dense || !dense.isSplat() || !dense.getElementType().isa<FloatType>())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>().convertToDouble();
+}
+
+void varuna::eraseDeadPureOps(Operation *root) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    root->walk<WalkOrder::PostOrder>([&](Operation *op) {
+      if (isa<VarunaDialect>(op->getDialect()) && op->use_empty() &&
+          op->getNumResults() > 0 && isMemoryEffectFree(op) &&
+          !isa<ParamOp>(op)) {
+        op->erase();
+        changed = true;
+      }
+    });
+  }
+}

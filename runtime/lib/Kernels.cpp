@@ -295,6 +295,17 @@ at::Tensor batchNormKernel(const at::Tensor &x, const at::Tensor &weight,
                         momentum, epsilon, /*cudnn_enabled=*/false);
 }
 
+at::Tensor attentionKernel(const at::Tensor &q, const at::Tensor &keyT,
+                           const at::Tensor &v, const at::Tensor &mask,
+                           double scale) {
+  std::optional<at::Tensor> m;
+  if (mask.defined())
+    m = mask;
+  return at::scaled_dot_product_attention(q, keyT.transpose(-2, -1), v, m,
+                                          /*dropout_p=*/0.0,
+                                          /*is_causal=*/false, scale);
+}
+
 at::Tensor convKernel(const at::Tensor &input, const at::Tensor &w,
                       const at::Tensor &b, c10::IntArrayRef strides,
                       c10::IntArrayRef rawPads, c10::IntArrayRef dilations,

@@ -192,6 +192,12 @@ Tensor batch_norm(const Tensor &x, const Tensor &weight, const Tensor &bias,
 Tensor matmul(const Tensor &a, const Tensor &b) {
   return guarded("matmul", [&] { return at::matmul(T(a), T(b)); });
 }
+Tensor attention(const Tensor &q, const Tensor &keyT, const Tensor &v,
+                 const Tensor &mask, double scale) {
+  return guarded("attention", [&] {
+    return rt::attentionKernel(T(q), T(keyT), T(v), T(mask), scale);
+  });
+}
 Tensor conv(const Tensor &x, const Tensor &w, const Tensor &b, IntList strides,
             IntList pads, IntList dilations, int64_t groups) {
   return guarded("conv", [&] {

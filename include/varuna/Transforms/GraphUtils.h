@@ -4,6 +4,7 @@
 #define VARUNA_TRANSFORMS_GRAPHUTILS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include <optional>
 #include "mlir/IR/BuiltinOps.h"
 
 namespace varuna {
@@ -20,6 +21,13 @@ getSections(mlir::ModuleOp module, bool required = false);
 
 /// Names of the trainable parameters a function reads, in first-use order.
 llvm::SmallVector<llvm::StringRef> getReadParams(mlir::func::FuncOp func);
+
+/// The value of a scalar (or splat) floating-point varuna.constant.
+std::optional<double> splatFloatConstant(mlir::Value v);
+
+/// Erases the varuna ops under `root` that have results, no uses and no
+/// memory effects (what a fusion left dead), until none is left.
+void eraseDeadPureOps(mlir::Operation *root);
 
 } // namespace varuna
 

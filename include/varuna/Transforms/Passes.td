@@ -269,6 +269,36 @@ def Partition : Pass<"varuna-partition", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseAttention : Pass<"varuna-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Recognizes scaled dot-product attention written out";
+  let description = [{
+    Exporters write attention as matmul, scale, mask, softmax, matmul; this
+    pass replaces the chain with one `varuna.attention`, which ATen computes
+    with its fused scaled_dot_product_attention kernel: faster, and the
+    backward pass no longer keeps the [Tq, Tk] scores and probabilities of
+    every head (the biggest activations of a transformer layer).
+
+    The chain, each intermediate with no other use:
+    ```mlir
+    %s = varuna.matmul %q, %kt          // [..., Tq, d] x [..., d, Tk]
+    %x = varuna.mul %s, %scale          // optional: mul or div by a scalar
+    %m = varuna.where %c, %ninf, %x     // optional: %ninf is -inf; or
+                                        //   where %c, %x, %ninf
+    %p = varuna.softmax %m {axis = last}
+    %y = varuna.matmul %p, %v           // [..., Tk, dv]
+    ```
+    becomes `%y = varuna.attention %q, %kt, %v mask %keep {scale}` where
+    `%keep` is true where the query may attend: `%c` for the second `where`
+    form, and for the first the input of `%c = varuna.unary not, %keep` (or
+    a new `not` of `%c`). q, k_t and v must have the same rank and leading
+    dimensions. A dropout between softmax and the last matmul (ratio > 0)
+    keeps the chain as it is, since the fused kernel would draw different
+    random numbers than the original model. The ops left dead are erased.
+    Always succeeds.
+  }];
+  let dependentDialects = ["::varuna::VarunaDialect"];
+}
+
 def FuseGelu : Pass<"varuna-fuse-gelu", "mlir::ModuleOp"> {
   let summary = "Recognizes GELU written out as elementwise ops";
   let description = [{

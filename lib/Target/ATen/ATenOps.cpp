@@ -227,6 +227,11 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
       })
       // Linear algebra, convolution, losses.
       .Case([&](MatmulOp) { return at::matmul(in[0], in[1]); })
+      .Case([&](AttentionOp o) {
+        return rt::attentionKernel(in[0], in[1], in[2],
+                                   o.getMask() ? in[3] : at::Tensor(),
+                                   o.getScale().convertToDouble());
+      })
       .Case([&](ConvOp o) {
         return rt::convKernel(in[0], in[1], o.getBias() ? in[2] : at::Tensor(),
                               ia(o.getStrides()), ia(o.getPads()),

@@ -370,6 +370,11 @@ std::string BodyEmitter::call(Operation *op) {
       .Case([&](MatmulOp) {
         return "stage::matmul(" + o(0) + ", " + o(1) + ")";
       })
+      .Case([&](AttentionOp a) {
+        return "stage::attention(" + o(0) + ", " + o(1) + ", " + o(2) + ", " +
+               optional(a.getMask()) + ", " +
+               lit(a.getScale().convertToDouble()) + ")";
+      })
       .Case([&](ConvOp c) {
         return "stage::conv(" + o(0) + ", " + o(1) + ", " +
                optional(c.getBias()) + ", " + intList(c.getStrides()) + ", " +

@@ -132,3 +132,20 @@ func.func @constant_type() {
   %c = varuna.constant dense<[1.0, 2.0]> : tensor<2xf32> -> !varuna.tensor<[3], f32>
   return
 }
+
+// -----
+
+// varuna.attention: the feature sizes of query and key_t must agree.
+func.func @bad(%q: !varuna.tensor<[B, 2, 8, 4], f32>, %kt: !varuna.tensor<[B, 2, 5, 8], f32>, %v: !varuna.tensor<[B, 2, 8, 4], f32>) -> !varuna.tensor<[B, 2, 8, 4], f32> {
+  // expected-error@+1 {{'varuna.attention' op query's feature size 4 differs from key_t's 5}}
+  %y = varuna.attention %q, %kt, %v {scale = 1.0 : f64} : !varuna.tensor<[B, 2, 8, 4], f32>, !varuna.tensor<[B, 2, 5, 8], f32>, !varuna.tensor<[B, 2, 8, 4], f32> -> !varuna.tensor<[B, 2, 8, 4], f32>
+  return %y : !varuna.tensor<[B, 2, 8, 4], f32>
+}
+
+// -----
+
+func.func @attention_mask_type(%q: !varuna.tensor<[B, 2, 8, 4], f32>, %kt: !varuna.tensor<[B, 2, 4, 8], f32>, %v: !varuna.tensor<[B, 2, 8, 4], f32>, %m: !varuna.tensor<[8, 8], f32>) -> !varuna.tensor<[B, 2, 8, 4], f32> {
+  // expected-error@+1 {{'varuna.attention' op mask must be i1, not '!varuna.tensor<[8, 8], f32>'}}
+  %y = varuna.attention %q, %kt, %v mask %m : !varuna.tensor<[8, 8], f32> {scale = 1.0 : f64} : !varuna.tensor<[B, 2, 8, 4], f32>, !varuna.tensor<[B, 2, 4, 8], f32>, !varuna.tensor<[B, 2, 8, 4], f32> -> !varuna.tensor<[B, 2, 8, 4], f32>
+  return %y : !varuna.tensor<[B, 2, 8, 4], f32>
+}

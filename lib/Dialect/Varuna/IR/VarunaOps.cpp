@@ -672,6 +672,37 @@ LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *,
 // Linear algebra and convolution
 //===----------------------------------------------------------------------===//
 
+LogicalResult AttentionOp::verify() {
+  VTensorType q = tensorOf(getQuery()), kt = tensorOf(getKeyT()),
+              v = tensorOf(getValue()), r = tensorOf(getResult());
+  for (VTensorType t : {q, kt, v, r})
+    if (t.getRank() < 2)
+      return emitOpError("operands and result must have rank >= 2, not ")
+             << t;
+  if (kt.getElementType() != q.getElementType() ||
+      v.getElementType() != q.getElementType() ||
+      r.getElementType() != q.getElementType() ||
+      !q.getElementType().isa<FloatType>())
+    return emitOpError("query, keys, values and result must have one "
+                       "floating-point element type");
+  auto dim = [](VTensorType t, int64_t fromEnd) {
+    return t.getDim(t.getRank() - fromEnd);
+  };
+  if (dim(q, 1) != dim(kt, 2))
+    return emitOpError("query's feature size ")
+           << dim(q, 1).str() << " differs from key_t's " << dim(kt, 2).str();
+  if (dim(kt, 1) != dim(v, 2))
+    return emitOpError("key_t has ")
+           << dim(kt, 1).str() << " keys, value has " << dim(v, 2).str();
+  if (dim(r, 2) != dim(q, 2) || dim(r, 1) != dim(v, 1))
+    return emitOpError("result must be [..., ")
+           << dim(q, 2).str() << ", " << dim(v, 1).str() << "], not " << r;
+  if (Value m = getMask())
+    if (!tensorOf(m).getElementType().isInteger(1))
+      return emitOpError("mask must be i1, not ") << m.getType();
+  return success();
+}
+
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx,
                                          std::optional<Location> loc,
                                          ValueRange operands, DictionaryAttr,

@@ -74,6 +74,11 @@ at::Tensor batchNormKernel(const at::Tensor &x, const at::Tensor &weight,
                            const at::Tensor &var, double momentum,
                            double epsilon);
 
+/// softmax(where(mask, q @ key_t * scale, -inf)) @ v with ATen's fused
+/// scaled_dot_product_attention; `mask` (i1, true = attend) may be undefined.
+at::Tensor attentionKernel(const at::Tensor &q, const at::Tensor &keyT,
+                           const at::Tensor &v, const at::Tensor &mask,
+                           double scale);
 at::Tensor convKernel(const at::Tensor &x, const at::Tensor &w,
                       const at::Tensor &b, c10::IntArrayRef strides,
                       c10::IntArrayRef pads, c10::IntArrayRef dilations,

@@ -146,6 +146,10 @@ VARUNA_STAGE_API Tensor batch_norm(const Tensor &x, const Tensor &weight,
 
 // --- Linear algebra, convolution, losses ------------------------------------
 VARUNA_STAGE_API Tensor matmul(const Tensor &a, const Tensor &b);
+/// `mask` may be undefined.
+VARUNA_STAGE_API Tensor attention(const Tensor &q, const Tensor &keyT,
+                                  const Tensor &v, const Tensor &mask,
+                                  double scale);
 /// `pads`: ONNX order (begins, then ends, of each spatial dim).
 VARUNA_STAGE_API Tensor conv(const Tensor &x, const Tensor &w, const Tensor &b,
                              IntList strides, IntList pads, IntList dilations,

@@ -517,6 +517,29 @@ def Varuna_MatmulOp : Varuna_InferOp<"matmul"> {
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` qualified(type($lhs)) `,` qualified(type($rhs)) `->` qualified(type($result))";
 }
 
+def Varuna_AttentionOp : Varuna_Op<"attention", [Pure]> {
+  let summary = "Scaled dot-product attention (one fused kernel)";
+  let description = [{
+    softmax(where(mask, query @ key_t * scale, -inf), axis = -1) @ value,
+    with `query` [..., Tq, d], `key_t` (the keys already transposed)
+    [..., d, Tk], `value` [..., Tk, dv] and the result [..., Tq, dv]; the
+    optional i1 `mask` (broadcastable to [..., Tq, Tk]) is true where a
+    query may attend. Created by varuna-fuse-attention from the written-out
+    form; computed (and differentiated) by ATen's
+    scaled_dot_product_attention without materializing the [Tq, Tk] scores
+    for the backward pass. FLOPs: both matmuls plus the softmax.
+  }];
+  let arguments = (ins AnyVTensor:$query, AnyVTensor:$key_t, AnyVTensor:$value,
+                       Optional<AnyVTensor>:$mask, F64Attr:$scale);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key_t `,` $value (`mask` $mask^ `:` qualified(type($mask)))?
+    attr-dict `:` qualified(type($query)) `,` qualified(type($key_t)) `,`
+    qualified(type($value)) `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
 def Varuna_ConvOp : Varuna_InferOp<"conv"> {
   let summary = "N-d convolution (NCHW), like torch.nn.functional.convNd";
   let description = [{
