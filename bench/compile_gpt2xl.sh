@@ -15,6 +15,6 @@ source bench/gpt2xl_model.sh
 ensure_gpt2xl "$OUT"
 for i in 1 2 3; do
   /usr/bin/time -f "varuna-compile: %e s wall, %M KiB peak RSS" \
-    "$BUILD_DIR/bin/varuna-compile" "$OUT/gpt2xl.onnx" -o "$OUT/job"
+    "$BUILD_DIR/bin/varuna-compile" --no-build "$OUT/gpt2xl.onnx" -o "$OUT/job"
 done
 python3 -c "import json; m = json.load(open('$OUT/job/manifest.json')); print(len(m['sections']), 'sections,', len(m['partitions']), 'partitions, ties:', m['ties'])"

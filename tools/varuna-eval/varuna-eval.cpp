@@ -10,6 +10,7 @@
 
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/Target/ATen/CompiledSections.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -44,6 +45,12 @@ static cl::opt<bool> sections(
              "activated) instead of the whole graph"),
     cl::init(false));
 
+static cl::opt<std::string> stageLibrary(
+    "stage-library",
+    cl::desc("Run the sections through this generated stage library "
+             "(JOBDIR/libstages.so from varuna-compile); implies --sections"),
+    cl::init(""));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-eval: error: " << msg << "\n";
   return 1;
@@ -70,6 +77,12 @@ int main(int argc, char **argv) {
   varuna::ATenEvalOptions options;
   options.dataDir = dataDir;
   options.seed = seed;
+  if (!stageLibrary.empty()) {
+    auto compiled = varuna::CompiledSections::load(*module, stageLibrary);
+    if (mlir::failed(compiled))
+      return 1;
+    options.compiled = *compiled;
+  }
   auto evaluator = varuna::ATenEvaluator::create(*module, options);
   if (mlir::failed(evaluator))
     return 1;
@@ -85,7 +98,8 @@ int main(int argc, char **argv) {
     }
   }
 
-  auto results = sections ? evaluator->runSections(inputs)
+  auto results = sections || !stageLibrary.empty()
+                     ? evaluator->runSections(inputs)
                           : evaluator->run(inputs);
   if (mlir::failed(results))
     return 1;

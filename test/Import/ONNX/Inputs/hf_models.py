@@ -1,10 +1,15 @@
 """Exports tiny, randomly initialised Hugging Face transformers models (no
 downloads) with varuna.export, as a user would: the wrapper returns the loss
-the model computes from its labels. Usage: hf_models.py OUTDIR NAME..."""
+the model computes from its labels; the example inputs go to
+OUTDIR/NAME.inputs/<input>.npy. With --no-dropout every dropout probability
+is 0 and the files are NAME-nodrop.*: a deterministic forward pass, to compare
+with onnxruntime. Usage: hf_models.py OUTDIR [--no-dropout] NAME..."""
+import inspect
 import os
 import sys
 import warnings
 
+import numpy as np
 import torch
 
 warnings.filterwarnings("ignore")
@@ -106,7 +111,30 @@ MODELS = {
         hidden_sizes=[8, 16, 16, 16], depths=[1, 1, 1, 1], num_labels=10, num_encoder_blocks=4)),
 }
 
-for name in sys.argv[2:]:
+def no_dropout(model):
+    """Sets every dropout probability to 0 (nn.Dropout modules and the float
+    `dropout` / `attention_dropout` attributes HF layers pass to
+    F.dropout), so that the exported graph is deterministic."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.Dropout):
+            m.p = 0.0
+        for attr in ("dropout", "attention_dropout", "activation_dropout"):
+            if isinstance(getattr(m, attr, None), float):
+                setattr(m, attr, 0.0)
+    return model
+
+
+args = sys.argv[2:]
+deterministic = "--no-dropout" in args
+for name in [a for a in args if a != "--no-dropout"]:
     torch.manual_seed(0)
     model, inputs = MODELS[name]()
+    if deterministic:
+        model = no_dropout(model)
+        name += "-nodrop"
     varuna.export(model, inputs, os.path.join(out, name + ".onnx"))
+    # The example inputs, for the forward checks against onnxruntime.
+    os.makedirs(os.path.join(out, name + ".inputs"), exist_ok=True)
+    arg_names = list(inspect.signature(model.forward).parameters)
+    for arg, t in zip(arg_names, inputs):
+        np.save(os.path.join(out, name + ".inputs", arg + ".npy"), t.numpy())
