@@ -1,20 +1,27 @@
 //===- varuna-run.cpp - Trains a compiled job -----------------------------===//
 //
-//   varuna-run JOBDIR --stages 1 --replicas 1 --batch M --micro-batch m
+//   varuna-run JOBDIR --stages P --replicas D --batch M --micro-batch m
 //              --steps N (--data DIR | --synthetic) [--config train.json]
-//              [--metrics FILE] [--dump-params DIR]
+//              [--metrics FILE] [--dump-params DIR] [--schedule S]
 //
-// This milestone trains in one process (P = 1, D = 1)
-// (include/varuna/Target/ATen/ReferenceTrainer.h), running the sections
-// through the job's generated code (--engine generated, the default) or the
-// ATen evaluator (--engine reference); other P and D are a clear "not yet"
-// until the pipeline runtime lands.
+// P = D = 1 trains in this process (Target/ATen/ReferenceTrainer.h). Else
+// this process launches P x D ranks on this machine (runtime/Launch.h), each
+// of which is this program again with RANK etc. set and runs its stage
+// (Target/ATen/PipelineTrainer.h); a rank started by torchrun or srun (RANK
+// already set) runs its stage directly. Sections run through the job's
+// generated code (--engine generated, the default) or the ATen evaluator
+// (--engine reference).
 //
 //===----------------------------------------------------------------------===//
 
 #include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
+#include "varuna/Target/ATen/PipelineTrainer.h"
 #include "varuna/Target/ATen/ReferenceTrainer.h"
+#include "varuna/runtime/Launch.h"
+#include "varuna/runtime/Transport.h"
+#include <ATen/Parallel.h>
+#include <thread>
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -78,6 +85,14 @@ static cl::opt<std::string> engine(
              "varuna-compile) or 'reference' (the ATen evaluator interprets "
              "the IR)"));
 
+static cl::opt<std::string> scheduleName(
+    "schedule", cl::init("varuna"),
+    cl::desc("Pipeline schedule: varuna, gpipe or 1f1b"));
+static cl::opt<double> timeoutSeconds(
+    "timeout", cl::init(300),
+    cl::desc("Seconds any rendezvous, send, receive or all-reduce may wait "
+             "before the rank gives up"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -90,15 +105,28 @@ int main(int argc, char **argv) {
   });
   cl::ParseCommandLineOptions(argc, argv, "Varuna training launcher\n");
 
-  if (stages != 1 || replicas != 1)
-    return fail("--stages " + llvm::Twine(stages) + " --replicas " +
-                llvm::Twine(replicas) +
-                ": pipeline and data-parallel training is not implemented "
-                "yet; this version trains with --stages 1 --replicas 1");
+  if (stages < 1 || replicas < 1)
+    return fail("--stages and --replicas must be at least 1");
   if (batch < 1 || microBatch < 1 || batch % microBatch)
     return fail("--batch " + llvm::Twine(batch) +
                 " is not a positive multiple of --micro-batch " +
                 llvm::Twine(microBatch));
+  if (batch % (replicas * microBatch))
+    return fail("--batch " + llvm::Twine(batch) + " is not a multiple of "
+                "--replicas x --micro-batch (" + llvm::Twine(replicas) +
+                " x " + llvm::Twine(microBatch) + ")");
+  std::optional<varuna::plan::ScheduleKind> scheduleKind;
+  for (auto k : {varuna::plan::ScheduleKind::Varuna,
+                 varuna::plan::ScheduleKind::GPipe,
+                 varuna::plan::ScheduleKind::OneFOneB})
+    if (scheduleName == varuna::plan::scheduleKindName(k))
+      scheduleKind = k;
+  if (!scheduleKind)
+    return fail("--schedule must be varuna, gpipe or 1f1b, not '" +
+                scheduleName + "'");
+  if (timeoutSeconds <= 0)
+    return fail("--timeout must be positive");
+  bool distributed = stages * replicas > 1;
   if (steps < 0)
     return fail("--steps must be non-negative");
   if (synthetic == !dataDir.empty())
@@ -201,12 +229,62 @@ int main(int argc, char **argv) {
       return fail("cannot create the checkpoint directory '" + checkpointDir +
                   "': " + ec.message());
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
-  auto result = varuna::trainReference(
-      *job, config, *data, options, [&](const varuna::StepMetrics &m) {
-        std::printf("step %lld  loss %.6f  %.1f examples/s  %.3f s%s",
-                    static_cast<long long>(m.step), m.loss,
-                    m.examplesPerSecond, m.seconds, tty ? "\r\n" : "\n");
-        std::fflush(stdout);
+  auto print = [&](const varuna::StepMetrics &m) {
+    std::printf("step %lld  loss %.6f  %.1f examples/s  %.3f s%s",
+                static_cast<long long>(m.step), m.loss, m.examplesPerSecond,
+                m.seconds, tty ? "\r\n" : "\n");
+    std::fflush(stdout);
+  };
+  if (!distributed) {
+    auto result = varuna::trainReference(*job, config, *data, options, print);
+    return mlir::failed(result) ? 1 : 0;
+  }
+
+  // P x D ranks. Without RANK in the environment this process is the
+  // launcher: it starts the ranks on this machine (each is this program
+  // again, with the rendezvous variables set) and waits for them.
+  if (!std::getenv("RANK")) {
+    varuna::rt::LaunchOptions launch;
+    launch.argv.assign(argv, argv + argc);
+    launch.argv[0] = llvm::sys::fs::getMainExecutable(argv[0],
+                                                      (void *)&fail);
+    launch.worldSize = static_cast<int>(stages * replicas);
+    if (const char *addr = std::getenv("MASTER_ADDR"))
+      launch.masterAddr = addr;
+    if (const char *port = std::getenv("MASTER_PORT"))
+      launch.masterPort = std::atoi(port);
+    return varuna::rt::launchLocalRanks(launch);
+  }
+  varuna::PipelineOptions pipeline;
+  pipeline.stages = stages;
+  pipeline.replicas = replicas;
+  pipeline.schedule = *scheduleKind;
+  std::unique_ptr<varuna::rt::Transport> transport;
+  try {
+    varuna::rt::TransportOptions topts = varuna::rt::transportOptionsFromEnv();
+    topts.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(timeoutSeconds * 1000));
+    if (topts.worldSize != stages * replicas)
+      return fail("WORLD_SIZE is " + llvm::Twine(topts.worldSize) +
+                  ", but --stages " + llvm::Twine(stages) + " x --replicas " +
+                  llvm::Twine(replicas) + " needs " +
+                  llvm::Twine(stages * replicas) + " ranks");
+    // Share the cores among the ranks of this machine.
+    int local = 1;
+    if (const char *l = std::getenv("LOCAL_WORLD_SIZE"))
+      local = std::max(1, std::atoi(l));
+    unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    at::set_num_threads(std::max(1u, cores / unsigned(local)));
+    transport = varuna::rt::connectGloo(topts);
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  bool rank0 = transport->rank() == 0;
+  auto result = varuna::trainPipeline(
+      *job, config, *data, options, pipeline, *transport,
+      [&](const varuna::StepMetrics &m) {
+        if (rank0)
+          print(m);
       });
   return mlir::failed(result) ? 1 : 0;
 }

@@ -35,6 +35,14 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
+std::string varuna::metricsJsonLine(const StepMetrics &m) {
+  return llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
+                       "\"examples_per_s\": {2:f3}, \"step_seconds\": "
+                       "{3:f6}}\n",
+                       m.step, m.loss, m.examplesPerSecond, m.seconds)
+      .str();
+}
+
 FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
   auto evaluator = ATenEvaluator::create(job);
   if (failed(evaluator))
@@ -453,13 +461,7 @@ LogicalResult varuna::trainReference(
       m.examplesPerSecond = options.globalBatch / m.seconds;
       m.gradNorm = norm.value_or(0.0);
       if (metrics)
-        metrics << llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
-                                 "\"examples_per_s\": {2:f3}, "
-                                 "\"step_seconds\": {3:f6}}\n",
-                                 m.step, m.loss, m.examplesPerSecond,
-                                 m.seconds)
-                       .str()
-                << std::flush;
+        metrics << metricsJsonLine(m) << std::flush;
       onStep(m);
       if (options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) {
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,

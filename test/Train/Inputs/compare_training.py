@@ -1,5 +1,8 @@
 """compare_training.py ORACLE_DIR METRICS.jsonl PARAMS_DIR [RTOL]: per-step
 losses and final parameters of varuna-run equal the PyTorch oracle's.
+ORACLE_DIR may also be `run:REF_METRICS.jsonl:REF_PARAMS_DIR`, another
+varuna-run (for LAMB, which torch.optim lacks: the single-process run, whose
+LAMB is checked against an independent implementation in test/Runtime).
 
 Losses: relative error <= RTOL. Parameters: max |a - b| <= RTOL * max(max |b|,
 1). (Adam-style updates divide the gradient by its running RMS, so a
@@ -14,7 +17,13 @@ import numpy as np
 
 oracle, metrics, params = sys.argv[1:4]
 rtol = float(sys.argv[4]) if len(sys.argv) > 4 else 1e-5
-want = json.load(open(os.path.join(oracle, "expected.json")))["losses"]
+if oracle.startswith("run:"):
+    _, ref_metrics, ref_params = oracle.split(":")
+    want = [json.loads(line)["loss"] for line in open(ref_metrics)]
+    oracle_params = ref_params
+else:
+    want = json.load(open(os.path.join(oracle, "expected.json")))["losses"]
+    oracle_params = os.path.join(oracle, "params")
 got = [json.loads(line)["loss"] for line in open(metrics)]
 assert len(got) == len(want), (len(got), len(want))
 worst = 0.0
@@ -23,8 +32,8 @@ for s, (a, b) in enumerate(zip(got, want)):
     worst = max(worst, rel)
     assert rel <= rtol, f"step {s}: varuna {a!r} vs PyTorch {b!r} (rel {rel:.2e})"
 pworst, pname = 0.0, None
-for f in sorted(os.listdir(os.path.join(oracle, "params"))):
-    b = np.load(os.path.join(oracle, "params", f))
+for f in sorted(os.listdir(oracle_params)):
+    b = np.load(os.path.join(oracle_params, f))
     path = os.path.join(params, f)
     assert os.path.exists(path), f"varuna-run did not produce parameter {f}"
     a = np.load(path)

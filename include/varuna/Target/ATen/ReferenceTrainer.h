@@ -66,6 +66,10 @@ struct StepMetrics {
   double loss = 0, seconds = 0, examplesPerSecond = 0, gradNorm = 0;
 };
 
+/// One `--metrics` JSON line (with its newline): step, loss, examples_per_s,
+/// step_seconds.
+std::string metricsJsonLine(const StepMetrics &m);
+
 /// The graph inputs as the dataset must provide them (from the graph's
 /// argument types: element type and sample shape).
 mlir::FailureOr<std::vector<rt::InputSpec>> graphInputSpecs(mlir::ModuleOp job);

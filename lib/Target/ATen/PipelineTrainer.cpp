@@ -1,0 +1,538 @@
+//===- PipelineTrainer.cpp - One rank of a P x D pipeline -----------------===//
+
+#include "varuna/Target/ATen/PipelineTrainer.h"
+#include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/Target/ATen/CompiledSections.h"
+#include "varuna/Transforms/GraphUtils.h"
+#include "varuna/runtime/Optimizer.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+
+using namespace mlir;
+using namespace varuna;
+
+namespace {
+
+enum MessageKind : int64_t { kActivation = 0, kGradient = 1 };
+constexpr int64_t kHeaderLen = 5; // step, micro-batch, kind, index, numel
+
+/// Tags keep the streams of one pair of ranks apart: kind, header/payload,
+/// value index (< 4096) and micro-batch (< 2^17).
+int tagOf(MessageKind kind, bool header, int64_t index, int64_t micro) {
+  return static_cast<int>((int64_t(kind) << 30) | (int64_t(header) << 29) |
+                          ((index & 0xfff) << 17) | (micro & 0x1ffff));
+}
+
+struct Stash {
+  std::vector<at::Tensor> received; // what F(k) received (no autograd)
+  at::Tensor rng;                   // generator state before F(k)
+  llvm::StringMap<at::Tensor> inputs;
+};
+
+struct Live {
+  std::vector<at::Tensor> leaves;  // received tensors, requires_grad if float
+  std::vector<at::Tensor> outputs; // the stage's results, with autograd
+  double count = 0;                // last stage: what the loss averages over
+};
+
+/// One rank's pipeline state for a run.
+class Rank {
+public:
+  Rank(ModuleOp job, ATenEvaluator &evaluator, const TrainOptions &options,
+       const PipelineOptions &pipeline, rt::Transport &transport)
+      : job(job), evaluator(evaluator), options(options), pipeline(pipeline),
+        transport(transport) {}
+
+  LogicalResult setUp();
+  /// One training step; fills `m`. Throws on communication errors.
+  LogicalResult step(int64_t s, const rt::DataSource &data,
+                     const TrainingConfig &config, rt::Optimizer &optimizer,
+                     StepMetrics &m);
+
+  std::vector<std::string> paramNames;  // this stage's trainable parameters
+  std::vector<at::Tensor> paramLeaves;
+  std::set<std::string> notOwned;       // ties this stage does not count
+  double *countSink = nullptr;          // evaluator's loss-count target
+
+private:
+  int P() const { return static_cast<int>(pipeline.stages); }
+  int rankOf(int st, int rep) const { return rep * P() + st; }
+  bool isFirst() const { return stage == 0; }
+  bool isLast() const { return stage == P() - 1; }
+
+  FailureOr<std::vector<at::Tensor>>
+  runStage(ArrayRef<at::Tensor> received,
+           const llvm::StringMap<at::Tensor> &inputs);
+  std::vector<at::Tensor> recvValues(MessageKind kind, int64_t s, int64_t k,
+                                     int peer,
+                                     const std::vector<VTensorType> &types);
+  void sendValue(MessageKind kind, int64_t s, int64_t k, int peer,
+                 int64_t index, const at::Tensor &value);
+
+  ModuleOp job;
+  ATenEvaluator &evaluator;
+  const TrainOptions &options;
+  const PipelineOptions &pipeline;
+  rt::Transport &transport;
+
+  int stage = 0, replica = 0;
+  std::vector<func::FuncOp> sections; // this stage's, in order
+  std::vector<VTensorType> inTypes;   // received values (by recv index)
+  std::vector<VTensorType> outTypes;  // sent values (the last section's results)
+  std::unique_ptr<rt::Group> stageGroup; // this stage across replicas
+  std::vector<std::pair<std::string, std::unique_ptr<rt::Group>>> tieGroups;
+  std::vector<std::pair<std::unique_ptr<rt::Pending>, at::Tensor>> sends;
+};
+
+LogicalResult Rank::setUp() {
+  int rank = transport.rank();
+  stage = rank % P();
+  replica = rank / P();
+
+  // The partition for P.
+  std::vector<int64_t> bounds;
+  if (auto parts = job->getAttrOfType<ArrayAttr>("varuna.partitions"))
+    for (Attribute a : parts)
+      if (auto d = a.dyn_cast<DictionaryAttr>())
+        if (auto st = d.getAs<IntegerAttr>("stages"))
+          if (st.getInt() == P())
+            if (auto b = d.getAs<DenseI64ArrayAttr>("boundaries"))
+              bounds.assign(b.asArrayRef().begin(), b.asArrayRef().end());
+  std::vector<func::FuncOp> all = evaluator.getSections();
+  if (bounds.size() != static_cast<size_t>(P()) + 1)
+    return job.emitError("the job has no partition into ")
+           << P() << " stages (it has " << all.size()
+           << " sections; compile it without --stages, or with --stages "
+           << P() << ")";
+  for (int64_t k = bounds[stage]; k < bounds[stage + 1]; ++k)
+    sections.push_back(all[k]);
+
+  // What crosses the stage's boundaries.
+  func::FuncOp first = sections.front();
+  for (BlockArgument a : first.getArguments())
+    if (auto r = first.getArgAttrOfType<IntegerAttr>(a.getArgNumber(),
+                                                     "varuna.recv")) {
+      if (static_cast<size_t>(r.getInt()) >= inTypes.size())
+        inTypes.resize(r.getInt() + 1);
+      inTypes[r.getInt()] = a.getType().cast<VTensorType>();
+    }
+  for (Type t : sections.back().getResultTypes())
+    outTypes.push_back(t.cast<VTensorType>());
+
+  // The stage's parameters; ties are parameters other stages read too.
+  std::map<std::string, std::set<int>> readers; // param -> stages
+  for (int st = 0; st < P(); ++st)
+    for (int64_t k = bounds[st]; k < bounds[st + 1]; ++k)
+      for (StringRef n : getReadParams(all[k]))
+        readers[n.str()].insert(st);
+  auto trainable = evaluator.trainableParams();
+  if (failed(trainable))
+    return failure();
+  for (auto &[name, t] : *trainable) {
+    auto it = readers.find(name);
+    if (it == readers.end() || !it->second.count(stage))
+      continue;
+    paramNames.push_back(name);
+    paramLeaves.push_back(t);
+    if (*it->second.begin() != stage)
+      notOwned.insert(name);
+  }
+
+  // Groups, created in the same order on every rank.
+  for (int st = 0; st < P(); ++st) {
+    if (st != stage)
+      continue;
+    std::vector<int> ranks;
+    for (int r = 0; r < pipeline.replicas; ++r)
+      ranks.push_back(rankOf(st, r));
+    stageGroup = transport.group("stage" + std::to_string(st), ranks);
+  }
+  for (auto &[name, stages] : readers) {
+    if (stages.size() < 2)
+      continue;
+    for (int r = 0; r < pipeline.replicas; ++r) {
+      if (r != replica || !stages.count(stage))
+        continue;
+      std::vector<int> ranks;
+      for (int st : stages)
+        ranks.push_back(rankOf(st, r));
+      tieGroups.emplace_back(
+          name, transport.group("tie:" + name + ":r" + std::to_string(r),
+                                ranks));
+    }
+  }
+  return success();
+}
+
+FailureOr<std::vector<at::Tensor>>
+Rank::runStage(ArrayRef<at::Tensor> received,
+               const llvm::StringMap<at::Tensor> &inputs) {
+  std::vector<at::Tensor> sent(received.begin(), received.end());
+  for (func::FuncOp s : sections) {
+    std::vector<at::Tensor> args;
+    for (BlockArgument a : s.getArguments()) {
+      unsigned i = a.getArgNumber();
+      if (auto r = s.getArgAttrOfType<IntegerAttr>(i, "varuna.recv")) {
+        if (r.getInt() >= static_cast<int64_t>(sent.size()))
+          return s.emitError("receives value ") << r.getInt() << " of "
+                                                << sent.size(),
+                 failure();
+        args.push_back(sent[r.getInt()]);
+        continue;
+      }
+      auto n = s.getArgAttrOfType<StringAttr>(i, kNameAttr);
+      auto it = n ? inputs.find(n.getValue()) : inputs.end();
+      if (it == inputs.end())
+        return s.emitError("argument ") << i << " is neither received nor "
+                                        << "a graph input",
+               failure();
+      args.push_back(it->second);
+    }
+    auto out = evaluator.runSection(s, args, options.microBatch);
+    if (failed(out))
+      return failure();
+    sent = std::move(*out);
+  }
+  return sent;
+}
+
+/// Bool tensors travel as bytes.
+at::Tensor wire(const at::Tensor &t) {
+  at::Tensor c = t.detach().contiguous();
+  return c.scalar_type() == at::kBool ? c.to(at::kByte) : c;
+}
+
+void Rank::sendValue(MessageKind kind, int64_t s, int64_t k, int peer,
+                     int64_t index, const at::Tensor &value) {
+  at::Tensor payload = wire(value);
+  at::Tensor header = at::tensor({s, k, int64_t(kind), index, payload.numel()},
+                                 at::TensorOptions().dtype(at::kLong));
+  sends.emplace_back(
+      transport.send(header, peer, tagOf(kind, true, index, k)), header);
+  sends.emplace_back(
+      transport.send(payload, peer, tagOf(kind, false, index, k)), payload);
+}
+
+std::vector<at::Tensor>
+Rank::recvValues(MessageKind kind, int64_t s, int64_t k, int peer,
+                 const std::vector<VTensorType> &types) {
+  std::vector<at::Tensor> out(types.size());
+  for (size_t i = 0; i < types.size(); ++i) {
+    VTensorType t = types[i];
+    if (!t)
+      continue;
+    auto dtype = toScalarType(t.getElementType());
+    if (!dtype)
+      throw std::runtime_error("boundary value " + std::to_string(i) +
+                               " has an unsupported element type");
+    if (kind == kGradient && !at::isFloatingType(*dtype))
+      continue; // no gradient flows through integer values
+    std::vector<int64_t> shape = concreteShape(t, options.microBatch);
+    at::Tensor header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+    transport.recv(header, peer, tagOf(kind, true, i, k))->wait();
+    int64_t numel = 1;
+    for (int64_t d : shape)
+      numel *= d;
+    auto *h = header.data_ptr<int64_t>();
+    const char *what = kind == kActivation ? "activation" : "gradient";
+    if (h[0] != s || h[1] != k || h[2] != kind || h[3] != int64_t(i) ||
+        h[4] != numel)
+      throw std::runtime_error(llvm::formatv(
+          "rank {0} expected {1} {2} of micro-batch {3}, step {4} ({5} "
+          "elements) from rank {6}, but the message is {7} {8} of "
+          "micro-batch {9}, step {10} ({11} elements)",
+          transport.rank(), what, i, k, s, numel, peer,
+          h[2] == kActivation ? "activation" : "gradient", h[3], h[1], h[0],
+          h[4]));
+    at::Tensor payload = at::empty(
+        shape, at::TensorOptions().dtype(*dtype == at::kBool ? at::kByte : *dtype));
+    transport.recv(payload, peer, tagOf(kind, false, i, k))->wait();
+    out[i] = *dtype == at::kBool ? payload.to(at::kBool) : payload;
+  }
+  return out;
+}
+
+/// Leaves for a recomputation/backward: detached, requiring grad if float.
+std::vector<at::Tensor> makeLeaves(const std::vector<at::Tensor> &received) {
+  std::vector<at::Tensor> leaves;
+  for (const at::Tensor &t : received) {
+    at::Tensor l = t.defined() ? t.detach() : t;
+    if (l.defined() && l.is_floating_point())
+      l.requires_grad_(true);
+    leaves.push_back(l);
+  }
+  return leaves;
+}
+
+LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
+                         const TrainingConfig &config,
+                         rt::Optimizer &optimizer, StepMetrics &m) {
+  auto start = std::chrono::steady_clock::now();
+  int64_t M = options.globalBatch, mb = options.microBatch;
+  int64_t perReplica = M / pipeline.replicas;
+  int numMicro = static_cast<int>(perReplica / mb);
+  plan::ScheduleResult sched = plan::schedule(pipeline.schedule, P(), numMicro);
+  if (!sched)
+    return job.emitError("schedule: ") << sched.error(), failure();
+  std::vector<plan::Task> order = sched->order(stage);
+  std::set<int> recomputed;
+  for (const plan::Task &t : order)
+    if (t.kind == plan::TaskKind::Recompute)
+      recomputed.insert(t.microBatch);
+
+  for (at::Tensor &p : paramLeaves)
+    p.mutable_grad() = at::Tensor();
+  std::vector<std::string> inputNames = evaluator.getInputNames();
+  auto inputsOf = [&](int k) {
+    llvm::StringMap<at::Tensor> byName;
+    std::vector<rt::BatchTensor> rows =
+        data.batch(s, M, replica * perReplica + k * mb, mb);
+    for (auto [name, b] : llvm::zip(inputNames, rows))
+      byName[name] = tensorFromNpy(b.array);
+    return byName;
+  };
+
+  std::map<int, Stash> stash;
+  std::map<int, Live> live;
+  double lossSum = 0, countSum = 0;
+  int prev = rankOf(stage - 1, replica), next = rankOf(stage + 1, replica);
+  for (const plan::Task &t : order) {
+    int k = t.microBatch;
+    switch (t.kind) {
+    case plan::TaskKind::Forward: {
+      llvm::StringMap<at::Tensor> inputs = inputsOf(k);
+      std::vector<at::Tensor> received =
+          isFirst() ? std::vector<at::Tensor>()
+                    : recvValues(kActivation, s, k, prev, inTypes);
+      *countSink = double(mb);
+      FailureOr<std::vector<at::Tensor>> out = failure();
+      if (recomputed.count(k)) {
+        at::NoGradGuard noGrad;
+        stash[k] = {received, evaluator.getGenerator().get_state(), inputs};
+        out = runStage(received, inputs);
+      } else {
+        Live &l = live[k];
+        l.leaves = makeLeaves(received);
+        out = runStage(l.leaves, inputs);
+        if (succeeded(out))
+          l.outputs = *out;
+      }
+      if (failed(out))
+        return failure();
+      if (isLast()) {
+        auto lossIndex = evaluator.getLossIndex();
+        double loss = (*out)[*lossIndex].item<double>();
+        lossSum += loss * *countSink;
+        countSum += *countSink;
+        live[k].count = *countSink;
+      } else {
+        for (auto [i, v] : llvm::enumerate(*out))
+          sendValue(kActivation, s, k, next, i, v);
+      }
+      break;
+    }
+    case plan::TaskKind::Recompute: {
+      Stash st = std::move(stash.at(k));
+      stash.erase(k);
+      evaluator.getGenerator().set_state(st.rng);
+      Live &l = live[k];
+      l.leaves = makeLeaves(st.received);
+      auto out = runStage(l.leaves, st.inputs);
+      if (failed(out))
+        return failure();
+      l.outputs = std::move(*out);
+      break;
+    }
+    case plan::TaskKind::Backward: {
+      Live l = std::move(live.at(k));
+      live.erase(k);
+      std::vector<at::Tensor> roots, grads;
+      if (isLast()) {
+        roots.push_back(l.outputs[*evaluator.getLossIndex()] * l.count);
+      } else {
+        std::vector<at::Tensor> g = recvValues(kGradient, s, k, next, outTypes);
+        for (auto [o, gi] : llvm::zip(l.outputs, g))
+          if (gi.defined() && o.requires_grad()) {
+            roots.push_back(o);
+            grads.push_back(gi);
+          }
+      }
+      if (!roots.empty()) {
+        if (grads.empty())
+          torch::autograd::backward(roots);
+        else
+          torch::autograd::backward(roots, grads);
+      }
+      if (!isFirst())
+        for (auto [i, leaf] : llvm::enumerate(l.leaves))
+          if (leaf.defined() && leaf.is_floating_point()) {
+            at::Tensor g = leaf.grad();
+            sendValue(kGradient, s, k, prev, i,
+                      g.defined() ? g : at::zeros_like(leaf));
+          }
+      break;
+    }
+    }
+  }
+  for (auto &[p, t] : sends)
+    p->wait();
+  sends.clear();
+
+  // The loss and what it averages over, summed over every rank.
+  std::vector<at::Tensor> totals{
+      at::tensor({lossSum, countSum}, at::TensorOptions().dtype(at::kDouble))};
+  transport.world().allreduceSum(totals);
+  double total = totals[0][1].item<double>();
+  m.loss = totals[0][0].item<double>() / total;
+
+  std::vector<at::Tensor> grads;
+  for (at::Tensor &p : paramLeaves) {
+    at::Tensor g = p.grad();
+    grads.push_back(g.defined() ? g.div_(total) : at::zeros_like(p));
+  }
+  // Data parallelism: sum over the replicas of this stage, in one buffer
+  // per dtype.
+  if (stageGroup && stageGroup->size() > 1) {
+    std::map<at::ScalarType, std::vector<size_t>> byType;
+    for (size_t i = 0; i < grads.size(); ++i)
+      byType[grads[i].scalar_type()].push_back(i);
+    for (auto &[type, idx] : byType) {
+      std::vector<at::Tensor> flat;
+      for (size_t i : idx)
+        flat.push_back(grads[i].reshape({-1}));
+      std::vector<at::Tensor> buf{at::cat(flat)};
+      stageGroup->allreduceSum(buf);
+      int64_t off = 0;
+      for (size_t i : idx) {
+        int64_t n = grads[i].numel();
+        grads[i].copy_(buf[0].narrow(0, off, n).view_as(grads[i]));
+        off += n;
+      }
+    }
+  }
+  // Ties: the copies' gradients summed over the stages that hold them.
+  for (auto &[name, group] : tieGroups) {
+    auto it = std::find(paramNames.begin(), paramNames.end(), name);
+    std::vector<at::Tensor> g{grads[it - paramNames.begin()]};
+    group->allreduceSum(g);
+  }
+  // The global gradient norm: each tie counted once, replicas once.
+  std::optional<double> norm;
+  if (config.needsGlobalGradNorm()) {
+    std::vector<at::Tensor> owned;
+    for (auto [n, g] : llvm::zip(paramNames, grads))
+      if (!notOwned.count(n))
+        owned.push_back(g);
+    std::vector<at::Tensor> sq{at::tensor(
+        {rt::sumOfSquares(owned)}, at::TensorOptions().dtype(at::kDouble))};
+    transport.world().allreduceSum(sq);
+    norm = std::sqrt(sq[0].item<double>() / double(pipeline.replicas));
+  }
+  if (config.clipGradNorm && config.optimizer.type != OptimizerKind::LAMB)
+    rt::clipGradNorm(grads, *config.clipGradNorm, norm);
+  optimizer.step(paramLeaves, grads, norm);
+
+  m.step = s;
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            start)
+                  .count();
+  m.examplesPerSecond = double(M) / m.seconds;
+  m.gradNorm = norm.value_or(0.0);
+  return success();
+}
+
+} // namespace
+
+LogicalResult varuna::trainPipeline(
+    ModuleOp job, const TrainingConfig &config, const rt::DataSource &data,
+    const TrainOptions &options, const PipelineOptions &pipeline,
+    rt::Transport &transport,
+    const std::function<void(const StepMetrics &)> &onStep) {
+  int64_t P = pipeline.stages, D = pipeline.replicas;
+  if (P < 1 || D < 1 || transport.size() != P * D)
+    return job.emitError("--stages ")
+           << P << " x --replicas " << D << " needs " << P * D
+           << " ranks, the job has " << transport.size();
+  if (options.microBatch < 1 || options.globalBatch % (D * options.microBatch))
+    return job.emitError("the global batch (")
+           << options.globalBatch << ") must be a multiple of --replicas ("
+           << D << ") x --micro-batch (" << options.microBatch << ")";
+  if (!options.checkpointDir.empty() || options.resume)
+    return job.emitError("checkpoints with more than one rank are not "
+                         "implemented yet");
+
+  double count = 0;
+  ATenEvalOptions evalOptions;
+  evalOptions.seed = options.seed;
+  evalOptions.onLossCount = [&](double n) { count = n; };
+  if (!options.stageLibrary.empty()) {
+    auto compiled = CompiledSections::load(job, options.stageLibrary);
+    if (failed(compiled))
+      return failure();
+    evalOptions.compiled = *compiled;
+  }
+  auto evaluator = ATenEvaluator::create(job, evalOptions);
+  if (failed(evaluator))
+    return failure();
+  if (!evaluator->getLossIndex())
+    return job.emitError("the graph has no loss result");
+
+  Rank rank(job, *evaluator, options, pipeline, transport);
+  rank.countSink = &count;
+  try {
+    if (failed(rank.setUp()))
+      return failure();
+  } catch (const std::exception &e) {
+    return job.emitError("rank ") << transport.rank() << ": " << e.what();
+  }
+  std::unique_ptr<rt::Optimizer> optimizer;
+  try {
+    optimizer = rt::Optimizer::create(config.optimizer, config.clipGradNorm);
+    optimizer->setParamNames(rank.paramNames);
+  } catch (const std::exception &e) {
+    return job.emitError("optimizer: ") << e.what();
+  }
+  std::ofstream metrics;
+  if (transport.rank() == 0 && !options.metricsPath.empty()) {
+    metrics.open(options.metricsPath);
+    if (!metrics)
+      return job.emitError("cannot write metrics to '")
+             << options.metricsPath << "'";
+  }
+  for (int64_t s = 0; s < options.steps; ++s) {
+    StepMetrics m;
+    try {
+      if (failed(rank.step(s, data, config, *optimizer, m)))
+        return failure();
+    } catch (const std::exception &e) {
+      return job.emitError("rank ") << transport.rank() << ", step " << s
+                                    << ": " << e.what();
+    }
+    if (metrics)
+      metrics << metricsJsonLine(m) << std::flush;
+    onStep(m);
+  }
+  int stage = transport.rank() % P;
+  if (!options.dumpParamsDir.empty() && transport.rank() / P == 0) {
+    try {
+      for (auto [n, t] : llvm::zip(rank.paramNames, rank.paramLeaves))
+        if (!rank.notOwned.count(n))
+          rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
+                       tensorToNpy(t.detach().contiguous()));
+    } catch (const std::exception &e) {
+      return job.emitError("stage ") << stage << ": cannot dump parameters: "
+                                     << e.what();
+    }
+  }
+  return success();
+}

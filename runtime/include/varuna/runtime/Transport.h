@@ -1,0 +1,93 @@
+//===- Transport.h - How ranks exchange tensors -----------------*- C++ -*-===//
+//
+// The one small interface the pipeline runtime talks through; the schedule,
+// bucketing and synchronization logic above it is the same for every
+// backend. Torch-facing (at::Tensor).
+//
+//  * Rendezvous through a TCP store at MASTER_ADDR:MASTER_PORT (rank 0
+//    serves it), the variables torchrun and SLURM set, so ranks can be
+//    started by varuna-run, torchrun or srun alike.
+//  * Point-to-point send/recv are asynchronous: they return a Pending whose
+//    wait() blocks at most the transport's timeout.
+//  * Collectives run over groups (the world, or a named subset of ranks
+//    that every member creates in the same order).
+//  * Every failure -- a peer that is gone, a timeout, a size mismatch --
+//    throws rt::Error naming the operation, the peer and the timeout; a rank
+//    never hangs past its timeout.
+//
+// Backends: Gloo over TCP (connectGloo; CPU tensors) -- Gloo as bundled in
+// libtorch (c10d's ProcessGroupGloo and TCPStore), because the system
+// libgloo in the same process as libtorch_cpu would interpose on libtorch's
+// own, newer Gloo symbols. NCCL (GPU) implements the same interface when
+// CUDA is found.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_RUNTIME_TRANSPORT_H
+#define VARUNA_RUNTIME_TRANSPORT_H
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace varuna::rt {
+
+struct TransportOptions {
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 29500;
+  int rank = 0;
+  int worldSize = 1;
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+};
+
+/// Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (missing or malformed
+/// ones are an error naming the variable).
+TransportOptions transportOptionsFromEnv();
+
+class Pending {
+public:
+  virtual ~Pending() = default;
+  /// Blocks until done; throws rt::Error on failure or timeout.
+  virtual void wait() = 0;
+};
+
+class Group {
+public:
+  virtual ~Group() = default;
+  virtual int rank() const = 0; ///< this rank's index in the group
+  virtual int size() const = 0;
+  /// In-place element-wise sum over the group's ranks.
+  virtual void allreduceSum(std::vector<at::Tensor> &tensors) = 0;
+  virtual void barrier() = 0;
+};
+
+class Transport {
+public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::chrono::milliseconds timeout() const = 0;
+  /// `tensor` must stay alive and unchanged until the Pending is waited.
+  virtual std::unique_ptr<Pending> send(const at::Tensor &tensor, int dst,
+                                        int tag) = 0;
+  /// Receives into `tensor` (its size must match what the peer sends).
+  virtual std::unique_ptr<Pending> recv(at::Tensor &tensor, int src,
+                                        int tag) = 0;
+  /// All ranks.
+  virtual Group &world() = 0;
+  /// The group of `ranks` (this rank among them); every member calls this
+  /// with the same name and ranks, in the same order relative to its other
+  /// group() calls.
+  virtual std::unique_ptr<Group> group(const std::string &name,
+                                       const std::vector<int> &ranks) = 0;
+};
+
+/// Connects to the job's store and its peers over TCP (Gloo).
+std::unique_ptr<Transport> connectGloo(const TransportOptions &options);
+
+} // namespace varuna::rt
+
+#endif // VARUNA_RUNTIME_TRANSPORT_H

@@ -1,0 +1,236 @@
+//===- GlooTransport.cpp - Transport over Gloo (c10d) ---------------------===//
+//
+// Gloo through libtorch's c10d: TCPStore for the rendezvous, one
+// ProcessGroupGloo per group (a PrefixStore keeps their keys apart).
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/runtime/Check.h"
+#include "varuna/runtime/Transport.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdlib>
+
+namespace varuna::rt {
+
+namespace {
+
+std::string envString(const char *name, const char *fallback) {
+  const char *v = std::getenv(name);
+  if (v && *v)
+    return v;
+  if (fallback)
+    return fallback;
+  throw Error("environment", name, "is not set", __FILE__, __LINE__);
+}
+
+int envInt(const char *name, const char *fallback) {
+  std::string s = envString(name, fallback);
+  try {
+    size_t used = 0;
+    int v = std::stoi(s, &used);
+    if (used == s.size())
+      return v;
+  } catch (const std::exception &) {
+  }
+  throw Error("environment", name, "is not an integer: '" + s + "'", __FILE__,
+              __LINE__);
+}
+
+std::string seconds(std::chrono::milliseconds t) {
+  return std::to_string(t.count() / 1000.0).substr(0, 6) + " s";
+}
+
+/// Waits for a c10d work item, turning every failure into rt::Error.
+void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
+              const std::string &what, std::chrono::milliseconds timeout) {
+  try {
+    if (!work->wait(timeout))
+      throw std::runtime_error("timed out");
+  } catch (const std::exception &e) {
+    std::string msg = e.what();
+    if (auto *ce = dynamic_cast<const c10::Error *>(&e))
+      msg = ce->what_without_backtrace();
+    throw Error("Gloo", what, msg + " (timeout " + seconds(timeout) + ")",
+                __FILE__, __LINE__);
+  }
+}
+
+class GlooPending : public Pending {
+public:
+  GlooPending(c10::intrusive_ptr<c10d::Work> w, std::string what,
+              std::chrono::milliseconds timeout)
+      : work(std::move(w)), what(std::move(what)), timeout(timeout) {}
+  void wait() override {
+    if (work)
+      waitWork(work, what, timeout);
+    work.reset();
+  }
+
+private:
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string what;
+  std::chrono::milliseconds timeout;
+};
+
+class GlooGroup : public Group {
+public:
+  GlooGroup(c10::intrusive_ptr<c10d::ProcessGroupGloo> pg, std::string name,
+            int rank, int size, std::chrono::milliseconds timeout)
+      : pg(std::move(pg)), name(std::move(name)), rank_(rank), size_(size),
+        timeout(timeout) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void allreduceSum(std::vector<at::Tensor> &tensors) override {
+    if (size_ == 1 || tensors.empty())
+      return;
+    for (at::Tensor &t : tensors) {
+      std::vector<at::Tensor> one{t};
+      waitWork(pg->allreduce(one), "allreduce over group '" + name + "'",
+               timeout);
+    }
+  }
+  void barrier() override {
+    if (size_ > 1)
+      waitWork(pg->barrier(), "barrier of group '" + name + "'", timeout);
+  }
+
+private:
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  std::string name;
+  int rank_, size_;
+  std::chrono::milliseconds timeout;
+};
+
+class GlooTransport : public Transport {
+public:
+  explicit GlooTransport(const TransportOptions &o) : options(o) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(o.masterPort);
+    so.isServer = o.rank == 0;
+    so.numWorkers = o.worldSize;
+    so.timeout = o.timeout;
+    so.waitWorkers = true;
+    std::string where = o.masterAddr + ":" + std::to_string(o.masterPort);
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+    } catch (const std::exception &e) {
+      std::string msg = e.what();
+      if (auto *ce = dynamic_cast<const c10::Error *>(&e))
+        msg = ce->what_without_backtrace();
+      throw Error("Gloo", "rendezvous at " + where,
+                  msg + " (rank " + std::to_string(o.rank) + " of " +
+                      std::to_string(o.worldSize) + ", timeout " +
+                      seconds(o.timeout) + ")",
+                  __FILE__, __LINE__);
+    }
+    device = c10d::ProcessGroupGloo::createDeviceForHostname(
+        o.masterAddr == "localhost" ? "127.0.0.1" : o.masterAddr);
+    std::vector<int> all(o.worldSize);
+    for (int i = 0; i < o.worldSize; ++i)
+      all[i] = i;
+    worldPg = makePg("world", o.rank, o.worldSize);
+    worldGroup = std::make_unique<GlooGroup>(worldPg, "world", o.rank,
+                                             o.worldSize, o.timeout);
+  }
+
+  int rank() const override { return options.rank; }
+  int size() const override { return options.worldSize; }
+  std::chrono::milliseconds timeout() const override { return options.timeout; }
+
+  std::unique_ptr<Pending> send(const at::Tensor &tensor, int dst,
+                                int tag) override {
+    std::vector<at::Tensor> v{tensor};
+    std::string what = "send to rank " + std::to_string(dst) + " (tag " +
+                       std::to_string(tag) + ")";
+    try {
+      return std::make_unique<GlooPending>(worldPg->send(v, dst, tag), what,
+                                           options.timeout);
+    } catch (const std::exception &e) {
+      throw Error("Gloo", what, e.what(), __FILE__, __LINE__);
+    }
+  }
+  std::unique_ptr<Pending> recv(at::Tensor &tensor, int src,
+                                int tag) override {
+    std::vector<at::Tensor> v{tensor};
+    std::string what = "recv from rank " + std::to_string(src) + " (tag " +
+                       std::to_string(tag) + ")";
+    try {
+      return std::make_unique<GlooPending>(worldPg->recv(v, src, tag), what,
+                                           options.timeout);
+    } catch (const std::exception &e) {
+      throw Error("Gloo", what, e.what(), __FILE__, __LINE__);
+    }
+  }
+  Group &world() override { return *worldGroup; }
+  std::unique_ptr<Group> group(const std::string &name,
+                               const std::vector<int> &ranks) override {
+    int me = -1;
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == options.rank)
+        me = static_cast<int>(i);
+    if (me < 0)
+      throw Error("Gloo", "group '" + name + "'",
+                  "rank " + std::to_string(options.rank) + " is not a member",
+                  __FILE__, __LINE__);
+    int n = static_cast<int>(ranks.size());
+    auto pg = n > 1 ? makePg("group/" + name, me, n) : nullptr;
+    return std::make_unique<GlooGroup>(pg, name, me, n, options.timeout);
+  }
+
+private:
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> makePg(const std::string &prefix,
+                                                    int rank, int size) {
+    auto opts = c10d::ProcessGroupGloo::Options::create();
+    opts->devices.push_back(device);
+    opts->timeout = options.timeout;
+    opts->threads = 2;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+    try {
+      return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size,
+                                                         opts);
+    } catch (const std::exception &e) {
+      std::string msg = e.what();
+      if (auto *ce = dynamic_cast<const c10::Error *>(&e))
+        msg = ce->what_without_backtrace();
+      throw Error("Gloo", "connecting group '" + prefix + "'",
+                  msg + " (timeout " + seconds(options.timeout) + ")",
+                  __FILE__, __LINE__);
+    }
+  }
+
+  TransportOptions options;
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  std::shared_ptr<::gloo::transport::Device> device;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPg;
+  std::unique_ptr<GlooGroup> worldGroup;
+};
+
+} // namespace
+
+TransportOptions transportOptionsFromEnv() {
+  TransportOptions o;
+  o.masterAddr = envString("MASTER_ADDR", "127.0.0.1");
+  o.masterPort = envInt("MASTER_PORT", nullptr);
+  o.rank = envInt("RANK", nullptr);
+  o.worldSize = envInt("WORLD_SIZE", nullptr);
+  if (o.worldSize < 1 || o.rank < 0 || o.rank >= o.worldSize)
+    throw Error("environment", "RANK/WORLD_SIZE",
+                "RANK " + std::to_string(o.rank) + " is not in [0, WORLD_SIZE " +
+                    std::to_string(o.worldSize) + ")",
+                __FILE__, __LINE__);
+  if (o.masterPort < 1 || o.masterPort > 65535)
+    throw Error("environment", "MASTER_PORT",
+                "is not a port: " + std::to_string(o.masterPort), __FILE__,
+                __LINE__);
+  return o;
+}
+
+std::unique_ptr<Transport> connectGloo(const TransportOptions &options) {
+  return std::make_unique<GlooTransport>(options);
+}
+
+} // namespace varuna::rt
