@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 
 namespace varuna::rt {
@@ -41,7 +42,9 @@ int envInt(const char *name, const char *fallback) {
 }
 
 std::string seconds(std::chrono::milliseconds t) {
-  return std::to_string(t.count() / 1000.0).substr(0, 6) + " s";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", t.count() / 1000.0);
+  return buf;
 }
 
 /// Waits for a c10d work item, turning every failure into rt::Error.

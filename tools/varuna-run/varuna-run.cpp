@@ -240,6 +240,13 @@ int main(int argc, char **argv) {
     return mlir::failed(result) ? 1 : 0;
   }
 
+  varuna::PipelineOptions pipeline;
+  pipeline.stages = stages;
+  pipeline.replicas = replicas;
+  pipeline.schedule = *scheduleKind;
+  if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
+    return 1;
+
   // P x D ranks. Without RANK in the environment this process is the
   // launcher: it starts the ranks on this machine (each is this program
   // again, with the rendezvous variables set) and waits for them.
@@ -255,10 +262,6 @@ int main(int argc, char **argv) {
       launch.masterPort = std::atoi(port);
     return varuna::rt::launchLocalRanks(launch);
   }
-  varuna::PipelineOptions pipeline;
-  pipeline.stages = stages;
-  pipeline.replicas = replicas;
-  pipeline.schedule = *scheduleKind;
   std::unique_ptr<varuna::rt::Transport> transport;
   try {
     varuna::rt::TransportOptions topts = varuna::rt::transportOptionsFromEnv();

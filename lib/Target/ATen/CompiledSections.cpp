@@ -1,6 +1,7 @@
 //===- CompiledSections.cpp - A job's generated stage library -------------===//
 
 #include "varuna/Target/ATen/CompiledSections.h"
+#include "varuna/Target/ATen/ReferenceTrainer.h"
 #include "varuna/Compiler/BuildStages.h"
 #include "varuna/runtime/StageBridge.h"
 
@@ -18,7 +19,7 @@ namespace varuna {
 FailureOr<std::shared_ptr<const CompiledSections>>
 CompiledSections::load(ModuleOp module, const std::string &libraryPath) {
   auto err = [&](const Twine &msg) {
-    module.emitError("stage library '") << libraryPath << "': " << msg;
+    jobError(module, "stage library '") << libraryPath << "': " << msg;
     return failure();
   };
   // Kept loaded for the life of the process (its cached constants are

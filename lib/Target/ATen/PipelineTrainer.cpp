@@ -99,21 +99,13 @@ LogicalResult Rank::setUp() {
   stage = rank % P();
   replica = rank / P();
 
-  // The partition for P.
-  std::vector<int64_t> bounds;
-  if (auto parts = job->getAttrOfType<ArrayAttr>("varuna.partitions"))
-    for (Attribute a : parts)
-      if (auto d = a.dyn_cast<DictionaryAttr>())
-        if (auto st = d.getAs<IntegerAttr>("stages"))
-          if (st.getInt() == P())
-            if (auto b = d.getAs<DenseI64ArrayAttr>("boundaries"))
-              bounds.assign(b.asArrayRef().begin(), b.asArrayRef().end());
+  // The partition for P (checkPipeline made sure there is one).
+  std::vector<int64_t> bounds = partitionBoundaries(job, P());
   std::vector<func::FuncOp> all = evaluator.getSections();
-  if (bounds.size() != static_cast<size_t>(P()) + 1)
-    return job.emitError("the job has no partition into ")
-           << P() << " stages (it has " << all.size()
-           << " sections; compile it without --stages, or with --stages "
-           << P() << ")";
+  if (bounds.size() != static_cast<size_t>(P()) + 1 ||
+      bounds.back() != static_cast<int64_t>(all.size()))
+    return jobError(job, "the job's partition into ") << P()
+           << " stages does not cover its " << all.size() << " sections";
   for (int64_t k = bounds[stage]; k < bounds[stage + 1]; ++k)
     sections.push_back(all[k]);
 
@@ -283,7 +275,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   int numMicro = static_cast<int>(perReplica / mb);
   plan::ScheduleResult sched = plan::schedule(pipeline.schedule, P(), numMicro);
   if (!sched)
-    return job.emitError("schedule: ") << sched.error(), failure();
+    return jobError(job, "schedule: ") << sched.error(), failure();
   std::vector<plan::Task> order = sched->order(stage);
   std::set<int> recomputed;
   for (const plan::Task &t : order)
@@ -453,23 +445,60 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
 
 } // namespace
 
+std::vector<int64_t> varuna::partitionBoundaries(ModuleOp job,
+                                                 int64_t stages) {
+  if (auto parts = job->getAttrOfType<ArrayAttr>("varuna.partitions"))
+    for (Attribute a : parts)
+      if (auto d = a.dyn_cast<DictionaryAttr>())
+        if (auto st = d.getAs<IntegerAttr>("stages"))
+          if (st.getInt() == stages)
+            if (auto b = d.getAs<DenseI64ArrayAttr>("boundaries"))
+              return std::vector<int64_t>(b.asArrayRef().begin(),
+                                          b.asArrayRef().end());
+  return {};
+}
+
+LogicalResult varuna::checkPipeline(ModuleOp job, const TrainOptions &options,
+                                    const PipelineOptions &pipeline) {
+  int64_t P = pipeline.stages, D = pipeline.replicas;
+  if (P < 1 || D < 1)
+    return jobError(job, "--stages and --replicas must be at least 1");
+  if (options.microBatch < 1 || options.globalBatch < 1 ||
+      options.globalBatch % (D * options.microBatch))
+    return jobError(job, "the global batch (")
+           << options.globalBatch << ") must be a multiple of --replicas ("
+           << D << ") x --micro-batch (" << options.microBatch << ")";
+  if (!options.checkpointDir.empty() || options.resume)
+    return jobError(job, "checkpoints with more than one rank are not "
+                         "implemented yet (train with --stages 1 --replicas 1 "
+                         "to checkpoint)");
+  if (options.sections)
+    return jobError(job, "--sections is for --stages 1 --replicas 1 (a "
+                         "pipeline always runs section by section)");
+  if (partitionBoundaries(job, P).size() != static_cast<size_t>(P) + 1) {
+    int64_t sections = 0;
+    for (auto f : job.getOps<func::FuncOp>())
+      sections += f->hasAttr("varuna.section");
+    return jobError(job, "the job has no partition into ")
+           << P << " stages (it has " << sections
+           << " sections; compile it without --stages, or with --stages " << P
+           << ")";
+  }
+  return success();
+}
+
 LogicalResult varuna::trainPipeline(
     ModuleOp job, const TrainingConfig &config, const rt::DataSource &data,
     const TrainOptions &options, const PipelineOptions &pipeline,
     rt::Transport &transport,
     const std::function<void(const StepMetrics &)> &onStep) {
   int64_t P = pipeline.stages, D = pipeline.replicas;
-  if (P < 1 || D < 1 || transport.size() != P * D)
-    return job.emitError("--stages ")
+  if (failed(checkPipeline(job, options, pipeline)))
+    return failure();
+  if (transport.size() != P * D)
+    return jobError(job, "--stages ")
            << P << " x --replicas " << D << " needs " << P * D
            << " ranks, the job has " << transport.size();
-  if (options.microBatch < 1 || options.globalBatch % (D * options.microBatch))
-    return job.emitError("the global batch (")
-           << options.globalBatch << ") must be a multiple of --replicas ("
-           << D << ") x --micro-batch (" << options.microBatch << ")";
-  if (!options.checkpointDir.empty() || options.resume)
-    return job.emitError("checkpoints with more than one rank are not "
-                         "implemented yet");
 
   double count = 0;
   ATenEvalOptions evalOptions;
@@ -485,7 +514,7 @@ LogicalResult varuna::trainPipeline(
   if (failed(evaluator))
     return failure();
   if (!evaluator->getLossIndex())
-    return job.emitError("the graph has no loss result");
+    return jobError(job, "the graph has no loss result");
 
   Rank rank(job, *evaluator, options, pipeline, transport);
   rank.countSink = &count;
@@ -493,20 +522,20 @@ LogicalResult varuna::trainPipeline(
     if (failed(rank.setUp()))
       return failure();
   } catch (const std::exception &e) {
-    return job.emitError("rank ") << transport.rank() << ": " << e.what();
+    return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
   std::unique_ptr<rt::Optimizer> optimizer;
   try {
     optimizer = rt::Optimizer::create(config.optimizer, config.clipGradNorm);
     optimizer->setParamNames(rank.paramNames);
   } catch (const std::exception &e) {
-    return job.emitError("optimizer: ") << e.what();
+    return jobError(job, "optimizer: ") << e.what();
   }
   std::ofstream metrics;
   if (transport.rank() == 0 && !options.metricsPath.empty()) {
     metrics.open(options.metricsPath);
     if (!metrics)
-      return job.emitError("cannot write metrics to '")
+      return jobError(job, "cannot write metrics to '")
              << options.metricsPath << "'";
   }
   for (int64_t s = 0; s < options.steps; ++s) {
@@ -515,7 +544,7 @@ LogicalResult varuna::trainPipeline(
       if (failed(rank.step(s, data, config, *optimizer, m)))
         return failure();
     } catch (const std::exception &e) {
-      return job.emitError("rank ") << transport.rank() << ", step " << s
+      return jobError(job, "rank ") << transport.rank() << ", step " << s
                                     << ": " << e.what();
     }
     if (metrics)
@@ -530,7 +559,7 @@ LogicalResult varuna::trainPipeline(
           rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
                        tensorToNpy(t.detach().contiguous()));
     } catch (const std::exception &e) {
-      return job.emitError("stage ") << stage << ": cannot dump parameters: "
+      return jobError(job, "stage ") << stage << ": cannot dump parameters: "
                                      << e.what();
     }
   }

@@ -35,6 +35,13 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
+InFlightDiagnostic varuna::jobError(ModuleOp job, const Twine &msg) {
+  StringRef file = "job";
+  if (auto loc = job.getLoc().dyn_cast<FileLineColLoc>())
+    file = loc.getFilename().getValue();
+  return emitError(FileLineColLoc::get(job.getContext(), file, 0, 0), msg);
+}
+
 std::string varuna::metricsJsonLine(const StepMetrics &m) {
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
@@ -357,7 +364,7 @@ LogicalResult varuna::trainReference(
     const std::function<void(const StepMetrics &)> &onStep) {
   if (options.microBatch < 1 || options.globalBatch < 1 ||
       options.globalBatch % options.microBatch)
-    return job.emitError("the global batch (")
+    return jobError(job, "the global batch (")
            << options.globalBatch << ") must be a positive multiple of the "
            << "micro-batch (" << options.microBatch << ")";
 
@@ -377,7 +384,7 @@ LogicalResult varuna::trainReference(
     return failure();
   auto lossIndex = evaluator->getLossIndex();
   if (!lossIndex)
-    return job.emitError("the graph has no loss result");
+    return jobError(job, "the graph has no loss result");
   auto params = evaluator->trainableParams();
   if (failed(params))
     return failure();
@@ -393,25 +400,25 @@ LogicalResult varuna::trainReference(
     optimizer = rt::Optimizer::create(config.optimizer, config.clipGradNorm);
     optimizer->setParamNames(names);
   } catch (const std::exception &e) {
-    return job.emitError("optimizer: ") << e.what();
+    return jobError(job, "optimizer: ") << e.what();
   }
   std::ofstream metrics;
   if (!options.metricsPath.empty()) {
     metrics.open(options.metricsPath);
     if (!metrics)
-      return job.emitError("cannot write metrics to '")
+      return jobError(job, "cannot write metrics to '")
              << options.metricsPath << "'";
   }
 
   int64_t first = 0;
   if (options.resume) {
     if (options.checkpointDir.empty())
-      return job.emitError("--resume needs --checkpoint-dir");
+      return jobError(job, "--resume needs --checkpoint-dir");
     try {
       first = restoreCheckpoint(*evaluator, options.checkpointDir, *params,
                                 *optimizer, llvm::errs());
     } catch (const std::exception &e) {
-      return job.emitError("cannot resume: ") << e.what();
+      return jobError(job, "cannot resume: ") << e.what();
     }
   }
   int64_t micro = options.globalBatch / options.microBatch;
@@ -467,10 +474,10 @@ LogicalResult varuna::trainReference(
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
                                          step + 1, *params, *optimizer);
         if (!err.empty())
-          return job.emitError("checkpoint at step ") << step + 1 << ": " << err;
+          return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
       }
     } catch (const std::exception &e) {
-      return job.emitError("step ") << step << ": " << e.what();
+      return jobError(job, "step ") << step << ": " << e.what();
     }
   }
 
@@ -480,7 +487,7 @@ LogicalResult varuna::trainReference(
         rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
                      tensorToNpy(t.detach().contiguous()));
     } catch (const std::exception &e) {
-      return job.emitError("cannot dump parameters: ") << e.what();
+      return jobError(job, "cannot dump parameters: ") << e.what();
     }
   }
   return success();

@@ -47,6 +47,16 @@ struct PipelineOptions {
   plan::ScheduleKind schedule = plan::ScheduleKind::Varuna;
 };
 
+/// What can be checked before any rank starts: P x D, the batch, a partition
+/// of the job into P stages, options the pipeline does not support yet.
+mlir::LogicalResult checkPipeline(mlir::ModuleOp job,
+                                  const TrainOptions &options,
+                                  const PipelineOptions &pipeline);
+
+/// The section boundaries of the job's partition into `stages` (P + 1
+/// numbers), or an empty vector.
+std::vector<int64_t> partitionBoundaries(mlir::ModuleOp job, int64_t stages);
+
 /// Trains this rank's part (transport.rank()); `onStep` gets every step's
 /// global numbers on every rank. Metrics and dumped parameters: rank 0
 /// writes the metrics, each replica-0 rank dumps its stage's parameters.

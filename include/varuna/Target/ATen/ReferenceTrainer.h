@@ -26,6 +26,7 @@
 #include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/runtime/Dataset.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 #include <functional>
 #include <string>
@@ -65,6 +66,10 @@ struct StepMetrics {
   int64_t step = 0;
   double loss = 0, seconds = 0, examplesPerSecond = 0, gradNorm = 0;
 };
+
+/// An error about running `job` (not about a line of its IR): reported at
+/// "<job.mlir>:0:0" so that no IR is quoted.
+mlir::InFlightDiagnostic jobError(mlir::ModuleOp job, const llvm::Twine &msg);
 
 /// One `--metrics` JSON line (with its newline): step, loss, examples_per_s,
 /// step_seconds.
