@@ -93,6 +93,10 @@ static cl::opt<double> timeoutSeconds(
     cl::desc("Seconds any rendezvous, send, receive or all-reduce may wait "
              "before the rank gives up"));
 
+static cl::opt<std::string> tracePath(
+    "trace", cl::desc("Write the run's timeline (Chrome trace / Perfetto "
+                      "JSON, every rank's spans) to this file"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -211,6 +215,7 @@ int main(int argc, char **argv) {
   options.checkpointDir = checkpointDir;
   options.checkpointEvery = checkpointEvery;
   options.resume = resume;
+  options.tracePath = tracePath;
   if (engine == "generated") {
     llvm::SmallString<256> lib(jobDir);
     llvm::sys::path::append(lib, "libstages.so");

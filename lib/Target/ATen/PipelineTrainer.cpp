@@ -5,6 +5,7 @@
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/Optimizer.h"
+#include "varuna/runtime/Trace.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -63,6 +64,9 @@ public:
   std::vector<at::Tensor> paramLeaves;
   std::set<std::string> notOwned;       // ties this stage does not count
   double *countSink = nullptr;          // evaluator's loss-count target
+  rt::Trace trace;
+  int stageIndex() const { return stage; }
+  int replicaIndex() const { return replica; }
 
 private:
   int P() const { return static_cast<int>(pipeline.stages); }
@@ -231,6 +235,7 @@ Rank::recvValues(MessageKind kind, int64_t s, int64_t k, int peer,
       continue; // no gradient flows through integer values
     std::vector<int64_t> shape = concreteShape(t, options.microBatch);
     at::Tensor header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+    auto waitStart = rt::Trace::Clock::now();
     transport.recv(header, peer, tagOf(kind, true, i, k))->wait();
     int64_t numel = 1;
     for (int64_t d : shape)
@@ -249,6 +254,11 @@ Rank::recvValues(MessageKind kind, int64_t s, int64_t k, int peer,
     at::Tensor payload = at::empty(
         shape, at::TensorOptions().dtype(*dtype == at::kBool ? at::kByte : *dtype));
     transport.recv(payload, peer, tagOf(kind, false, i, k))->wait();
+    trace.span(std::string(kind == kActivation ? "recv act " : "recv grad ") +
+                   std::to_string(k),
+               rt::Trace::Comm, waitStart, rt::Trace::Clock::now(),
+               "\"from\": " + std::to_string(peer) + ", \"bytes\": " +
+                   std::to_string(payload.numel() * payload.element_size()));
     out[i] = *dtype == at::kBool ? payload.to(at::kBool) : payload;
   }
   return out;
@@ -307,6 +317,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
           isFirst() ? std::vector<at::Tensor>()
                     : recvValues(kActivation, s, k, prev, inTypes);
       *countSink = double(mb);
+      auto computeStart = rt::Trace::Clock::now();
       FailureOr<std::vector<at::Tensor>> out = failure();
       if (recomputed.count(k)) {
         at::NoGradGuard noGrad;
@@ -321,6 +332,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       }
       if (failed(out))
         return failure();
+      trace.span("F" + std::to_string(k), rt::Trace::Compute, computeStart,
+                 rt::Trace::Clock::now());
       if (isLast()) {
         auto lossIndex = evaluator.getLossIndex();
         double loss = (*out)[*lossIndex].item<double>();
@@ -334,6 +347,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       break;
     }
     case plan::TaskKind::Recompute: {
+      auto span = trace.scope("R" + std::to_string(k), rt::Trace::Compute);
       Stash st = std::move(stash.at(k));
       stash.erase(k);
       evaluator.getGenerator().set_state(st.rng);
@@ -360,6 +374,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
           }
       }
       if (!roots.empty()) {
+        auto span = trace.scope("B" + std::to_string(k), rt::Trace::Compute);
         if (grads.empty())
           torch::autograd::backward(roots);
         else
@@ -376,14 +391,20 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     }
     }
   }
-  for (auto &[p, t] : sends)
-    p->wait();
-  sends.clear();
+  {
+    auto span = trace.scope("wait sends", rt::Trace::Comm);
+    for (auto &[p, t] : sends)
+      p->wait();
+    sends.clear();
+  }
 
   // The loss and what it averages over, summed over every rank.
   std::vector<at::Tensor> totals{
       at::tensor({lossSum, countSum}, at::TensorOptions().dtype(at::kDouble))};
-  transport.world().allreduceSum(totals);
+  {
+    auto span = trace.scope("allreduce loss", rt::Trace::Comm);
+    transport.world().allreduceSum(totals);
+  }
   double total = totals[0][1].item<double>();
   m.loss = totals[0][0].item<double>() / total;
 
@@ -395,6 +416,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // Data parallelism: sum over the replicas of this stage, in one buffer
   // per dtype.
   if (stageGroup && stageGroup->size() > 1) {
+    auto span = trace.scope("allreduce gradients", rt::Trace::Comm);
     std::map<at::ScalarType, std::vector<size_t>> byType;
     for (size_t i = 0; i < grads.size(); ++i)
       byType[grads[i].scalar_type()].push_back(i);
@@ -414,6 +436,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   }
   // Ties: the copies' gradients summed over the stages that hold them.
   for (auto &[name, group] : tieGroups) {
+    auto span = trace.scope("allreduce tie " + name, rt::Trace::Comm);
     auto it = std::find(paramNames.begin(), paramNames.end(), name);
     std::vector<at::Tensor> g{grads[it - paramNames.begin()]};
     group->allreduceSum(g);
@@ -427,12 +450,16 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
         owned.push_back(g);
     std::vector<at::Tensor> sq{at::tensor(
         {rt::sumOfSquares(owned)}, at::TensorOptions().dtype(at::kDouble))};
+    auto span = trace.scope("allreduce norm", rt::Trace::Comm);
     transport.world().allreduceSum(sq);
     norm = std::sqrt(sq[0].item<double>() / double(pipeline.replicas));
   }
   if (config.clipGradNorm && config.optimizer.type != OptimizerKind::LAMB)
     rt::clipGradNorm(grads, *config.clipGradNorm, norm);
-  optimizer.step(paramLeaves, grads, norm);
+  {
+    auto span = trace.scope("optimizer", rt::Trace::Compute);
+    optimizer.step(paramLeaves, grads, norm);
+  }
 
   m.step = s;
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
@@ -518,6 +545,7 @@ LogicalResult varuna::trainPipeline(
 
   Rank rank(job, *evaluator, options, pipeline, transport);
   rank.countSink = &count;
+  rank.trace = rt::Trace(!options.tracePath.empty());
   try {
     if (failed(rank.setUp()))
       return failure();
@@ -550,6 +578,26 @@ LogicalResult varuna::trainPipeline(
     if (metrics)
       metrics << metricsJsonLine(m) << std::flush;
     onStep(m);
+  }
+  if (!options.tracePath.empty()) {
+    try {
+      std::string mine =
+          options.tracePath + ".rank" + std::to_string(transport.rank());
+      rank.trace.write(mine, transport.rank(),
+                       "stage " + std::to_string(rank.stageIndex()) +
+                           " / replica " + std::to_string(rank.replicaIndex()));
+      transport.world().barrier();
+      if (transport.rank() == 0) {
+        std::vector<std::string> parts;
+        for (int r = 0; r < transport.size(); ++r)
+          parts.push_back(options.tracePath + ".rank" + std::to_string(r));
+        rt::mergeTraces(parts, options.tracePath);
+        for (const std::string &p : parts)
+          std::remove(p.c_str());
+      }
+    } catch (const std::exception &e) {
+      return jobError(job, "trace: ") << e.what();
+    }
   }
   int stage = transport.rank() % P;
   if (!options.dumpParamsDir.empty() && transport.rank() / P == 0) {

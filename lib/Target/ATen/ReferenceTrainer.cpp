@@ -5,6 +5,7 @@
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/Optimizer.h"
+#include "varuna/runtime/Trace.h"
 #include "llvm/ADT/StringExtras.h"
 #include <ATen/ATen.h>
 #include <chrono>
@@ -422,6 +423,7 @@ LogicalResult varuna::trainReference(
     }
   }
   int64_t micro = options.globalBatch / options.microBatch;
+  rt::Trace trace(!options.tracePath.empty());
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     for (at::Tensor &p : leaves)
@@ -435,6 +437,7 @@ LogicalResult varuna::trainReference(
                         options.microBatch))
           inputs.push_back(tensorFromNpy(b.array));
         count = double(options.microBatch);
+        auto span = trace.scope("F+B " + std::to_string(j), rt::Trace::Compute);
         FailureOr<double> loss =
             options.sections
                 ? stitchedStep(*evaluator, inputs, *lossIndex, count)
@@ -458,7 +461,10 @@ LogicalResult varuna::trainReference(
       if (config.clipGradNorm &&
           config.optimizer.type != OptimizerKind::LAMB)
         rt::clipGradNorm(grads, *config.clipGradNorm, norm);
-      optimizer->step(leaves, grads, norm);
+      {
+        auto span = trace.scope("optimizer", rt::Trace::Compute);
+        optimizer->step(leaves, grads, norm);
+      }
       StepMetrics m;
       m.step = step;
       m.loss = lossSum / total;
@@ -481,6 +487,13 @@ LogicalResult varuna::trainReference(
     }
   }
 
+  if (trace.isEnabled()) {
+    try {
+      trace.write(options.tracePath, 0, "stage 0 / replica 0");
+    } catch (const std::exception &e) {
+      return jobError(job, "trace: ") << e.what();
+    }
+  }
   if (!options.dumpParamsDir.empty()) {
     try {
       for (auto &[n, t] : *params)

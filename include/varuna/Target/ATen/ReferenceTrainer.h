@@ -59,6 +59,9 @@ struct TrainOptions {
   /// section through its generated code; empty: interpret the graph with
   /// the ATen evaluator (the reference engine).
   std::string stageLibrary;
+  /// Chrome-trace / Perfetto timeline of the run (runtime/Trace.h): the
+  /// spans of every rank merged into this file.
+  std::string tracePath;
 };
 
 /// One training step's numbers.
