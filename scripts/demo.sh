@@ -3,8 +3,9 @@
 # input/output embeddings from PyTorch, import it into the varuna dialect,
 # print a readable summary of the training graph, compile it into a job
 # directory (cut-points, sections, ties, balanced stages for every P), print
-# the compile report, and train it for 30 steps in one process (P = 1; the
-# pipeline runtime comes with the next milestone), printing the loss curve.
+# the compile report, and train it for 30 steps in a 2 x 2 pipeline (2 stages,
+# 2 data-parallel replicas: 4 ranks on loopback, Gloo), printing the loss
+# curve and writing the timeline (Chrome trace + SVG).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,6 +28,9 @@ echo "== compile: varuna-compile $OUT/gpt.onnx -o $OUT/job"
 echo
 cat "$OUT/job/report.md"
 echo
-echo "== train: varuna-run $OUT/job --stages 1 --replicas 1 --batch 16 --micro-batch 4 --steps 30 --synthetic --synthetic-samples 32"
-"$BUILD_DIR/bin/varuna-run" "$OUT/job" --stages 1 --replicas 1 --batch 16 --micro-batch 4 \
-  --steps 30 --synthetic --synthetic-samples 32 --config scripts/demo-train.json --metrics "$OUT/metrics.jsonl"
+echo "== train: varuna-run $OUT/job --stages 2 --replicas 2 --batch 16 --micro-batch 2 --steps 30 --synthetic --synthetic-samples 32 --trace $OUT/timeline.json"
+"$BUILD_DIR/bin/varuna-run" "$OUT/job" --stages 2 --replicas 2 --batch 16 --micro-batch 2 \
+  --steps 30 --synthetic --synthetic-samples 32 --config scripts/demo-train.json \
+  --metrics "$OUT/metrics.jsonl" --trace "$OUT/timeline.json"
+PYTHONPATH="$ROOT/python" python3 -m varuna.trace "$OUT/timeline.json" -o "$OUT/timeline.svg"
+echo "== timeline: $OUT/timeline.json (open in https://ui.perfetto.dev), $OUT/timeline.svg"
