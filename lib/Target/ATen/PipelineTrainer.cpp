@@ -2,6 +2,7 @@
 
 #include "varuna/Target/ATen/PipelineTrainer.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/Optimizer.h"
@@ -65,6 +66,17 @@ public:
   std::set<std::string> notOwned;       // ties this stage does not count
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
+  std::map<std::string, int> home; // checkpoint file of each parameter
+  int firstSection = 0, endSection = 0, numSections = 0;
+  NamedTensors named() const {
+    NamedTensors out;
+    for (auto [n, t] : llvm::zip(paramNames, paramLeaves))
+      out.emplace_back(n, t);
+    return out;
+  }
+  /// Writes checkpoint `step`: replica 0's ranks write their sections'
+  /// files, rank 0 commits the manifest once every file is written.
+  void saveCheckpoint(int64_t step, const rt::Optimizer &optimizer);
   int stageIndex() const { return stage; }
   int replicaIndex() const { return replica; }
 
@@ -112,6 +124,10 @@ LogicalResult Rank::setUp() {
            << " stages does not cover its " << all.size() << " sections";
   for (int64_t k = bounds[stage]; k < bounds[stage + 1]; ++k)
     sections.push_back(all[k]);
+  firstSection = bounds[stage];
+  endSection = bounds[stage + 1];
+  numSections = static_cast<int>(all.size());
+  home = checkpointHomes(all);
 
   // What crosses the stage's boundaries.
   func::FuncOp first = sections.front();
@@ -168,6 +184,51 @@ LogicalResult Rank::setUp() {
     }
   }
   return success();
+}
+
+void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
+  const std::string &dir = options.checkpointDir;
+  at::Tensor entries =
+      at::zeros({numSections, 3}, at::TensorOptions().dtype(at::kLong));
+  if (replica == 0) {
+    NamedTensors mine = named();
+    rt::OptimizerState state = optimizer.state();
+    for (int k = firstSection; k < endSection; ++k) {
+      rt::CheckpointFile f;
+      std::string err = rt::writeCheckpointSection(
+          dir, step, k, sectionTensors(k, home, mine, state), &f);
+      if (!err.empty())
+        throw std::runtime_error("checkpoint at step " + std::to_string(step) +
+                                 ": " + err);
+      entries[k][0] = 1;
+      entries[k][1] = static_cast<int64_t>(f.bytes);
+      entries[k][2] = static_cast<int64_t>(f.crc32);
+    }
+  }
+  std::vector<at::Tensor> all{entries};
+  transport.world().allreduceSum(all);
+  if (transport.rank() == 0) {
+    std::vector<rt::CheckpointFile> files;
+    for (int k = 0; k < numSections; ++k) {
+      if (all[0][k][0].item<int64_t>() != 1)
+        throw std::runtime_error("checkpoint at step " + std::to_string(step) +
+                                 ": section " + std::to_string(k) +
+                                 " was not written");
+      rt::CheckpointFile f;
+      f.name = rt::checkpointSectionFileName(k);
+      f.section = k;
+      f.bytes = static_cast<uint64_t>(all[0][k][1].item<int64_t>());
+      f.crc32 = static_cast<uint32_t>(all[0][k][2].item<int64_t>());
+      files.push_back(f);
+    }
+    std::string err = rt::commitCheckpoint(
+        dir, step, files,
+        trainingState(step, optimizer, evaluator.getGenerator()));
+    if (!err.empty())
+      throw std::runtime_error("checkpoint at step " + std::to_string(step) +
+                               ": " + err);
+  }
+  transport.world().barrier();
 }
 
 FailureOr<std::vector<at::Tensor>>
@@ -495,10 +556,8 @@ LogicalResult varuna::checkPipeline(ModuleOp job, const TrainOptions &options,
     return jobError(job, "the global batch (")
            << options.globalBatch << ") must be a multiple of --replicas ("
            << D << ") x --micro-batch (" << options.microBatch << ")";
-  if (!options.checkpointDir.empty() || options.resume)
-    return jobError(job, "checkpoints with more than one rank are not "
-                         "implemented yet (train with --stages 1 --replicas 1 "
-                         "to checkpoint)");
+  if (options.resume && options.checkpointDir.empty())
+    return jobError(job, "--resume needs --checkpoint-dir");
   if (options.sections)
     return jobError(job, "--sections is for --stages 1 --replicas 1 (a "
                          "pipeline always runs section by section)");
@@ -566,7 +625,24 @@ LogicalResult varuna::trainPipeline(
       return jobError(job, "cannot write metrics to '")
              << options.metricsPath << "'";
   }
-  for (int64_t s = 0; s < options.steps; ++s) {
+  int64_t first = 0;
+  if (options.resume) {
+    try {
+      llvm::raw_ostream &log =
+          transport.rank() == 0 ? llvm::errs() : llvm::nulls();
+      if (auto ckpt = latestCheckpoint(options.checkpointDir, log)) {
+        NamedTensors mine = rank.named();
+        first = restoreFrom(*ckpt, rank.home, mine, *optimizer,
+                            evaluator->getGenerator(), /*strict=*/false);
+        log << "varuna-run: resumed from " << ckpt->path << " (step " << first
+            << ") with " << P << " x " << D << " ranks\n";
+      }
+    } catch (const std::exception &e) {
+      return jobError(job, "rank ") << transport.rank()
+                                    << ": cannot resume: " << e.what();
+    }
+  }
+  for (int64_t s = first; s < options.steps; ++s) {
     StepMetrics m;
     try {
       if (failed(rank.step(s, data, config, *optimizer, m)))
@@ -578,6 +654,13 @@ LogicalResult varuna::trainPipeline(
     if (metrics)
       metrics << metricsJsonLine(m) << std::flush;
     onStep(m);
+    if (options.checkpointEvery > 0 && (s + 1) % options.checkpointEvery == 0) {
+      try {
+        rank.saveCheckpoint(s + 1, *optimizer);
+      } catch (const std::exception &e) {
+        return jobError(job, "rank ") << transport.rank() << ": " << e.what();
+      }
+    }
   }
   if (!options.tracePath.empty()) {
     try {

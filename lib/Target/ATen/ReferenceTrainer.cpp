@@ -2,6 +2,7 @@
 
 #include "varuna/Target/ATen/ReferenceTrainer.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
+#include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/Optimizer.h"
@@ -78,161 +79,22 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
   return specs;
 }
 
-namespace {
-
-std::string safetensorsDType(at::ScalarType t) {
-  switch (t) {
-  case at::kFloat: return "F32";
-  case at::kDouble: return "F64";
-  case at::kHalf: return "F16";
-  case at::kBFloat16: return "BF16";
-  case at::kLong: return "I64";
-  case at::kInt: return "I32";
-  case at::kChar: return "I8";
-  case at::kByte: return "U8";
-  case at::kBool: return "BOOL";
-  default: throw std::runtime_error("cannot checkpoint a tensor of type " +
-                                    std::string(c10::toString(t)));
-  }
-}
-
-at::ScalarType scalarTypeOf(const std::string &d) {
-  static const std::map<std::string, at::ScalarType> types = {
-      {"F32", at::kFloat}, {"F64", at::kDouble}, {"F16", at::kHalf},
-      {"BF16", at::kBFloat16}, {"I64", at::kLong}, {"I32", at::kInt},
-      {"I8", at::kChar}, {"U8", at::kByte}, {"BOOL", at::kBool}};
-  auto it = types.find(d);
-  if (it == types.end())
-    throw std::runtime_error("checkpoint tensor of unsupported dtype " + d);
-  return it->second;
-}
-
-rt::TensorBytes toBytes(const std::string &name, const at::Tensor &t) {
-  at::Tensor c = t.detach().contiguous().cpu();
-  rt::TensorBytes b;
-  b.name = name;
-  b.dtype = safetensorsDType(c.scalar_type());
-  b.shape.assign(c.sizes().begin(), c.sizes().end());
-  auto *p = static_cast<const uint8_t *>(c.data_ptr());
-  b.data.assign(p, p + c.numel() * c.element_size());
-  return b;
-}
-
-at::Tensor fromBytes(const rt::TensorBytes &b) {
-  at::Tensor t = at::empty(b.shape, at::TensorOptions().dtype(scalarTypeOf(b.dtype)));
-  if (static_cast<size_t>(t.numel() * t.element_size()) != b.data.size())
-    throw std::runtime_error("checkpoint tensor '" + b.name + "' has " +
-                             std::to_string(b.data.size()) + " bytes for its shape");
-  std::memcpy(t.data_ptr(), b.data.data(), b.data.size());
-  return t;
-}
-
-/// The section each parameter is checkpointed with: the first that reads it.
-std::map<std::string, int> sectionOfParams(ATenEvaluator &evaluator) {
-  std::map<std::string, int> owner;
-  for (auto [k, s] : llvm::enumerate(evaluator.getSections()))
-    if (auto names = s->getAttrOfType<ArrayAttr>("varuna.params"))
-      for (Attribute a : names)
-        owner.emplace(a.cast<StringAttr>().getValue().str(), k);
-  return owner;
-}
-
 /// Writes checkpoint `step` (steps completed). Returns "" or an error.
-std::string saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir,
-                           int64_t step,
-                           const std::vector<std::pair<std::string, at::Tensor>> &params,
-                           const rt::Optimizer &optimizer) {
-  std::map<std::string, int> owner = sectionOfParams(evaluator);
-  size_t numSections = std::max<size_t>(1, evaluator.getSections().size());
-  std::vector<std::vector<rt::TensorBytes>> files(numSections);
+static std::string
+saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
+               const std::vector<std::pair<std::string, at::Tensor>> &params,
+               const rt::Optimizer &optimizer) {
+  std::vector<func::FuncOp> sections = evaluator.getSections();
+  std::map<std::string, int> home = checkpointHomes(sections);
   rt::OptimizerState state = optimizer.state();
-  for (auto &[name, t] : params) {
-    auto it = owner.find(name);
-    int k = it == owner.end() ? 0 : it->second;
-    files[k].push_back(toBytes(name, t));
-    for (const char *kind : {"momentum_buffer", "exp_avg", "exp_avg_sq"}) {
-      auto st = state.find(name + "." + kind);
-      if (st != state.end())
-        files[k].push_back(
-            toBytes(rt::optimizerStateTensorName(name, kind), st->second));
-    }
-  }
-  rt::TrainingState meta;
-  meta["step"] = std::to_string(step);
-  meta["optimizer_step"] = std::to_string(optimizer.stepCount());
-  at::Tensor rng = evaluator.getGenerator().get_state();
-  meta["rng_state"] = llvm::toHex(llvm::ArrayRef<uint8_t>(
-      static_cast<const uint8_t *>(rng.data_ptr()), rng.numel()));
-  return rt::writeCheckpoint(dir, step, files, meta);
+  std::vector<std::vector<rt::TensorBytes>> files(
+      std::max<size_t>(1, sections.size()));
+  for (size_t k = 0; k < files.size(); ++k)
+    files[k] = sectionTensors(k, home, params, state);
+  return rt::writeCheckpoint(
+      dir, step, files,
+      trainingState(step, optimizer, evaluator.getGenerator()));
 }
-
-/// Restores the newest complete checkpoint; returns the steps completed
-/// (0 without one).
-int64_t restoreCheckpoint(ATenEvaluator &evaluator, const std::string &dir,
-                          std::vector<std::pair<std::string, at::Tensor>> &params,
-                          rt::Optimizer &optimizer, llvm::raw_ostream &log) {
-  rt::FindResult found = rt::findLatestComplete(dir);
-  for (const std::string &w : found.warnings)
-    log << "varuna-run: warning: " << w << "\n";
-  if (!found.error.empty())
-    throw std::runtime_error(found.error);
-  if (!found.latest) {
-    log << "varuna-run: no complete checkpoint in '" << dir
-        << "'; starting from step 0\n";
-    return 0;
-  }
-  const rt::CheckpointInfo &ckpt = *found.latest;
-  std::map<std::string, at::Tensor *> byName;
-  for (auto &[name, t] : params)
-    byName[name] = &t;
-  rt::OptimizerState state;
-  size_t restored = 0;
-  for (size_t k = 0; k < ckpt.manifest.files.size(); ++k) {
-    if (!ckpt.sectionFile(k))
-      continue;
-    rt::SafetensorsFile file = rt::loadSection(ckpt, k);
-    for (const rt::TensorBytes &b : file.tensors) {
-      at::Tensor t = fromBytes(b);
-      llvm::StringRef name(b.name);
-      if (name.consume_front("optimizer/")) {
-        auto [kind, param] = name.split('/');
-        state[param.str() + "." + kind.str()] = t;
-        continue;
-      }
-      auto it = byName.find(b.name);
-      if (it == byName.end())
-        throw std::runtime_error("checkpoint has unknown parameter '" +
-                                 b.name + "'");
-      if (!it->second->sizes().equals(t.sizes()))
-        throw std::runtime_error("checkpoint parameter '" + b.name +
-                                 "' has another shape than the model's");
-      at::NoGradGuard noGrad;
-      it->second->copy_(t);
-      ++restored;
-    }
-  }
-  if (restored != params.size())
-    throw std::runtime_error("checkpoint '" + ckpt.path + "' holds " +
-                             std::to_string(restored) + " of the " +
-                             std::to_string(params.size()) + " parameters");
-  auto meta = ckpt.manifest.state;
-  state["step"] = at::scalar_tensor(
-      static_cast<int64_t>(std::stoll(meta.at("optimizer_step"))),
-      at::TensorOptions().dtype(at::kLong));
-  optimizer.loadState(state);
-  std::string rngBytes;
-  if (!llvm::tryGetFromHex(meta.at("rng_state"), rngBytes))
-    throw std::runtime_error("checkpoint has a malformed rng_state");
-  at::Tensor rngState = at::empty({static_cast<int64_t>(rngBytes.size())},
-                                  at::TensorOptions().dtype(at::kByte));
-  std::memcpy(rngState.data_ptr(), rngBytes.data(), rngBytes.size());
-  evaluator.getGenerator().set_state(rngState);
-  int64_t step = std::stoll(meta.at("step"));
-  log << "varuna-run: resumed from " << ckpt.path << " (step " << step << ")\n";
-  return step;
-}
-
-} // namespace
 
 /// Forward and backward of the whole graph; returns the loss. `count` (set
 /// by the evaluator's observer during the forward) weights the backward.
@@ -416,8 +278,15 @@ LogicalResult varuna::trainReference(
     if (options.checkpointDir.empty())
       return jobError(job, "--resume needs --checkpoint-dir");
     try {
-      first = restoreCheckpoint(*evaluator, options.checkpointDir, *params,
-                                *optimizer, llvm::errs());
+      std::optional<rt::CheckpointInfo> ckpt =
+          latestCheckpoint(options.checkpointDir, llvm::errs());
+      if (ckpt) {
+        first = restoreFrom(*ckpt, checkpointHomes(evaluator->getSections()),
+                            *params, *optimizer, evaluator->getGenerator(),
+                            /*strict=*/true);
+        llvm::errs() << "varuna-run: resumed from " << ckpt->path << " (step "
+                     << first << ")\n";
+      }
     } catch (const std::exception &e) {
       return jobError(job, "cannot resume: ") << e.what();
     }

@@ -1,0 +1,67 @@
+//===- CheckpointIO.h - Parameters <-> per-section checkpoints --*- C++ -*-===//
+//
+// The layer between trainers and runtime/Checkpoint.h: which section file a
+// parameter lives in (its "home": the first section that reads it, so a
+// tied parameter is stored once), the tensors of one section file
+// (parameters and their optimizer state), the training state, and restoring
+// any subset of the parameters -- which is what lets a checkpoint written
+// by one P x D be resumed under another (each rank reads the files of the
+// parameters it holds). Torch-facing; throws std::runtime_error with a
+// message on a malformed or incomplete checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_TARGET_ATEN_CHECKPOINTIO_H
+#define VARUNA_TARGET_ATEN_CHECKPOINTIO_H
+
+#include "varuna/runtime/Checkpoint.h"
+#include "varuna/runtime/Optimizer.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace varuna {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+/// Parameter name -> the index of the first section (of `sections`, in
+/// order) that reads it (its `varuna.params`).
+std::map<std::string, int>
+checkpointHomes(llvm::ArrayRef<mlir::func::FuncOp> sections);
+
+/// Section `k`'s file contents: the parameters of `params` whose home is
+/// `k` (a parameter without a home goes to section 0) and their optimizer
+/// state from `state`.
+std::vector<rt::TensorBytes>
+sectionTensors(int k, const std::map<std::string, int> &home,
+               const NamedTensors &params, const rt::OptimizerState &state);
+
+/// step, optimizer_step and the generator's state, for the manifest.
+rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
+                                at::Generator &generator);
+
+/// The newest complete checkpoint of `dir` (skipped torn or corrupt ones
+/// are reported to `log` as warnings), or nullopt (reported too).
+std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
+                                                   llvm::raw_ostream &log);
+
+/// Copies the checkpointed values into `params` (read from their homes'
+/// files), loads the optimizer state of those parameters and the generator
+/// state, and returns the steps completed. `strict`: a tensor of the files
+/// read that is not in `params` is an error too (single-process resume).
+int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
+                    const std::map<std::string, int> &home,
+                    NamedTensors &params, rt::Optimizer &optimizer,
+                    at::Generator &generator, bool strict);
+
+} // namespace varuna
+
+#endif // VARUNA_TARGET_ATEN_CHECKPOINTIO_H

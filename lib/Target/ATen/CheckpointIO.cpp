@@ -1,0 +1,207 @@
+//===- CheckpointIO.cpp - Parameters <-> per-section checkpoints ----------===//
+
+#include "varuna/Target/ATen/CheckpointIO.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <cstring>
+#include <set>
+
+using namespace mlir;
+
+namespace varuna {
+
+namespace {
+
+std::string safetensorsDType(at::ScalarType t) {
+  switch (t) {
+  case at::kFloat: return "F32";
+  case at::kDouble: return "F64";
+  case at::kHalf: return "F16";
+  case at::kBFloat16: return "BF16";
+  case at::kLong: return "I64";
+  case at::kInt: return "I32";
+  case at::kChar: return "I8";
+  case at::kByte: return "U8";
+  case at::kBool: return "BOOL";
+  default: throw std::runtime_error("cannot checkpoint a tensor of type " +
+                                    std::string(c10::toString(t)));
+  }
+}
+
+at::ScalarType scalarTypeOf(const std::string &d) {
+  static const std::map<std::string, at::ScalarType> types = {
+      {"F32", at::kFloat}, {"F64", at::kDouble}, {"F16", at::kHalf},
+      {"BF16", at::kBFloat16}, {"I64", at::kLong}, {"I32", at::kInt},
+      {"I8", at::kChar}, {"U8", at::kByte}, {"BOOL", at::kBool}};
+  auto it = types.find(d);
+  if (it == types.end())
+    throw std::runtime_error("checkpoint tensor of unsupported dtype " + d);
+  return it->second;
+}
+
+rt::TensorBytes toBytes(const std::string &name, const at::Tensor &t) {
+  at::Tensor c = t.detach().contiguous().cpu();
+  rt::TensorBytes b;
+  b.name = name;
+  b.dtype = safetensorsDType(c.scalar_type());
+  b.shape.assign(c.sizes().begin(), c.sizes().end());
+  auto *p = static_cast<const uint8_t *>(c.data_ptr());
+  b.data.assign(p, p + c.numel() * c.element_size());
+  return b;
+}
+
+at::Tensor fromBytes(const rt::TensorBytes &b) {
+  at::Tensor t =
+      at::empty(b.shape, at::TensorOptions().dtype(scalarTypeOf(b.dtype)));
+  if (static_cast<size_t>(t.numel() * t.element_size()) != b.data.size())
+    throw std::runtime_error("checkpoint tensor '" + b.name + "' has " +
+                             std::to_string(b.data.size()) +
+                             " bytes for its shape");
+  std::memcpy(t.data_ptr(), b.data.data(), b.data.size());
+  return t;
+}
+
+const char *const kStateKinds[] = {"momentum_buffer", "exp_avg", "exp_avg_sq"};
+
+} // namespace
+
+std::map<std::string, int> checkpointHomes(ArrayRef<func::FuncOp> sections) {
+  std::map<std::string, int> home;
+  for (auto [k, s] : llvm::enumerate(sections))
+    if (auto names = s->getAttrOfType<ArrayAttr>("varuna.params"))
+      for (Attribute a : names)
+        home.emplace(a.cast<StringAttr>().getValue().str(), k);
+  return home;
+}
+
+std::vector<rt::TensorBytes>
+sectionTensors(int k, const std::map<std::string, int> &home,
+               const NamedTensors &params, const rt::OptimizerState &state) {
+  std::vector<rt::TensorBytes> out;
+  for (auto &[name, t] : params) {
+    auto it = home.find(name);
+    if ((it == home.end() ? 0 : it->second) != k)
+      continue;
+    out.push_back(toBytes(name, t));
+    for (const char *kind : kStateKinds) {
+      auto st = state.find(name + "." + kind);
+      if (st != state.end())
+        out.push_back(
+            toBytes(rt::optimizerStateTensorName(name, kind), st->second));
+    }
+  }
+  return out;
+}
+
+rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
+                                at::Generator &generator) {
+  rt::TrainingState meta;
+  meta["step"] = std::to_string(step);
+  meta["optimizer_step"] = std::to_string(optimizer.stepCount());
+  at::Tensor rng = generator.get_state();
+  meta["rng_state"] = llvm::toHex(llvm::ArrayRef<uint8_t>(
+      static_cast<const uint8_t *>(rng.data_ptr()), rng.numel()));
+  return meta;
+}
+
+std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
+                                                   llvm::raw_ostream &log) {
+  rt::FindResult found = rt::findLatestComplete(dir);
+  for (const std::string &w : found.warnings)
+    log << "varuna-run: warning: " << w << "\n";
+  if (!found.error.empty())
+    throw std::runtime_error(found.error);
+  if (!found.latest)
+    log << "varuna-run: no complete checkpoint in '" << dir
+        << "'; starting from step 0\n";
+  return found.latest;
+}
+
+int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
+                    const std::map<std::string, int> &home,
+                    NamedTensors &params, rt::Optimizer &optimizer,
+                    at::Generator &generator, bool strict) {
+  std::map<std::string, at::Tensor *> byName;
+  std::set<int> files;
+  for (auto &[name, t] : params) {
+    byName[name] = &t;
+    auto it = home.find(name);
+    files.insert(it == home.end() ? 0 : it->second);
+  }
+  if (strict)
+    for (size_t k = 0; k < ckpt.manifest.files.size(); ++k)
+      if (ckpt.sectionFile(k))
+        files.insert(k);
+  rt::OptimizerState state;
+  std::set<std::string> restored;
+  for (int k : files) {
+    if (!ckpt.sectionFile(k))
+      throw std::runtime_error("checkpoint '" + ckpt.path +
+                               "' has no file for section " +
+                               std::to_string(k));
+    rt::SafetensorsFile file = rt::loadSection(ckpt, k);
+    for (const rt::TensorBytes &b : file.tensors) {
+      llvm::StringRef name(b.name);
+      if (name.consume_front("optimizer/")) {
+        auto [kind, param] = name.split('/');
+        if (byName.count(param.str()))
+          state[param.str() + "." + kind.str()] = fromBytes(b);
+        continue;
+      }
+      auto it = byName.find(b.name);
+      if (it == byName.end()) {
+        if (strict)
+          throw std::runtime_error("checkpoint has unknown parameter '" +
+                                   b.name + "'");
+        continue;
+      }
+      at::Tensor t = fromBytes(b);
+      if (!it->second->sizes().equals(t.sizes()))
+        throw std::runtime_error("checkpoint parameter '" + b.name +
+                                 "' has another shape than the model's");
+      at::NoGradGuard noGrad;
+      it->second->copy_(t);
+      restored.insert(b.name);
+    }
+  }
+  if (restored.size() != params.size()) {
+    std::string missing;
+    for (auto &[name, t] : params)
+      if (!restored.count(name)) {
+        missing = name;
+        break;
+      }
+    throw std::runtime_error("checkpoint '" + ckpt.path + "' holds " +
+                             std::to_string(restored.size()) + " of the " +
+                             std::to_string(params.size()) +
+                             " parameters (missing '" + missing + "')");
+  }
+  const rt::TrainingState &meta = ckpt.manifest.state;
+  auto field = [&](const char *key) -> const std::string & {
+    auto it = meta.find(key);
+    if (it == meta.end())
+      throw std::runtime_error("checkpoint '" + ckpt.path +
+                               "' has no training state '" + key + "'");
+    return it->second;
+  };
+  state["step"] = at::scalar_tensor(
+      static_cast<int64_t>(std::stoll(field("optimizer_step"))),
+      at::TensorOptions().dtype(at::kLong));
+  optimizer.loadState(state);
+  std::string rngBytes;
+  if (!llvm::tryGetFromHex(field("rng_state"), rngBytes))
+    throw std::runtime_error("checkpoint has a malformed rng_state");
+  at::Tensor rngState = at::empty({static_cast<int64_t>(rngBytes.size())},
+                                  at::TensorOptions().dtype(at::kByte));
+  std::memcpy(rngState.data_ptr(), rngBytes.data(), rngBytes.size());
+  generator.set_state(rngState);
+  return std::stoll(field("step"));
+}
+
+} // namespace varuna
