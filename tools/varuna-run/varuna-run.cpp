@@ -97,6 +97,11 @@ static cl::opt<std::string> tracePath(
     "trace", cl::desc("Write the run's timeline (Chrome trace / Perfetto "
                       "JSON, every rank's spans) to this file"));
 
+static cl::opt<int> threads(
+    "compute-threads", cl::init(0),
+    cl::desc("Compute threads per rank (default: the machine's cores shared "
+             "evenly among this machine's ranks)"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -240,7 +245,11 @@ int main(int argc, char **argv) {
                 m.seconds, tty ? "\r\n" : "\n");
     std::fflush(stdout);
   };
+  if (threads < 0)
+    return fail("--threads must be positive");
   if (!distributed) {
+    if (threads > 0)
+      at::set_num_threads(threads);
     auto result = varuna::trainReference(*job, config, *data, options, print);
     return mlir::failed(result) ? 1 : 0;
   }
@@ -282,7 +291,8 @@ int main(int argc, char **argv) {
     if (const char *l = std::getenv("LOCAL_WORLD_SIZE"))
       local = std::max(1, std::atoi(l));
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    at::set_num_threads(std::max(1u, cores / unsigned(local)));
+    at::set_num_threads(threads > 0 ? unsigned(threads)
+                                    : std::max(1u, cores / unsigned(local)));
     transport = varuna::rt::connectGloo(topts);
   } catch (const std::exception &e) {
     return fail(e.what());

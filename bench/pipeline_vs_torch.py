@@ -1,0 +1,180 @@
+"""Benchmark: P = 2 pipeline throughput of varuna-run against PyTorch's own
+pipeline runtime, torch.distributed.pipelining (Schedule1F1B and
+ScheduleGPipe over Gloo), on the same GPT-style model, global batch,
+micro-batch count and threads (one rank per core, one thread per rank), and
+both against one process on one core (P = 1) for the pipeline efficiency.
+
+    python3 bench/pipeline_vs_torch.py [--build build] [--layers 8] [--hidden 256]
+        [--seq 128] [--vocab 1024] [--batch 16] [--micro-batch 2] [--steps 8]
+
+Prints examples/s of each (median step after 2 warm-up steps) and the
+ratios the issue names: varuna / torch.distributed.pipelining (target >= 1.1)
+and varuna P=2 / varuna P=1 on one core (target >= 1.6). The torch stages
+split the layers at the same boundary as varuna's partition; the tied
+embedding is used by both torch stages through its own copy (the same FLOPs;
+torch's pipelining has no cross-stage ties)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+warnings.filterwarnings("ignore")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import varuna  # noqa: E402
+from varuna import models  # noqa: E402
+
+
+class Stage0(nn.Module):
+    def __init__(self, gpt, k):
+        super().__init__()
+        self.wte, self.wpe, self.drop = gpt.wte, gpt.wpe, gpt.drop
+        self.h = nn.ModuleList(gpt.h[:k])
+
+    def forward(self, ids):
+        pos = torch.arange(0, ids.size(1), dtype=torch.long)
+        x = self.drop(self.wte(ids) + self.wpe(pos))
+        for b in self.h:
+            x = b(x)
+        return x
+
+
+class Stage1(nn.Module):
+    def __init__(self, gpt, k):
+        super().__init__()
+        self.h = nn.ModuleList(gpt.h[k:])
+        self.ln_f = gpt.ln_f
+        self.head = nn.Parameter(gpt.wte.weight.detach().clone())
+
+    def forward(self, x):
+        for b in self.h:
+            x = b(x)
+        return F.linear(self.ln_f(x), self.head)
+
+
+def torch_worker(rank, args, cfg, split, schedule_name, port, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    torch.manual_seed(0)
+    gpt, _, _ = models.make("gpt", **cfg)
+    module = Stage0(gpt, split) if rank == 0 else Stage1(gpt, split)
+    n_micro = args.batch // args.micro_batch
+    stage = PipelineStage(module, rank, 2, torch.device("cpu"))
+
+    def loss_fn(logits, labels):
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1))
+
+    cls = Schedule1F1B if schedule_name == "1f1b" else ScheduleGPipe
+    sched = cls(stage, n_micro, loss_fn=loss_fn)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(1)
+    times = []
+    for _ in range(args.steps):
+        ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g)
+        dist.barrier()
+        t = time.perf_counter()
+        opt.zero_grad()
+        if rank == 0:
+            sched.step(ids)
+        else:
+            sched.step(target=ids)
+        opt.step()
+        dist.barrier()
+        times.append(time.perf_counter() - t)
+    if rank == 0:
+        json.dump(times, open(out, "w"))
+    dist.destroy_process_group()
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--vocab", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--micro-batch", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=8)
+    args = ap.parse_args()
+    cfg = dict(layers=args.layers, hidden=args.hidden, heads=args.heads, seq=args.seq,
+               vocab=args.vocab)
+    work = tempfile.mkdtemp(prefix="varuna-pipe-bench-")
+    model, example, names = models.make("gpt", batch=args.micro_batch, **cfg)
+    varuna.export(model, example, os.path.join(work, "gpt.onnx"))
+    bin_dir = os.path.join(args.build, "bin")
+    subprocess.run([os.path.join(bin_dir, "varuna-compile"), os.path.join(work, "gpt.onnx"),
+                    "-o", os.path.join(work, "job")], check=True, stdout=subprocess.DEVNULL)
+    json.dump({"optimizer": {"type": "adamw", "lr": 1e-4}},
+              open(os.path.join(work, "train.json"), "w"))
+    manifest = json.load(open(os.path.join(work, "job", "manifest.json")))
+    bounds = next(p["boundaries"] for p in manifest["partitions"] if p["stages"] == 2)
+    # Section 0 is the embedding with the first layer, the last holds the head.
+    split = bounds[1]
+
+    def varuna_run(extra, tag):
+        metrics = os.path.join(work, f"m-{tag}.jsonl")
+        subprocess.run([os.path.join(bin_dir, "varuna-run"), os.path.join(work, "job"),
+                        "--batch", str(args.batch), "--micro-batch", str(args.micro_batch),
+                        "--steps", str(args.steps), "--synthetic", "--synthetic-vocab",
+                        str(args.vocab), "--config", os.path.join(work, "train.json"),
+                        "--metrics", metrics] + extra, check=True, stdout=subprocess.DEVNULL)
+        t = [json.loads(line)["step_seconds"] for line in open(metrics)][2:]
+        return args.batch / statistics.median(t)
+
+    results = {}
+    results["varuna P=1, 1 core"] = varuna_run(["--compute-threads", "1"], "p1")
+    for s in ("varuna", "1f1b", "gpipe"):
+        results[f"varuna P=2 {s}"] = varuna_run(["--stages", "2", "--schedule", s], "p2" + s)
+    for s in ("1f1b", "gpipe"):
+        out = os.path.join(work, f"torch-{s}.json")
+        mp.spawn(torch_worker, args=(args, cfg, split, s, free_port(), out), nprocs=2)
+        t = json.load(open(out))[2:]
+        results[f"torch.distributed.pipelining P=2 {s}"] = args.batch / statistics.median(t)
+
+    print(f"GPT {args.layers}x{args.hidden}, seq {args.seq}, vocab {args.vocab}, batch "
+          f"{args.batch} in micro-batches of {args.micro_batch} "
+          f"({args.batch // args.micro_batch} per step), split after layer {split}, "
+          "one thread per rank")
+    for k, v in results.items():
+        print(f"  {k:42s} {v:7.1f} examples/s")
+    best_torch = max(results["torch.distributed.pipelining P=2 1f1b"],
+                     results["torch.distributed.pipelining P=2 gpipe"])
+    for s in ("1f1b", "gpipe"):
+        print(f"ratio varuna {s} / torch {s}: "
+              f"{results[f'varuna P=2 {s}'] / results[f'torch.distributed.pipelining P=2 {s}']:.2f}"
+              "  (target >= 1.1)")
+    best = max(results[f"varuna P=2 {s}"] for s in ("varuna", "1f1b", "gpipe"))
+    print(f"ratio best varuna P=2 / best torch P=2: {best / best_torch:.2f}")
+    print(f"pipeline efficiency, varuna P=2 (varuna schedule) / P=1 on one core: "
+          f"{results['varuna P=2 varuna'] / results['varuna P=1, 1 core']:.2f}  (target >= 1.6)")
+    print(f"pipeline efficiency, best varuna P=2 / P=1 on one core: "
+          f"{best / results['varuna P=1, 1 core']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
