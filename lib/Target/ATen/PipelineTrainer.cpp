@@ -587,20 +587,10 @@ LogicalResult varuna::trainPipeline(
            << " ranks, the job has " << transport.size();
 
   double count = 0;
-  ATenEvalOptions evalOptions;
-  evalOptions.seed = options.seed;
-  evalOptions.onLossCount = [&](double n) { count = n; };
-  if (!options.stageLibrary.empty()) {
-    auto compiled = CompiledSections::load(job, options.stageLibrary);
-    if (failed(compiled))
-      return failure();
-    evalOptions.compiled = *compiled;
-  }
-  auto evaluator = ATenEvaluator::create(job, evalOptions);
-  if (failed(evaluator))
+  auto created = createTrainingEvaluator(job, options, count);
+  if (failed(created))
     return failure();
-  if (!evaluator->getLossIndex())
-    return jobError(job, "the graph has no loss result");
+  ATenEvaluator *evaluator = created->get();
 
   Rank rank(job, *evaluator, options, pipeline, transport);
   rank.countSink = &count;

@@ -44,6 +44,26 @@ InFlightDiagnostic varuna::jobError(ModuleOp job, const Twine &msg) {
   return emitError(FileLineColLoc::get(job.getContext(), file, 0, 0), msg);
 }
 
+FailureOr<std::unique_ptr<ATenEvaluator>>
+varuna::createTrainingEvaluator(ModuleOp job, const TrainOptions &options,
+                                double &count) {
+  ATenEvalOptions evalOptions;
+  evalOptions.seed = options.seed;
+  evalOptions.onLossCount = [&count](double n) { count = n; };
+  if (!options.stageLibrary.empty()) {
+    auto compiled = CompiledSections::load(job, options.stageLibrary);
+    if (failed(compiled))
+      return failure();
+    evalOptions.compiled = *compiled;
+  }
+  auto evaluator = ATenEvaluator::create(job, evalOptions);
+  if (failed(evaluator))
+    return failure();
+  if (!evaluator->getLossIndex())
+    return jobError(job, "the graph has no loss result"), failure();
+  return std::make_unique<ATenEvaluator>(std::move(*evaluator));
+}
+
 std::string varuna::metricsJsonLine(const StepMetrics &m) {
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
@@ -233,21 +253,11 @@ LogicalResult varuna::trainReference(
 
   // Count what the loss averages over, per micro-batch.
   double count = 0;
-  ATenEvalOptions evalOptions;
-  evalOptions.seed = options.seed;
-  evalOptions.onLossCount = [&](double n) { count = n; };
-  if (!options.stageLibrary.empty()) {
-    auto compiled = CompiledSections::load(job, options.stageLibrary);
-    if (failed(compiled))
-      return failure();
-    evalOptions.compiled = *compiled;
-  }
-  auto evaluator = ATenEvaluator::create(job, evalOptions);
-  if (failed(evaluator))
+  auto created = createTrainingEvaluator(job, options, count);
+  if (failed(created))
     return failure();
+  ATenEvaluator *evaluator = created->get();
   auto lossIndex = evaluator->getLossIndex();
-  if (!lossIndex)
-    return jobError(job, "the graph has no loss result");
   auto params = evaluator->trainableParams();
   if (failed(params))
     return failure();

@@ -9,6 +9,7 @@
 
 #include "varuna/Target/Cpp/StageCpp.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/OpCodes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -467,14 +468,10 @@ std::string BodyEmitter::emit(std::vector<std::string> &paramNames) {
 } // namespace
 
 FailureOr<StageCppResult> emitStageCpp(ModuleOp module, StringRef jobHash) {
-  std::vector<func::FuncOp> sections;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (f->hasAttr("varuna.section"))
-      sections.push_back(f);
-  llvm::stable_sort(sections, [](func::FuncOp a, func::FuncOp b) {
-    return a->getAttrOfType<IntegerAttr>("varuna.section").getInt() <
-           b->getAttrOfType<IntegerAttr>("varuna.section").getInt();
-  });
+  FailureOr<SmallVector<func::FuncOp>> found = getSections(module);
+  if (failed(found))
+    return failure();
+  SmallVector<func::FuncOp> &sections = *found;
   if (sections.empty())
     return module.emitError("no sections to generate code for: compile the "
                             "job with varuna-compile (varuna-outline-sections)"),

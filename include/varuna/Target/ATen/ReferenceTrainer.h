@@ -29,6 +29,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace varuna {
@@ -73,6 +74,16 @@ struct StepMetrics {
 /// An error about running `job` (not about a line of its IR): reported at
 /// "<job.mlir>:0:0" so that no IR is quoted.
 mlir::InFlightDiagnostic jobError(mlir::ModuleOp job, const llvm::Twine &msg);
+
+class ATenEvaluator;
+
+/// The evaluator a trainer runs `job` with: seeded from `options`, through
+/// the generated stage library when `options.stageLibrary` is set, reporting
+/// each micro-batch's loss count into `count`. Fails (after a diagnostic)
+/// when the library does not match or the graph has no loss.
+mlir::FailureOr<std::unique_ptr<ATenEvaluator>>
+createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
+                        double &count);
 
 /// One `--metrics` JSON line (with its newline): step, loss, examples_per_s,
 /// step_seconds.
