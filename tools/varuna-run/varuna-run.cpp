@@ -102,6 +102,19 @@ static cl::opt<int> threads(
     cl::desc("Compute threads per rank (default: the machine's cores shared "
              "evenly among this machine's ranks)"));
 
+static cl::opt<double> emuLatency(
+    "emulate-latency-ms", cl::init(0),
+    cl::desc("Network emulation: delay every activation/gradient message by "
+             "this many milliseconds"));
+static cl::opt<double> emuJitter(
+    "emulate-jitter-ms", cl::init(0),
+    cl::desc("Network emulation: plus a uniform random +/- this many ms"));
+static cl::opt<double> emuBandwidth(
+    "emulate-bandwidth-mbps", cl::init(0),
+    cl::desc("Network emulation: plus size / this bandwidth (megabits/s)"));
+static cl::opt<uint64_t> emuSeed("emulate-seed", cl::init(0),
+                                 cl::desc("Network emulation: seed"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -293,7 +306,14 @@ int main(int argc, char **argv) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     at::set_num_threads(threads > 0 ? unsigned(threads)
                                     : std::max(1u, cores / unsigned(local)));
-    transport = varuna::rt::connectGloo(topts);
+    varuna::rt::NetworkEmulation emu;
+    emu.latencyMs = emuLatency;
+    emu.jitterMs = emuJitter;
+    emu.bandwidthBytesPerS = emuBandwidth * 1e6 / 8;
+    emu.seed = emuSeed;
+    if (emu.latencyMs < 0 || emu.jitterMs < 0 || emu.bandwidthBytesPerS < 0)
+      return fail("network emulation values must be non-negative");
+    transport = varuna::rt::emulateNetwork(varuna::rt::connectGloo(topts), emu);
   } catch (const std::exception &e) {
     return fail(e.what());
   }

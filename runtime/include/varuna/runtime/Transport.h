@@ -88,6 +88,25 @@ public:
 /// Connects to the job's store and its peers over TCP (Gloo).
 std::unique_ptr<Transport> connectGloo(const TransportOptions &options);
 
+/// Network emulation for tests and benchmarks (this machine's kernel has no
+/// netem): every point-to-point send is held back by
+/// latency + uniform(-jitter, +jitter) + bytes / bandwidth before it is
+/// handed to the transport, from a generator seeded with seed + rank.
+/// Off when all are zero. Collectives are not delayed.
+struct NetworkEmulation {
+  double latencyMs = 0;
+  double jitterMs = 0;
+  double bandwidthBytesPerS = 0; ///< 0: unlimited
+  uint64_t seed = 0;
+  bool enabled() const {
+    return latencyMs > 0 || jitterMs > 0 || bandwidthBytesPerS > 0;
+  }
+};
+
+/// Wraps `inner` so that its sends are delayed as `emulation` says.
+std::unique_ptr<Transport> emulateNetwork(std::unique_ptr<Transport> inner,
+                                          const NetworkEmulation &emulation);
+
 } // namespace varuna::rt
 
 #endif // VARUNA_RUNTIME_TRANSPORT_H
