@@ -5,12 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "varuna/runtime/Check.h"
-#include "varuna/runtime/Transport.h"
+#include "Rendezvous.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -41,12 +39,6 @@ int envInt(const char *name, const char *fallback) {
               __LINE__);
 }
 
-std::string seconds(std::chrono::milliseconds t) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", t.count() / 1000.0);
-  return buf;
-}
-
 /// Waits for a c10d work item, turning every failure into rt::Error.
 void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
               const std::string &what, std::chrono::milliseconds timeout) {
@@ -54,10 +46,9 @@ void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
     if (!work->wait(timeout))
       throw std::runtime_error("timed out");
   } catch (const std::exception &e) {
-    std::string msg = e.what();
-    if (auto *ce = dynamic_cast<const c10::Error *>(&e))
-      msg = ce->what_without_backtrace();
-    throw Error("Gloo", what, msg + " (timeout " + seconds(timeout) + ")",
+    throw Error("Gloo", what,
+                detail::messageOf(e) + " (timeout " +
+                    detail::seconds(timeout) + ")",
                 __FILE__, __LINE__);
   }
 }
@@ -111,25 +102,7 @@ private:
 class GlooTransport : public Transport {
 public:
   explicit GlooTransport(const TransportOptions &o) : options(o) {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(o.masterPort);
-    so.isServer = o.rank == 0;
-    so.numWorkers = o.worldSize;
-    so.timeout = o.timeout;
-    so.waitWorkers = true;
-    std::string where = o.masterAddr + ":" + std::to_string(o.masterPort);
-    try {
-      store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
-    } catch (const std::exception &e) {
-      std::string msg = e.what();
-      if (auto *ce = dynamic_cast<const c10::Error *>(&e))
-        msg = ce->what_without_backtrace();
-      throw Error("Gloo", "rendezvous at " + where,
-                  msg + " (rank " + std::to_string(o.rank) + " of " +
-                      std::to_string(o.worldSize) + ", timeout " +
-                      seconds(o.timeout) + ")",
-                  __FILE__, __LINE__);
-    }
+    store = detail::connectStore(o, "Gloo");
     device = c10d::ProcessGroupGloo::createDeviceForHostname(
         o.masterAddr == "localhost" ? "127.0.0.1" : o.masterAddr);
     std::vector<int> all(o.worldSize);
@@ -196,11 +169,9 @@ private:
       return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size,
                                                          opts);
     } catch (const std::exception &e) {
-      std::string msg = e.what();
-      if (auto *ce = dynamic_cast<const c10::Error *>(&e))
-        msg = ce->what_without_backtrace();
       throw Error("Gloo", "connecting group '" + prefix + "'",
-                  msg + " (timeout " + seconds(options.timeout) + ")",
+                  detail::messageOf(e) + " (timeout " +
+                      detail::seconds(options.timeout) + ")",
                   __FILE__, __LINE__);
     }
   }

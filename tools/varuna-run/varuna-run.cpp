@@ -115,6 +115,10 @@ static cl::opt<double> emuBandwidth(
 static cl::opt<uint64_t> emuSeed("emulate-seed", cl::init(0),
                                  cl::desc("Network emulation: seed"));
 
+static cl::opt<std::string> transportName(
+    "transport", cl::init("gloo"),
+    cl::desc("gloo (CPU, TCP) or nccl (GPU; needs a CUDA build and devices)"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -149,6 +153,13 @@ int main(int argc, char **argv) {
   if (timeoutSeconds <= 0)
     return fail("--timeout must be positive");
   bool distributed = stages * replicas > 1;
+  if (transportName != "gloo" && transportName != "nccl")
+    return fail("--transport must be gloo or nccl, not '" + transportName +
+                "'");
+  if (transportName == "nccl")
+    return fail("--transport nccl: the NCCL transport is built, but the "
+                "trainer does not place parameters and activations on GPUs "
+                "yet; train with --transport gloo");
   if (steps < 0)
     return fail("--steps must be non-negative");
   if (synthetic == !dataDir.empty())

@@ -88,6 +88,10 @@ public:
 /// Connects to the job's store and its peers over TCP (Gloo).
 std::unique_ptr<Transport> connectGloo(const TransportOptions &options);
 
+/// Connects over NCCL (GPU tensors; device LOCAL_RANK modulo the devices).
+/// Throws rt::Error in a build without NCCL or on a machine without GPUs.
+std::unique_ptr<Transport> connectNccl(const TransportOptions &options);
+
 /// Network emulation for tests and benchmarks (this machine's kernel has no
 /// netem): every point-to-point send is held back by
 /// latency + uniform(-jitter, +jitter) + bytes / bandwidth before it is

@@ -1,0 +1,56 @@
+//===- Rendezvous.h - The job's TCP store (private to the runtime) --------===//
+//
+// Shared by the Gloo and NCCL transports: rank 0 serves a c10d TCPStore at
+// MASTER_ADDR:MASTER_PORT, every rank connects; failures become rt::Error
+// naming the address, the rank and the timeout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_RUNTIME_LIB_RENDEZVOUS_H
+#define VARUNA_RUNTIME_LIB_RENDEZVOUS_H
+
+#include "varuna/runtime/Check.h"
+#include "varuna/runtime/Transport.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cstdio>
+
+namespace varuna::rt::detail {
+
+inline std::string seconds(std::chrono::milliseconds t) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", t.count() / 1000.0);
+  return buf;
+}
+
+/// The message of an exception, without c10's backtrace.
+inline std::string messageOf(const std::exception &e) {
+  if (auto *ce = dynamic_cast<const c10::Error *>(&e))
+    return ce->what_without_backtrace();
+  return e.what();
+}
+
+inline c10::intrusive_ptr<c10d::TCPStore>
+connectStore(const TransportOptions &o, const char *library) {
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(o.masterPort);
+  so.isServer = o.rank == 0;
+  so.numWorkers = o.worldSize;
+  so.timeout = o.timeout;
+  so.waitWorkers = true;
+  std::string where = o.masterAddr + ":" + std::to_string(o.masterPort);
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+  } catch (const std::exception &e) {
+    throw Error(library, "rendezvous at " + where,
+                messageOf(e) + " (rank " + std::to_string(o.rank) + " of " +
+                    std::to_string(o.worldSize) + ", timeout " +
+                    seconds(o.timeout) + ")",
+                __FILE__, __LINE__);
+  }
+}
+
+} // namespace varuna::rt::detail
+
+#endif // VARUNA_RUNTIME_LIB_RENDEZVOUS_H
