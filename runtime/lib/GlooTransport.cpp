@@ -63,6 +63,7 @@ public:
       waitWork(work, what, timeout);
     work.reset();
   }
+  bool test() override { return !work || work->isCompleted(); }
 
 private:
   c10::intrusive_ptr<c10d::Work> work;

@@ -136,6 +136,9 @@ public:
       comm.wait(event, what);
     event = nullptr;
   }
+  bool test() override {
+    return !event || cudaEventQuery(event) != cudaErrorNotReady;
+  }
 
 private:
   Comm &comm;

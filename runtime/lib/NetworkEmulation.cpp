@@ -50,6 +50,10 @@ public:
     if (p)
       p->wait();
   }
+  bool test() override {
+    std::lock_guard<std::mutex> lock(send->mutex);
+    return send->done && (!send->inner || send->inner->test());
+  }
 
 private:
   std::shared_ptr<DelayedSend> send;

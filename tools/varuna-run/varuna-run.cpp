@@ -119,6 +119,11 @@ static cl::opt<std::string> transportName(
     "transport", cl::init("gloo"),
     cl::desc("gloo (CPU, TCP) or nccl (GPU; needs a CUDA build and devices)"));
 
+static cl::opt<bool> strictSchedule(
+    "strict-schedule", cl::init(false),
+    cl::desc("Follow the static task order exactly (no run-time deviation "
+             "when a message is late)"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -282,6 +287,7 @@ int main(int argc, char **argv) {
   pipeline.stages = stages;
   pipeline.replicas = replicas;
   pipeline.schedule = *scheduleKind;
+  pipeline.deviate = !strictSchedule;
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;
 

@@ -66,6 +66,7 @@ public:
   std::set<std::string> notOwned;       // ties this stage does not count
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
+  int64_t deviations = 0; // tasks run ahead of the static order
   std::map<std::string, int> home; // checkpoint file of each parameter
   int firstSection = 0, endSection = 0, numSections = 0;
   NamedTensors named() const {
@@ -89,6 +90,13 @@ private:
   FailureOr<std::vector<at::Tensor>>
   runStage(ArrayRef<at::Tensor> received,
            const llvm::StringMap<at::Tensor> &inputs);
+  /// Posts the receives of message (kind, k) from `peer` (once).
+  void postRecv(MessageKind kind, int64_t k, int peer,
+                const std::vector<VTensorType> &types);
+  /// Whether message (kind, k) has fully arrived (posting it if needed).
+  bool arrived(MessageKind kind, int64_t k, int peer,
+               const std::vector<VTensorType> &types);
+  /// Waits for message (kind, k), checks its headers, returns the values.
   std::vector<at::Tensor> recvValues(MessageKind kind, int64_t s, int64_t k,
                                      int peer,
                                      const std::vector<VTensorType> &types);
@@ -108,6 +116,17 @@ private:
   std::unique_ptr<rt::Group> stageGroup; // this stage across replicas
   std::vector<std::pair<std::string, std::unique_ptr<rt::Group>>> tieGroups;
   std::vector<std::pair<std::unique_ptr<rt::Pending>, at::Tensor>> sends;
+  struct PostedValue {
+    bool used = false;
+    at::ScalarType dtype = at::kFloat;
+    at::Tensor header, payload;
+    std::unique_ptr<rt::Pending> headerRecv, payloadRecv;
+  };
+  struct Posted {
+    int peer = 0;
+    std::vector<PostedValue> values;
+  };
+  std::map<std::pair<int, int64_t>, Posted> posted; // (kind, micro-batch)
 };
 
 LogicalResult Rank::setUp() {
@@ -280,10 +299,14 @@ void Rank::sendValue(MessageKind kind, int64_t s, int64_t k, int peer,
       transport.send(payload, peer, tagOf(kind, false, index, k)), payload);
 }
 
-std::vector<at::Tensor>
-Rank::recvValues(MessageKind kind, int64_t s, int64_t k, int peer,
-                 const std::vector<VTensorType> &types) {
-  std::vector<at::Tensor> out(types.size());
+void Rank::postRecv(MessageKind kind, int64_t k, int peer,
+                    const std::vector<VTensorType> &types) {
+  auto key = std::make_pair(int(kind), k);
+  if (posted.count(key))
+    return;
+  Posted &p = posted[key];
+  p.peer = peer;
+  p.values.resize(types.size());
   for (size_t i = 0; i < types.size(); ++i) {
     VTensorType t = types[i];
     if (!t)
@@ -294,34 +317,62 @@ Rank::recvValues(MessageKind kind, int64_t s, int64_t k, int peer,
                                " has an unsupported element type");
     if (kind == kGradient && !at::isFloatingType(*dtype))
       continue; // no gradient flows through integer values
-    std::vector<int64_t> shape = concreteShape(t, options.microBatch);
-    at::Tensor header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
-    auto waitStart = rt::Trace::Clock::now();
-    transport.recv(header, peer, tagOf(kind, true, i, k))->wait();
-    int64_t numel = 1;
-    for (int64_t d : shape)
-      numel *= d;
-    auto *h = header.data_ptr<int64_t>();
+    PostedValue &v = p.values[i];
+    v.used = true;
+    v.dtype = *dtype;
+    v.header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
+    v.payload = at::empty(
+        concreteShape(t, options.microBatch),
+        at::TensorOptions().dtype(*dtype == at::kBool ? at::kByte : *dtype));
+    v.headerRecv = transport.recv(v.header, peer, tagOf(kind, true, i, k));
+    v.payloadRecv = transport.recv(v.payload, peer, tagOf(kind, false, i, k));
+  }
+}
+
+bool Rank::arrived(MessageKind kind, int64_t k, int peer,
+                   const std::vector<VTensorType> &types) {
+  postRecv(kind, k, peer, types);
+  for (PostedValue &v : posted[std::make_pair(int(kind), k)].values)
+    if (v.used && !(v.headerRecv->test() && v.payloadRecv->test()))
+      return false;
+  return true;
+}
+
+std::vector<at::Tensor>
+Rank::recvValues(MessageKind kind, int64_t s, int64_t k, int peer,
+                 const std::vector<VTensorType> &types) {
+  postRecv(kind, k, peer, types);
+  auto key = std::make_pair(int(kind), k);
+  Posted p = std::move(posted[key]);
+  posted.erase(key);
+  std::vector<at::Tensor> out(p.values.size());
+  auto waitStart = rt::Trace::Clock::now();
+  int64_t bytes = 0;
+  for (size_t i = 0; i < p.values.size(); ++i) {
+    PostedValue &v = p.values[i];
+    if (!v.used)
+      continue;
+    v.headerRecv->wait();
+    auto *h = v.header.data_ptr<int64_t>();
     const char *what = kind == kActivation ? "activation" : "gradient";
     if (h[0] != s || h[1] != k || h[2] != kind || h[3] != int64_t(i) ||
-        h[4] != numel)
+        h[4] != v.payload.numel())
       throw std::runtime_error(llvm::formatv(
           "rank {0} expected {1} {2} of micro-batch {3}, step {4} ({5} "
           "elements) from rank {6}, but the message is {7} {8} of "
           "micro-batch {9}, step {10} ({11} elements)",
-          transport.rank(), what, i, k, s, numel, peer,
+          transport.rank(), what, i, k, s, v.payload.numel(), peer,
           h[2] == kActivation ? "activation" : "gradient", h[3], h[1], h[0],
           h[4]));
-    at::Tensor payload = at::empty(
-        shape, at::TensorOptions().dtype(*dtype == at::kBool ? at::kByte : *dtype));
-    transport.recv(payload, peer, tagOf(kind, false, i, k))->wait();
-    trace.span(std::string(kind == kActivation ? "recv act " : "recv grad ") +
-                   std::to_string(k),
-               rt::Trace::Comm, waitStart, rt::Trace::Clock::now(),
-               "\"from\": " + std::to_string(peer) + ", \"bytes\": " +
-                   std::to_string(payload.numel() * payload.element_size()));
-    out[i] = *dtype == at::kBool ? payload.to(at::kBool) : payload;
+    v.payloadRecv->wait();
+    bytes += v.payload.numel() * v.payload.element_size();
+    out[i] = v.dtype == at::kBool ? v.payload.to(at::kBool) : v.payload;
   }
+  trace.span(std::string(kind == kActivation ? "recv act " : "recv grad ") +
+                 std::to_string(k),
+             rt::Trace::Comm, waitStart, rt::Trace::Clock::now(),
+             "\"from\": " + std::to_string(peer) + ", \"bytes\": " +
+                 std::to_string(bytes));
   return out;
 }
 
@@ -369,7 +420,36 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   std::map<int, Live> live;
   double lossSum = 0, countSum = 0;
   int prev = rankOf(stage - 1, replica), next = rankOf(stage + 1, replica);
-  for (const plan::Task &t : order) {
+  // Varuna's run-time deviation: when the scheduled task waits for a
+  // message that has not arrived, run the first later recompute or backward
+  // that is ready instead (forwards keep their order: the random stream and
+  // the memory bound stay those of the static schedule).
+  auto ready = [&](const plan::Task &t) {
+    int k = t.microBatch;
+    switch (t.kind) {
+    case plan::TaskKind::Forward:
+      return isFirst() || arrived(kActivation, k, prev, inTypes);
+    case plan::TaskKind::Recompute:
+      return stash.count(k) > 0;
+    case plan::TaskKind::Backward:
+      return live.count(k) > 0 && !live[k].outputs.empty() &&
+             (isLast() || arrived(kGradient, k, next, outTypes));
+    }
+    return false;
+  };
+  std::vector<plan::Task> remaining = order;
+  while (!remaining.empty()) {
+    size_t pick = 0;
+    if (pipeline.deviate && !ready(remaining[0]))
+      for (size_t j = 1; j < remaining.size(); ++j)
+        if (remaining[j].kind != plan::TaskKind::Forward &&
+            ready(remaining[j])) {
+          pick = j;
+          ++deviations;
+          break;
+        }
+    plan::Task t = remaining[pick];
+    remaining.erase(remaining.begin() + pick);
     int k = t.microBatch;
     switch (t.kind) {
     case plan::TaskKind::Forward: {

@@ -17,6 +17,9 @@
 //    the RNG state and recompute with autograd. B(k): receive the gradients
 //    of the results (last stage: the loss, weighted by the labels it
 //    counts), back-propagate, send the gradients of the received tensors.
+//    When the next task waits for a message that has not arrived, a later
+//    recompute or backward that is ready runs first (the run-time
+//    deviation; PipelineOptions::deviate).
 //    Every message is preceded by a header (step, micro-batch, kind, index,
 //    element count) that the receiver checks: a mismatch is an error.
 //  * then: the loss sum and label count summed over all ranks; gradients
@@ -45,6 +48,9 @@ struct PipelineOptions {
   int64_t stages = 1;   // P
   int64_t replicas = 1; // D
   plan::ScheduleKind schedule = plan::ScheduleKind::Varuna;
+  /// The run-time deviation from the static order (a ready recompute or
+  /// backward runs while the scheduled task waits for a message).
+  bool deviate = true;
 };
 
 /// What can be checked before any rank starts: P x D, the batch, a partition

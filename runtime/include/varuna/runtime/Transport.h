@@ -52,6 +52,9 @@ public:
   virtual ~Pending() = default;
   /// Blocks until done; throws rt::Error on failure or timeout.
   virtual void wait() = 0;
+  /// Whether it is done (a failure counts as done: wait() throws it).
+  /// Never blocks; what the schedule's run-time deviation asks.
+  virtual bool test() = 0;
 };
 
 class Group {
