@@ -124,6 +124,11 @@ static cl::opt<bool> strictSchedule(
     cl::desc("Follow the static task order exactly (no run-time deviation "
              "when a message is late)"));
 
+static cl::opt<int64_t> scheduleLatency(
+    "schedule-latency", cl::init(0),
+    cl::desc("Message latency the static schedule plans for, in forward "
+             "times of one micro-batch (0: none)"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -288,6 +293,9 @@ int main(int argc, char **argv) {
   pipeline.replicas = replicas;
   pipeline.schedule = *scheduleKind;
   pipeline.deviate = !strictSchedule;
+  if (scheduleLatency < 0)
+    return fail("--schedule-latency must be non-negative");
+  pipeline.timing.latency = scheduleLatency;
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;
 

@@ -395,7 +395,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   int64_t M = options.globalBatch, mb = options.microBatch;
   int64_t perReplica = M / pipeline.replicas;
   int numMicro = static_cast<int>(perReplica / mb);
-  plan::ScheduleResult sched = plan::schedule(pipeline.schedule, P(), numMicro);
+  plan::ScheduleResult sched = plan::schedule(pipeline.schedule, P(), numMicro, pipeline.timing);
   if (!sched)
     return jobError(job, "schedule: ") << sched.error(), failure();
   std::vector<plan::Task> order = sched->order(stage);

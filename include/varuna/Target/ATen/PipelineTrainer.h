@@ -51,6 +51,10 @@ struct PipelineOptions {
   /// The run-time deviation from the static order (a ready recompute or
   /// backward runs while the scheduled task waits for a message).
   bool deviate = true;
+  /// The timing the static schedule is generated for (in units of one
+  /// micro-batch forward): a message latency makes the Varuna order start
+  /// more forwards before the first backward.
+  plan::TimingModel timing;
 };
 
 /// What can be checked before any rank starts: P x D, the batch, a partition
