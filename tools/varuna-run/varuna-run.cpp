@@ -273,14 +273,33 @@ int main(int argc, char **argv) {
       return fail("cannot create the checkpoint directory '" + checkpointDir +
                   "': " + ec.message());
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
+  // One line per step; on a terminal also a progress bar below it, which
+  // the next line overwrites.
+  double elapsed = 0;
   auto print = [&](const varuna::StepMetrics &m) {
-    std::printf("step %lld  loss %.6f  %.1f examples/s  %.3f s%s",
+    if (tty)
+      std::printf("\r\033[K");
+    std::printf("step %lld  loss %.6f  %.1f examples/s  %.3f s\n",
                 static_cast<long long>(m.step), m.loss, m.examplesPerSecond,
-                m.seconds, tty ? "\r\n" : "\n");
+                m.seconds);
+    if (tty && steps > 0) {
+      elapsed += m.seconds;
+      int64_t done = m.step + 1;
+      int width = 30, filled = static_cast<int>(width * done / steps);
+      double eta = elapsed / double(std::max<int64_t>(1, done)) *
+                   double(steps - done);
+      std::printf("[%s%s] %lld/%lld steps, about %.0f s left",
+                  std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(),
+                  static_cast<long long>(done),
+                  static_cast<long long>(steps.getValue()), eta);
+      if (done == steps)
+        std::printf("\r\033[K");
+    }
     std::fflush(stdout);
   };
   if (threads < 0)
-    return fail("--threads must be positive");
+    return fail("--compute-threads must be positive");
   if (!distributed) {
     if (threads > 0)
       at::set_num_threads(threads);
