@@ -145,14 +145,7 @@ public:
   Group &world() override { return *worldGroup; }
   std::unique_ptr<Group> group(const std::string &name,
                                const std::vector<int> &ranks) override {
-    int me = -1;
-    for (size_t i = 0; i < ranks.size(); ++i)
-      if (ranks[i] == options.rank)
-        me = static_cast<int>(i);
-    if (me < 0)
-      throw Error("Gloo", "group '" + name + "'",
-                  "rank " + std::to_string(options.rank) + " is not a member",
-                  __FILE__, __LINE__);
+    int me = detail::memberIndex(ranks, options.rank, "Gloo", name);
     int n = static_cast<int>(ranks.size());
     auto pg = n > 1 ? makePg("group/" + name, me, n) : nullptr;
     return std::make_unique<GlooGroup>(pg, name, me, n, options.timeout);

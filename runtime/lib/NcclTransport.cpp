@@ -224,13 +224,7 @@ public:
   Group &world() override { return *worldGroup; }
   std::unique_ptr<Group> group(const std::string &name,
                                const std::vector<int> &ranks) override {
-    int me = -1;
-    for (size_t i = 0; i < ranks.size(); ++i)
-      if (ranks[i] == options.rank)
-        me = static_cast<int>(i);
-    if (me < 0)
-      throw Error("NCCL", "group '" + name + "'", "this rank is not a member",
-                  __FILE__, __LINE__);
+    int me = detail::memberIndex(ranks, options.rank, "NCCL", name);
     int n = static_cast<int>(ranks.size());
     if (n == 1)
       return std::make_unique<NcclGroup>(Comm{}, 0, 1);

@@ -51,6 +51,18 @@ connectStore(const TransportOptions &o, const char *library) {
   }
 }
 
+/// This rank's index in a group's `ranks`; throws naming the group if it is
+/// not a member.
+inline int memberIndex(const std::vector<int> &ranks, int rank,
+                       const char *library, const std::string &group) {
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == rank)
+      return static_cast<int>(i);
+  throw Error(library, "group '" + group + "'",
+              "rank " + std::to_string(rank) + " is not a member", __FILE__,
+              __LINE__);
+}
+
 } // namespace varuna::rt::detail
 
 #endif // VARUNA_RUNTIME_LIB_RENDEZVOUS_H

@@ -681,20 +681,12 @@ LogicalResult varuna::trainPipeline(
   } catch (const std::exception &e) {
     return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
-  std::unique_ptr<rt::Optimizer> optimizer;
-  try {
-    optimizer = rt::Optimizer::create(config.optimizer, config.clipGradNorm);
-    optimizer->setParamNames(rank.paramNames);
-  } catch (const std::exception &e) {
-    return jobError(job, "optimizer: ") << e.what();
-  }
-  std::ofstream metrics;
-  if (transport.rank() == 0 && !options.metricsPath.empty()) {
-    metrics.open(options.metricsPath);
-    if (!metrics)
-      return jobError(job, "cannot write metrics to '")
-             << options.metricsPath << "'";
-  }
+  auto outputs = createTrainerOutputs(job, config, options, rank.paramNames,
+                                      transport.rank() == 0);
+  if (failed(outputs))
+    return failure();
+  std::unique_ptr<rt::Optimizer> optimizer = std::move(outputs->optimizer);
+  std::unique_ptr<std::ofstream> metrics = std::move(outputs->metrics);
   int64_t first = 0;
   if (options.resume) {
     try {
@@ -722,7 +714,7 @@ LogicalResult varuna::trainPipeline(
                                     << ": " << e.what();
     }
     if (metrics)
-      metrics << metricsJsonLine(m) << std::flush;
+      *metrics << metricsJsonLine(m) << std::flush;
     onStep(m);
     if (options.checkpointEvery > 0 && (s + 1) % options.checkpointEvery == 0) {
       try {

@@ -64,6 +64,28 @@ varuna::createTrainingEvaluator(ModuleOp job, const TrainOptions &options,
   return std::make_unique<ATenEvaluator>(std::move(*evaluator));
 }
 
+FailureOr<TrainerOutputs>
+varuna::createTrainerOutputs(ModuleOp job, const TrainingConfig &config,
+                             const TrainOptions &options,
+                             const std::vector<std::string> &names,
+                             bool metrics) {
+  TrainerOutputs out;
+  try {
+    out.optimizer = rt::Optimizer::create(config.optimizer, config.clipGradNorm);
+    out.optimizer->setParamNames(names);
+  } catch (const std::exception &e) {
+    return jobError(job, "optimizer: ") << e.what(), failure();
+  }
+  if (metrics && !options.metricsPath.empty()) {
+    out.metrics = std::make_unique<std::ofstream>(options.metricsPath);
+    if (!*out.metrics)
+      return jobError(job, "cannot write metrics to '")
+                 << options.metricsPath << "'",
+             failure();
+  }
+  return out;
+}
+
 std::string varuna::metricsJsonLine(const StepMetrics &m) {
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
@@ -268,20 +290,11 @@ LogicalResult varuna::trainReference(
     names.push_back(n);
     leaves.push_back(t);
   }
-  std::unique_ptr<rt::Optimizer> optimizer;
-  try {
-    optimizer = rt::Optimizer::create(config.optimizer, config.clipGradNorm);
-    optimizer->setParamNames(names);
-  } catch (const std::exception &e) {
-    return jobError(job, "optimizer: ") << e.what();
-  }
-  std::ofstream metrics;
-  if (!options.metricsPath.empty()) {
-    metrics.open(options.metricsPath);
-    if (!metrics)
-      return jobError(job, "cannot write metrics to '")
-             << options.metricsPath << "'";
-  }
+  auto outputs = createTrainerOutputs(job, config, options, names, true);
+  if (failed(outputs))
+    return failure();
+  std::unique_ptr<rt::Optimizer> optimizer = std::move(outputs->optimizer);
+  std::unique_ptr<std::ofstream> metrics = std::move(outputs->metrics);
 
   int64_t first = 0;
   if (options.resume) {
@@ -353,7 +366,7 @@ LogicalResult varuna::trainReference(
       m.examplesPerSecond = options.globalBatch / m.seconds;
       m.gradNorm = norm.value_or(0.0);
       if (metrics)
-        metrics << metricsJsonLine(m) << std::flush;
+        *metrics << metricsJsonLine(m) << std::flush;
       onStep(m);
       if (options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) {
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,

@@ -28,6 +28,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
+#include "varuna/runtime/Optimizer.h"
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -84,6 +86,18 @@ class ATenEvaluator;
 mlir::FailureOr<std::unique_ptr<ATenEvaluator>>
 createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
                         double &count);
+
+/// What both trainers set up after the evaluator: the optimizer over the
+/// parameters `names` (in the order step() gets them) and, when `metrics`
+/// is true and the options name a file, the open metrics stream.
+struct TrainerOutputs {
+  std::unique_ptr<rt::Optimizer> optimizer;
+  std::unique_ptr<std::ofstream> metrics; // null: no metrics from here
+};
+mlir::FailureOr<TrainerOutputs>
+createTrainerOutputs(mlir::ModuleOp job, const TrainingConfig &config,
+                     const TrainOptions &options,
+                     const std::vector<std::string> &names, bool metrics);
 
 /// One `--metrics` JSON line (with its newline): step, loss, examples_per_s,
 /// step_seconds.
