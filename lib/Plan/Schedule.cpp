@@ -94,12 +94,16 @@ public:
       total += size_t(Nm) * (hasRecompute(s) ? 3 : 2);
     size_t done = 0;
     int64_t last = -1;
-    while (!events.empty()) {
-      int64_t now = events.top();
-      events.pop();
-      if (now == last)
-        continue;
-      last = now;
+    (void)last;
+    while (true) {
+      // The next tick at which something may happen (ticks are visited in
+      // increasing order; a tick is marked at most once).
+      while (cursor < eventTicks.size() && !eventTicks[cursor])
+        ++cursor;
+      if (cursor >= eventTicks.size())
+        break;
+      int64_t now = static_cast<int64_t>(cursor);
+      eventTicks[cursor++] = 0;
       for (int s = P - 1; s >= 0; --s) {
         if (busyUntil[s] > now)
           continue;
@@ -135,9 +139,18 @@ private:
     return kd == TaskKind::Backward ? t.backward : t.forward;
   }
 
+  void pushTick(int64_t tick) {
+    size_t i = static_cast<size_t>(tick);
+    if (i >= eventTicks.size())
+      eventTicks.resize(std::max(i + 1, eventTicks.size() * 2), 0);
+    eventTicks[i] = 1;
+    if (i < cursor)
+      cursor = i;
+  }
+
   void markReady(int s, TaskKind kd, int k, int64_t tick) {
     ready[id(s, kd, k)] = tick;
-    events.push(tick);
+    pushTick(tick);
     if (kind == ScheduleKind::Varuna && kd != TaskKind::Forward)
       candidates[s].insert({tick, {int(kd), k}});
   }
@@ -208,7 +221,7 @@ private:
     started[id(s, task.kind, k)] = true;
     int64_t end = now + duration(task.kind);
     busyUntil[s] = end;
-    events.push(end);
+    pushTick(end);
     stages[s].push_back({task, now, end});
     bool last = s == P - 1;
     switch (task.kind) {
@@ -238,10 +251,10 @@ private:
   TimingModel t;
   std::vector<int64_t> ready; ///< max of the satisfied dependencies' ticks
   std::vector<int> pending;   ///< unsatisfied dependencies
-  std::vector<bool> started;
+  std::vector<char> started;
   std::vector<int64_t> busyUntil;
-  std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>>
-      events;
+  std::vector<char> eventTicks; ///< ticks at which something may happen
+  size_t cursor = 0;            ///< no marked tick below it
   std::vector<std::vector<ScheduledTask>> stages;
   // Varuna: ready recomputes and backwards as (ready tick, (kind, k)).
   using Candidate = std::pair<int64_t, std::pair<int, int>>;

@@ -1,0 +1,86 @@
+//===- Simulator.h - Event-driven simulation of one mini-batch --*- C++ -*-===//
+//
+// Estimates the time of one mini-batch of a P-stage pipeline replica (the
+// DESIGN.md section 4 simulator): every stage is modelled, not just the
+// slowest. Each stage runs its static task order (plan::schedule: varuna |
+// gpipe | 1f1b) as the runtime does (Target/ATen/PipelineTrainer.h): a task
+// starts when the stage is free and its inputs are there; with `deviate`,
+// when the scheduled task waits for a message, the first later recompute or
+// backward that is ready runs instead. Activations and gradients travel over
+// per-direction links with latency, bandwidth (transfers on one link are
+// serialized) and seeded uniform jitter. After its last backward a stage
+// all-reduces its gradients over the replicas (allreduceSeconds[s],
+// overlapping the other stages' work); then the optimizer runs.
+//
+// Inputs are per-micro-batch seconds (from varuna-calibrate, or static
+// estimates); the output is the mini-batch time, each stage's busy
+// fraction and, on request, the timeline (the runtime's Chrome-trace format
+// via timelineJson). Plain C++17 without exceptions: errors are returned.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_PLAN_SIMULATOR_H
+#define VARUNA_PLAN_SIMULATOR_H
+
+#include "varuna/Plan/Schedule.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace varuna {
+namespace plan {
+
+struct StageCost {
+  double forward = 0;   ///< seconds per micro-batch
+  double backward = 0;
+  double recompute = -1; ///< < 0: same as forward
+};
+
+struct LinkModel {
+  double latencySeconds = 0;
+  double bytesPerSecond = 0; ///< 0: unlimited
+  double jitterSeconds = 0;  ///< uniform in [-jitter, +jitter]
+};
+
+struct SimulationConfig {
+  ScheduleKind schedule = ScheduleKind::Varuna;
+  int numStages = 1;
+  int numMicroBatches = 1;
+  std::vector<StageCost> stages;        ///< numStages entries
+  std::vector<double> boundaryBytes;    ///< numStages - 1: one activation
+                                        ///< (and one gradient) message
+  LinkModel link;
+  uint64_t seed = 0;
+  bool deviate = true;
+  TimingModel scheduleTiming;           ///< what the static orders assume
+  std::vector<double> allreduceSeconds; ///< per stage; empty: none
+  double optimizerSeconds = 0;
+  bool recordTimeline = false;
+};
+
+struct SimSpan {
+  int stage;
+  Task task;
+  double start, end;
+};
+
+struct SimulationResult {
+  std::string error; ///< empty on success
+  double minibatchSeconds = 0;
+  std::vector<double> busyFraction; ///< per stage: compute / mini-batch
+  int64_t deviations = 0;           ///< tasks run ahead of the static order
+  std::vector<SimSpan> timeline;    ///< with recordTimeline
+  bool ok() const { return error.empty(); }
+};
+
+SimulationResult simulate(const SimulationConfig &config);
+
+/// The timeline as Chrome-trace JSON (one process per stage, times in
+/// microseconds), the format `varuna-run --trace` writes.
+std::string timelineJson(const SimulationResult &result, int numStages);
+
+} // namespace plan
+} // namespace varuna
+
+#endif // VARUNA_PLAN_SIMULATOR_H
