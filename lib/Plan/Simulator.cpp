@@ -193,7 +193,9 @@ SimulationResult simulate(const SimulationConfig &c) {
       if (s + 1 < P) {
         double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s];
         st[s + 1].actArrive[k] = transfer(end, bytes, linkFreeDown[s]);
-        events.push({st[s + 1].actArrive[k], s + 1});
+        // A stage busy past the arrival looks again when it is free.
+        if (st[s + 1].actArrive[k] > st[s + 1].freeAt)
+          events.push({st[s + 1].actArrive[k], s + 1});
       }
     } else if (t.kind == TaskKind::Recompute) {
       x.rEnd[k] = end;
@@ -202,7 +204,8 @@ SimulationResult simulate(const SimulationConfig &c) {
       double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s - 1];
       st[s - 1].gradArrive[k] = transfer(end, bytes, linkFreeUp[s]);
       maybeCandidate(s - 1, k);
-      events.push({st[s - 1].gradArrive[k], s - 1});
+      if (st[s - 1].gradArrive[k] > st[s - 1].freeAt)
+        events.push({st[s - 1].gradArrive[k], s - 1});
     }
     events.push({end, s});
   }
