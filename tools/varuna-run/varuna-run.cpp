@@ -46,8 +46,9 @@ static cl::opt<int64_t> replicas("replicas", cl::init(1),
                                  cl::desc("Data-parallel width D"));
 static cl::opt<int64_t> batch("batch", cl::Required,
                               cl::desc("Global batch size M (examples per step)"));
-static cl::opt<int64_t> microBatch("micro-batch", cl::Required,
-                                   cl::desc("Micro-batch size m (divides M)"));
+static cl::opt<int64_t> microBatch("micro-batch", cl::init(0),
+                                   cl::desc("Micro-batch size m (divides M; "
+                                            "required unless --plan gives it)"));
 static cl::opt<int64_t> steps("steps", cl::Required,
                               cl::desc("Training steps"));
 static cl::opt<std::string> dataDir("data",
@@ -129,6 +130,10 @@ static cl::opt<int64_t> scheduleLatency(
     cl::desc("Message latency the static schedule plans for, in forward "
              "times of one micro-batch (0: none)"));
 
+static cl::opt<std::string> planPath(
+    "plan", cl::desc("Take --stages, --replicas, --micro-batch and --schedule "
+                     "from this varuna-plan output (JSON)"));
+
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
   return 1;
@@ -141,8 +146,38 @@ int main(int argc, char **argv) {
   });
   cl::ParseCommandLineOptions(argc, argv, "Varuna training launcher\n");
 
+  if (!planPath.empty()) {
+    auto buf = llvm::MemoryBuffer::getFile(planPath);
+    if (!buf)
+      return fail("cannot read the plan '" + planPath + "'");
+    auto plan = llvm::json::parse((*buf)->getBuffer());
+    const llvm::json::Object *o = plan ? plan->getAsObject() : nullptr;
+    if (!plan)
+      llvm::consumeError(plan.takeError());
+    auto field = [&](const char *key) -> std::optional<int64_t> {
+      return o ? o->getInteger(key) : std::nullopt;
+    };
+    auto schedule = o ? o->getString("schedule") : std::nullopt;
+    if (!field("stages") || !field("replicas") || !field("micro_batch") ||
+        !schedule)
+      return fail("'" + planPath + "' is not a varuna-plan plan (it needs "
+                  "stages, replicas, micro_batch and schedule)");
+    auto take = [&](auto &opt, auto value) {
+      if (opt.getNumOccurrences() && opt != value)
+        return false;
+      opt = value;
+      return true;
+    };
+    if (!take(stages, *field("stages")) ||
+        !take(replicas, *field("replicas")) ||
+        !take(microBatch, *field("micro_batch")) ||
+        !take(scheduleName, schedule->str()))
+      return fail("the command line contradicts the plan '" + planPath + "'");
+  }
   if (stages < 1 || replicas < 1)
     return fail("--stages and --replicas must be at least 1");
+  if (microBatch == 0)
+    return fail("give --micro-batch (or --plan)");
   if (batch < 1 || microBatch < 1 || batch % microBatch)
     return fail("--batch " + llvm::Twine(batch) +
                 " is not a positive multiple of --micro-batch " +

@@ -1,0 +1,74 @@
+//===- Planner.h - Sweep pipeline depths with the simulator -----*- C++ -*-===//
+//
+// The auto-configuration of DESIGN.md section 4 on per-example section
+// costs: for every P from 1 to min(sections, devices) that has a partition
+// (and fits the memory limit), D = floor(devices / P), Nm = M / (D m)
+// micro-batches per replica; the stages' costs are the partition's sums,
+// the boundary messages the cut-point sizes, the data-parallel all-reduce a
+// ring over D of the stage's parameter bytes; each configuration is
+// simulated (Simulator.h) and the rows come back fastest first.
+//
+// Costs come either from measured times (seconds per example) or from the
+// compiler's FLOP estimates divided by an assumed FLOP rate; the tool says
+// which. Plain C++17, no exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_PLAN_PLANNER_H
+#define VARUNA_PLAN_PLANNER_H
+
+#include "varuna/Plan/Simulator.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace varuna {
+namespace plan {
+
+struct PlanSection {
+  double forwardSeconds = 0;  ///< per example
+  double backwardSeconds = 0; ///< per example
+  double paramBytes = 0;
+};
+
+struct PlanInput {
+  std::vector<PlanSection> sections;
+  std::vector<double> cutBytesPerExample;                ///< K - 1
+  std::map<int, std::vector<int64_t>> boundaries;        ///< P -> P + 1 ints
+  std::map<int, std::vector<int64_t>> stageMemoryBytes;  ///< P -> P ints
+  int devices = 1;
+  int64_t globalBatch = 1;
+  int64_t microBatch = 1;
+  ScheduleKind schedule = ScheduleKind::Varuna;
+  double memoryLimitBytes = 0; ///< 0: unlimited
+  LinkModel link;
+  double allreduceBytesPerSecond = 1.25e9;
+  double optimizerSeconds = 0;
+};
+
+struct PlanRow {
+  int stages = 0, replicas = 0;
+  int64_t microBatch = 0, microBatches = 0;
+  double seconds = 0, examplesPerSecond = 0;
+  int idleDevices = 0;
+  std::vector<double> busyFraction;
+};
+
+struct PlanResult {
+  std::string error;            ///< empty on success
+  std::vector<PlanRow> rows;    ///< fastest first
+  std::vector<std::string> skipped; ///< "P=3: does not fit memory", ...
+  bool ok() const { return error.empty(); }
+};
+
+/// The simulation config of one (P, D) from `in` (for --simulate).
+SimulationConfig configFor(const PlanInput &in, int stages, int replicas,
+                           std::string &error);
+
+PlanResult planSweep(const PlanInput &in);
+
+} // namespace plan
+} // namespace varuna
+
+#endif // VARUNA_PLAN_PLANNER_H

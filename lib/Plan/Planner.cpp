@@ -1,0 +1,122 @@
+//===- Planner.cpp - Sweep pipeline depths with the simulator -------------===//
+
+#include "varuna/Plan/Planner.h"
+
+#include <algorithm>
+
+namespace varuna {
+namespace plan {
+
+SimulationConfig configFor(const PlanInput &in, int P, int D,
+                           std::string &error) {
+  SimulationConfig c;
+  auto it = in.boundaries.find(P);
+  if (it == in.boundaries.end() ||
+      it->second.size() != static_cast<size_t>(P) + 1) {
+    error = "the job has no partition into " + std::to_string(P) + " stages";
+    return c;
+  }
+  if (D < 1 || in.microBatch < 1 ||
+      in.globalBatch % (int64_t(D) * in.microBatch)) {
+    error = "the batch " + std::to_string(in.globalBatch) +
+            " is not a multiple of " + std::to_string(D) + " replicas x " +
+            std::to_string(in.microBatch);
+    return c;
+  }
+  const std::vector<int64_t> &b = it->second;
+  double m = double(in.microBatch);
+  c.schedule = in.schedule;
+  c.numStages = P;
+  c.numMicroBatches =
+      static_cast<int>(in.globalBatch / (int64_t(D) * in.microBatch));
+  c.link = in.link;
+  c.optimizerSeconds = in.optimizerSeconds;
+  for (int s = 0; s < P; ++s) {
+    StageCost cost;
+    double params = 0;
+    for (int64_t k = b[s]; k < b[s + 1]; ++k) {
+      if (k < 0 || k >= static_cast<int64_t>(in.sections.size())) {
+        error = "partition boundary " + std::to_string(k) +
+                " is outside the sections";
+        return c;
+      }
+      cost.forward += in.sections[k].forwardSeconds * m;
+      cost.backward += in.sections[k].backwardSeconds * m;
+      params += in.sections[k].paramBytes;
+    }
+    cost.recompute = cost.forward;
+    c.stages.push_back(cost);
+    c.allreduceSeconds.push_back(
+        D > 1 ? 2.0 * (D - 1) / D * params / in.allreduceBytesPerSecond : 0);
+    if (s + 1 < P) {
+      int64_t cut = b[s + 1] - 1;
+      double bytes = cut >= 0 && cut < static_cast<int64_t>(
+                                           in.cutBytesPerExample.size())
+                         ? in.cutBytesPerExample[cut]
+                         : 0;
+      c.boundaryBytes.push_back(bytes * m);
+    }
+  }
+  return c;
+}
+
+PlanResult planSweep(const PlanInput &in) {
+  PlanResult res;
+  if (in.devices < 1 || in.globalBatch < 1 || in.microBatch < 1) {
+    res.error = "devices, batch and micro-batch must be at least 1";
+    return res;
+  }
+  int maxP = std::min<int>(in.devices, static_cast<int>(in.sections.size()));
+  for (int P = 1; P <= maxP; ++P) {
+    std::string tag = "P=" + std::to_string(P) + ": ";
+    if (!in.boundaries.count(P)) {
+      res.skipped.push_back(tag + "no partition in the job");
+      continue;
+    }
+    if (in.memoryLimitBytes > 0) {
+      auto mem = in.stageMemoryBytes.find(P);
+      if (mem != in.stageMemoryBytes.end() &&
+          *std::max_element(mem->second.begin(), mem->second.end()) >
+              in.memoryLimitBytes) {
+        res.skipped.push_back(tag + "a stage does not fit the memory limit");
+        continue;
+      }
+    }
+    int D = in.devices / P;
+    while (D > 1 && in.globalBatch % (int64_t(D) * in.microBatch))
+      --D; // the largest D that divides the batch into micro-batches
+    std::string error;
+    SimulationConfig c = configFor(in, P, D, error);
+    if (!error.empty()) {
+      res.skipped.push_back(tag + error);
+      continue;
+    }
+    SimulationResult r = simulate(c);
+    if (!r.ok()) {
+      res.skipped.push_back(tag + r.error);
+      continue;
+    }
+    PlanRow row;
+    row.stages = P;
+    row.replicas = D;
+    row.microBatch = in.microBatch;
+    row.microBatches = c.numMicroBatches;
+    row.seconds = r.minibatchSeconds;
+    row.examplesPerSecond =
+        r.minibatchSeconds > 0 ? double(in.globalBatch) / r.minibatchSeconds
+                               : 0;
+    row.idleDevices = in.devices - P * D;
+    row.busyFraction = r.busyFraction;
+    res.rows.push_back(row);
+  }
+  std::stable_sort(res.rows.begin(), res.rows.end(),
+                   [](const PlanRow &a, const PlanRow &b) {
+                     return a.seconds < b.seconds;
+                   });
+  if (res.rows.empty())
+    res.error = "no configuration fits (see the skipped ones)";
+  return res;
+}
+
+} // namespace plan
+} // namespace varuna
