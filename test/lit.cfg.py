@@ -25,7 +25,7 @@ llvm_config.with_environment("PYTHONPATH", python_dir, append_path=True)
 config.environment["PYTHONWARNINGS"] = "ignore"
 
 tools = ["varuna-opt", "varuna-translate", "varuna-compile", "varuna-eval",
-         "varuna-optim-check", "varuna-ckpt", "varuna-run", "varuna-plan"]
+         "varuna-optim-check", "varuna-ckpt", "varuna-run", "varuna-plan", "varuna-calibrate"]
 llvm_config.add_tool_substitutions(tools, [config.varuna_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.varuna_tools_dir, append_path=True)

@@ -47,7 +47,9 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     cost.recompute = cost.forward;
     c.stages.push_back(cost);
     c.allreduceSeconds.push_back(
-        D > 1 ? 2.0 * (D - 1) / D * params / in.allreduceBytesPerSecond : 0);
+        D > 1 ? in.allreduceLatencySeconds +
+                    2.0 * (D - 1) / D * params / in.allreduceBytesPerSecond
+              : 0);
     if (s + 1 < P) {
       int64_t cut = b[s + 1] - 1;
       double bytes = cut >= 0 && cut < static_cast<int64_t>(

@@ -46,6 +46,10 @@ static cl::opt<double> linkGbps("link-gbps", cl::init(10),
 static cl::opt<double> latencyUs("latency-us", cl::init(50),
                                  cl::desc("Message latency, microseconds"));
 static cl::opt<std::string> output("o", cl::desc("Write the chosen plan (JSON)"));
+static cl::opt<std::string> calibrationPath(
+    "calibration",
+    cl::desc("Measured costs (varuna-calibrate's calibration.json; default: "
+             "JOBDIR/calibration.json if present)"));
 static cl::opt<bool> simulateOne("simulate",
                                  cl::desc("Simulate one P x D (--stages, "
                                           "--replicas) and print its numbers"));
@@ -58,6 +62,44 @@ static cl::opt<std::string> timeline(
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-plan: error: " << msg << "\n";
   return 1;
+}
+
+/// Least-squares fit of seconds = a + bytes * b over (bytes, seconds).
+static std::pair<double, double> fitLine(const llvm::json::Object *o) {
+  const llvm::json::Array *x = o ? o->getArray("bytes") : nullptr;
+  const llvm::json::Array *y = o ? o->getArray("seconds") : nullptr;
+  if (!x || !y || x->size() != y->size() || x->size() < 2)
+    return {0, 0};
+  double n = x->size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x->size(); ++i) {
+    double a = (*x)[i].getAsNumber().value_or(0);
+    double b = (*y)[i].getAsNumber().value_or(0);
+    sx += a;
+    sy += b;
+    sxx += a * a;
+    sxy += a * b;
+  }
+  double slope = (n * sxy - sx * sy) / std::max(1e-30, n * sxx - sx * sx);
+  double icpt = (sy - slope * sx) / n;
+  return {std::max(0.0, icpt), std::max(1e-15, slope)};
+}
+
+/// Seconds of one micro-batch of size m from measurements at sizes `ms`:
+/// the measured value, else linear between (or beyond) the nearest two.
+static double atMicroBatch(const std::vector<double> &ms,
+                           const llvm::json::Array *secs, double m) {
+  std::vector<double> t;
+  for (const llvm::json::Value &v : *secs)
+    t.push_back(v.getAsNumber().value_or(0));
+  if (t.size() != ms.size() || t.empty())
+    return 0;
+  if (ms.size() == 1)
+    return t[0] * m / ms[0];
+  size_t i = 1;
+  while (i + 1 < ms.size() && ms[i] < m)
+    ++i;
+  double w = (m - ms[i - 1]) / (ms[i] - ms[i - 1]);
+  return std::max(0.0, t[i - 1] + w * (t[i] - t[i - 1]));
 }
 
 static std::vector<int64_t> ints(const llvm::json::Array *a) {
@@ -91,6 +133,32 @@ int main(int argc, char **argv) {
   PlanInput in;
   if (flopRate <= 0 || linkGbps <= 0 || latencyUs < 0)
     return fail("--flops-per-second and --link-gbps must be positive");
+  // Measured costs, when there are any.
+  std::string calPath = calibrationPath;
+  if (calPath.empty()) {
+    llvm::SmallString<256> p(jobDir);
+    llvm::sys::path::append(p, "calibration.json");
+    if (llvm::sys::fs::exists(p))
+      calPath = p.str().str();
+  }
+  std::optional<llvm::json::Value> cal;
+  if (!calPath.empty()) {
+    auto cbuf = llvm::MemoryBuffer::getFile(calPath);
+    if (!cbuf)
+      return fail("cannot read the calibration '" + calPath + "'");
+    auto parsed = llvm::json::parse((*cbuf)->getBuffer());
+    if (!parsed)
+      return fail("'" + calPath + "': " + llvm::toString(parsed.takeError()));
+    const llvm::json::Object *co = parsed->getAsObject();
+    if (!co || co->getString("format") != "varuna-calibration-1")
+      return fail("'" + calPath + "' is not a varuna-calibrate output");
+    const llvm::json::Array *cs = co->getArray("sections");
+    if (!cs || cs->size() != secs->size())
+      return fail("'" + calPath + "' has " +
+                  llvm::Twine(cs ? cs->size() : 0) + " sections, the job " +
+                  llvm::Twine(secs->size()) + ": re-run varuna-calibrate");
+    cal = std::move(*parsed);
+  }
   for (const llvm::json::Value &v : *secs) {
     const llvm::json::Object *s = v.getAsObject();
     PlanSection ps;
@@ -112,12 +180,41 @@ int main(int argc, char **argv) {
       in.boundaries[P] = ints(p->getArray("boundaries"));
       in.stageMemoryBytes[P] = ints(p->getArray("stage_memory_bytes"));
     }
+  if (cal) {
+    const llvm::json::Object *co = cal->getAsObject();
+    std::vector<double> ms;
+    for (const llvm::json::Value &v : *co->getArray("micro_batches"))
+      ms.push_back(v.getAsNumber().value_or(1));
+    const llvm::json::Array *cs = co->getArray("sections");
+    for (size_t k = 0; k < in.sections.size(); ++k) {
+      const llvm::json::Object *c = (*cs)[k].getAsObject();
+      double m = double(microBatch);
+      in.sections[k].forwardSeconds =
+          atMicroBatch(ms, c->getArray("forward_seconds"), m) / m;
+      in.sections[k].backwardSeconds =
+          atMicroBatch(ms, c->getArray("backward_seconds"), m) / m;
+    }
+  }
   in.globalBatch = batch;
   in.microBatch = microBatch;
   in.memoryLimitBytes = memory;
   in.link.latencySeconds = latencyUs * 1e-6;
   in.link.bytesPerSecond = linkGbps * 1e9 / 8;
   in.allreduceBytesPerSecond = in.link.bytesPerSecond;
+  if (cal) {
+    const llvm::json::Object *co = cal->getAsObject();
+    if (const llvm::json::Object *send = co->getObject("send")) {
+      auto [lat, perByte] = fitLine(send);
+      in.link.latencySeconds = lat;
+      in.link.bytesPerSecond = 1.0 / perByte;
+    }
+    if (const llvm::json::Object *ar = co->getObject("allreduce")) {
+      // Measured on a ring of 2, where 2 (D-1)/D = 1.
+      auto [lat, perByte] = fitLine(ar);
+      in.allreduceBytesPerSecond = 1.0 / perByte;
+      in.allreduceLatencySeconds = lat;
+    }
+  }
   bool known = false;
   for (ScheduleKind k : {ScheduleKind::Varuna, ScheduleKind::GPipe,
                          ScheduleKind::OneFOneB})
@@ -129,12 +226,20 @@ int main(int argc, char **argv) {
     return fail("--schedule must be varuna, gpipe or 1f1b, not '" +
                 scheduleName + "'");
 
-  llvm::outs() << "planning from the compiler's static cost estimates (no "
-                  "calibration file): "
-               << llvm::format("%.3g FLOP/s per device, links of %g Gbit/s "
-                               "and %g us\n",
-                               flopRate.getValue(), linkGbps.getValue(),
-                               latencyUs.getValue());
+  if (cal)
+    llvm::outs() << "planning from the measurements in " << calPath
+                 << llvm::format(" (links: %.0f us + %.2f Gbit/s; all-reduce "
+                                 "%.2f Gbit/s)\n",
+                                 in.link.latencySeconds * 1e6,
+                                 in.link.bytesPerSecond * 8 / 1e9,
+                                 in.allreduceBytesPerSecond * 8 / 1e9);
+  else
+    llvm::outs() << "planning from the compiler's static cost estimates (no "
+                    "calibration file): "
+                 << llvm::format("%.3g FLOP/s per device, links of %g Gbit/s "
+                                 "and %g us\n",
+                                 flopRate.getValue(), linkGbps.getValue(),
+                                 latencyUs.getValue());
 
   if (simulateOne) {
     std::string error;
@@ -195,7 +300,7 @@ int main(int argc, char **argv) {
                          {"micro_batch", best.microBatch},
                          {"schedule", scheduleName},
                          {"estimated_seconds", best.seconds},
-                         {"source", "static estimates"}};
+                         {"source", cal ? "calibration" : "static estimates"}};
     os << llvm::json::Value(std::move(o)) << "\n";
   }
   return 0;

@@ -44,6 +44,7 @@ struct PlanInput {
   double memoryLimitBytes = 0; ///< 0: unlimited
   LinkModel link;
   double allreduceBytesPerSecond = 1.25e9;
+  double allreduceLatencySeconds = 0;
   double optimizerSeconds = 0;
 };
 

@@ -1,0 +1,45 @@
+//===- Calibrate.h - Measured section times ---------------------*- C++ -*-===//
+//
+// What varuna-calibrate measures once, independent of the device count
+// (the paper's scale-invariant calibration): for each micro-batch size m,
+// every section's forward time (with autograd, as a recompute or the last
+// stage runs it) and backward time, in one process on synthetic inputs
+// (integer inputs drawn from [0, vocab)), through the generated code when a
+// stage library is given. Robust statistics: `warmup` runs dropped, the
+// median of `repeats`. Communication (send time by size, all-reduce time by
+// size) is measured by the tool with real ranks (runtime/Transport.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_TARGET_ATEN_CALIBRATE_H
+#define VARUNA_TARGET_ATEN_CALIBRATE_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+#include <vector>
+
+namespace varuna {
+
+struct CalibrationOptions {
+  std::vector<int64_t> microBatches{1, 2, 4};
+  int warmup = 2;
+  int repeats = 5;
+  int64_t vocab = 2;
+  std::string stageLibrary; ///< empty: the ATen evaluator
+  uint64_t seed = 0;
+};
+
+struct SectionTiming {
+  std::vector<double> forwardSeconds;  ///< per micro-batch size
+  std::vector<double> backwardSeconds; ///< per micro-batch size
+};
+
+/// One entry per section; fails after a diagnostic.
+mlir::FailureOr<std::vector<SectionTiming>>
+calibrateSections(mlir::ModuleOp job, const CalibrationOptions &options);
+
+} // namespace varuna
+
+#endif // VARUNA_TARGET_ATEN_CALIBRATE_H

@@ -1,0 +1,230 @@
+//===- varuna-calibrate.cpp - Measure a job once for the planner ----------===//
+//
+//   varuna-calibrate JOBDIR [-o FILE] [--micro-batches 1,2,4] [--repeats 5]
+//                    [--warmup 2] [--compute-threads 1] [--no-comm]
+//
+// Writes JOBDIR/calibration.json (docs/simulator.md): per section and
+// micro-batch size the forward and backward seconds (Target/ATen/
+// Calibrate.h, through the job's generated code), and -- from two ranks on
+// this machine over the same Gloo transport training uses -- the one-way
+// send time and the 2-rank all-reduce time by message size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
+#include "varuna/Target/ATen/Calibrate.h"
+#include "varuna/runtime/Launch.h"
+#include "varuna/runtime/Transport.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
+                                   cl::desc("<JOBDIR from varuna-compile>"));
+static cl::opt<std::string> output("o", cl::desc("Output (default "
+                                                 "JOBDIR/calibration.json)"));
+static cl::list<int64_t> microBatches("micro-batches", cl::CommaSeparated,
+                                      cl::desc("Micro-batch sizes (1,2,4)"));
+static cl::opt<int> repeats("repeats", cl::init(5), cl::desc("Timed runs"));
+static cl::opt<int> warmup("warmup", cl::init(2), cl::desc("Untimed runs"));
+static cl::opt<int> threads("compute-threads", cl::init(1),
+                            cl::desc("Threads while timing sections (what one "
+                                     "rank gets when ranks fill the cores)"));
+static cl::opt<bool> noComm("no-comm", cl::init(false),
+                            cl::desc("Skip the communication measurements"));
+static cl::opt<std::string> commOut(
+    "comm-out", cl::Hidden, cl::desc("(rank mode) where rank 0 writes"));
+
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "varuna-calibrate: error: " << msg << "\n";
+  return 1;
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Rank mode: ping-pong and all-reduce between two ranks.
+static int measureComm() {
+  using Clock = std::chrono::steady_clock;
+  try {
+    auto opts = varuna::rt::transportOptionsFromEnv();
+    opts.timeout = std::chrono::seconds(60);
+    auto t = varuna::rt::connectGloo(opts);
+    int me = t->rank(), peer = 1 - me;
+    llvm::json::Array sendBytes, sendSeconds, arBytes, arSeconds;
+    for (int64_t bytes : {1024LL, 16384LL, 262144LL, 1048576LL, 4194304LL,
+                          16777216LL}) {
+      at::Tensor buf = at::zeros({bytes / 4}, at::kFloat);
+      std::vector<double> oneWay, ar;
+      for (int it = 0; it < warmup + repeats; ++it) {
+        t->world().barrier();
+        auto a = Clock::now();
+        if (me == 0) {
+          t->send(buf, peer, 1)->wait();
+          t->recv(buf, peer, 2)->wait();
+        } else {
+          t->recv(buf, peer, 1)->wait();
+          t->send(buf, peer, 2)->wait();
+        }
+        double rt = std::chrono::duration<double>(Clock::now() - a).count();
+        t->world().barrier();
+        std::vector<at::Tensor> v{buf};
+        a = Clock::now();
+        t->world().allreduceSum(v);
+        double r = std::chrono::duration<double>(Clock::now() - a).count();
+        if (it >= warmup) {
+          oneWay.push_back(rt / 2);
+          ar.push_back(r);
+        }
+      }
+      sendBytes.push_back(bytes);
+      sendSeconds.push_back(median(oneWay));
+      arBytes.push_back(bytes);
+      arSeconds.push_back(median(ar));
+    }
+    if (me == 0) {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(commOut, ec);
+      if (ec)
+        return fail("cannot write '" + commOut + "'");
+      os << llvm::json::Value(llvm::json::Object{
+          {"send", llvm::json::Object{{"bytes", std::move(sendBytes)},
+                                      {"seconds", std::move(sendSeconds)}}},
+          {"allreduce",
+           llvm::json::Object{{"ranks", 2},
+                              {"bytes", std::move(arBytes)},
+                              {"seconds", std::move(arSeconds)}}}});
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
+    os << "varuna-calibrate (Varuna " VARUNA_VERSION ")\n";
+  });
+  cl::ParseCommandLineOptions(argc, argv, "Varuna calibration\n");
+  if (repeats < 1 || warmup < 0 || threads < 1)
+    return fail("--repeats and --compute-threads must be positive");
+  if (std::getenv("RANK") && !commOut.empty())
+    return measureComm();
+
+  std::vector<int64_t> ms(microBatches.begin(), microBatches.end());
+  if (ms.empty())
+    ms = {1, 2, 4};
+  for (int64_t m : ms)
+    if (m < 1)
+      return fail("--micro-batches must be positive");
+
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<varuna::VarunaDialect, mlir::func::FuncDialect>();
+  ctx.printOpOnDiagnostic(false);
+  llvm::SourceMgr sourceMgr;
+  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+  llvm::SmallString<256> ir(jobDir), lib(jobDir);
+  llvm::sys::path::append(ir, "job.mlir");
+  llvm::sys::path::append(lib, "libstages.so");
+  auto job = mlir::parseSourceFile<mlir::ModuleOp>(ir, sourceMgr, &ctx);
+  if (!job)
+    return fail("cannot read '" + ir + "': run varuna-compile first");
+
+  at::set_num_threads(threads);
+  varuna::CalibrationOptions options;
+  options.microBatches = ms;
+  options.repeats = repeats;
+  options.warmup = warmup;
+  if (llvm::sys::fs::exists(lib)) {
+    llvm::SmallString<256> abs(lib);
+    llvm::sys::fs::make_absolute(abs);
+    options.stageLibrary = abs.str().str();
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto timings = varuna::calibrateSections(*job, options);
+  if (mlir::failed(timings))
+    return 1;
+
+  llvm::json::Array sections;
+  for (auto [k, t] : llvm::enumerate(*timings)) {
+    llvm::json::Array f, b;
+    for (double x : t.forwardSeconds)
+      f.push_back(x);
+    for (double x : t.backwardSeconds)
+      b.push_back(x);
+    sections.push_back(llvm::json::Object{{"index", int64_t(k)},
+                                          {"forward_seconds", std::move(f)},
+                                          {"backward_seconds", std::move(b)}});
+  }
+  llvm::json::Array mbs;
+  for (int64_t m : ms)
+    mbs.push_back(m);
+  llvm::json::Object out{{"format", "varuna-calibration-1"},
+                         {"threads", threads.getValue()},
+                         {"engine", options.stageLibrary.empty() ? "reference"
+                                                                 : "generated"},
+                         {"micro_batches", std::move(mbs)},
+                         {"sections", std::move(sections)}};
+
+  std::string path = output.empty() ? (jobDir + "/calibration.json") : output;
+  if (!noComm) {
+    std::string part = path + ".comm.tmp";
+    varuna::rt::LaunchOptions launch;
+    launch.argv = {llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail),
+                   jobDir, "--comm-out", part, "--repeats",
+                   std::to_string(repeats), "--warmup",
+                   std::to_string(warmup)};
+    launch.worldSize = 2;
+    launch.env = {"OMP_NUM_THREADS=1"};
+    if (varuna::rt::launchLocalRanks(launch) != 0)
+      return fail("the communication measurement failed");
+    auto buf = llvm::MemoryBuffer::getFile(part);
+    auto comm = buf ? llvm::json::parse((*buf)->getBuffer())
+                    : llvm::Expected<llvm::json::Value>(
+                          llvm::createStringError(std::errc::io_error, "missing"));
+    if (!comm)
+      return fail("cannot read the communication measurements: " +
+                  llvm::toString(comm.takeError()));
+    for (auto &kv : *comm->getAsObject())
+      out[kv.first] = kv.second;
+    llvm::sys::fs::remove(part);
+  }
+  std::string tmp = path + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return fail("cannot write '" + tmp + "': " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
+  }
+  if (auto ec = llvm::sys::fs::rename(tmp, path))
+    return fail("cannot rename '" + tmp + "': " + ec.message());
+  llvm::outs() << "wrote " << path << " ("
+               << timings->size() << " sections x " << ms.size()
+               << " micro-batch sizes"
+               << (noComm ? "" : ", send and all-reduce by size") << ") in "
+               << llvm::format("%.1f", std::chrono::duration<double>(
+                                           std::chrono::steady_clock::now() - t0)
+                                           .count())
+               << " s\n";
+  return 0;
+}
