@@ -96,6 +96,8 @@ SimulationResult simulate(const SimulationConfig &c) {
     return start + t + std::max(0.0, c.link.latencySeconds + j);
   };
 
+  // The deviation belongs to Varuna's schedule (as in the runtime).
+  bool deviate = c.deviate && c.schedule == ScheduleKind::Varuna;
   using Event = std::pair<double, int>;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   for (int s = 0; s < P; ++s)
@@ -115,7 +117,7 @@ SimulationResult simulate(const SimulationConfig &c) {
     x.candidates[pos >> 6] |= uint64_t(1) << (pos & 63);
   };
   auto maybeCandidate = [&](int s, int k) {
-    if (!c.deviate)
+    if (!deviate)
       return;
     StageState &x = st[s];
     bool last = s == P - 1;
@@ -157,7 +159,7 @@ SimulationResult simulate(const SimulationConfig &c) {
     int pick = -1;
     if (readyAt(s, x.order[x.next]) <= now) {
       pick = static_cast<int>(x.next);
-    } else if (c.deviate) {
+    } else if (deviate) {
       size_t from = x.next + 1, words = x.candidates.size();
       for (size_t w = from >> 6; w < words && pick < 0; ++w) {
         uint64_t bits = x.candidates[w];

@@ -52,7 +52,7 @@ struct SimulationConfig {
                                         ///< (and one gradient) message
   LinkModel link;
   uint64_t seed = 0;
-  bool deviate = true;
+  bool deviate = true; ///< Varuna's schedule only, as in the runtime
   TimingModel scheduleTiming;           ///< what the static orders assume
   std::vector<double> allreduceSeconds; ///< per stage; empty: none
   double optimizerSeconds = 0;

@@ -420,9 +420,9 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   std::map<int, Live> live;
   double lossSum = 0, countSum = 0;
   int prev = rankOf(stage - 1, replica), next = rankOf(stage + 1, replica);
-  // Varuna's run-time deviation: when the scheduled task waits for a
-  // message that has not arrived, run the first later recompute or backward
-  // that is ready instead (forwards keep their order: the random stream and
+  // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
+  // task waits for a message that has not arrived, run the first later
+  // recompute or backward that is ready instead (forwards keep their order: the random stream and
   // the memory bound stay those of the static schedule).
   auto ready = [&](const plan::Task &t) {
     int k = t.microBatch;
@@ -437,10 +437,15 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     }
     return false;
   };
+  // GPipe and 1F1B are defined by their static orders: a backward run ahead
+  // on the last stage would send gradients in another order than the
+  // previous stage waits for them (GPipe's are in reverse).
+  bool deviate =
+      pipeline.deviate && pipeline.schedule == plan::ScheduleKind::Varuna;
   std::vector<plan::Task> remaining = order;
   while (!remaining.empty()) {
     size_t pick = 0;
-    if (pipeline.deviate && !ready(remaining[0]))
+    if (deviate && !ready(remaining[0]))
       for (size_t j = 1; j < remaining.size(); ++j)
         if (remaining[j].kind != plan::TaskKind::Forward &&
             ready(remaining[j])) {

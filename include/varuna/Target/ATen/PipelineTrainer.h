@@ -49,7 +49,8 @@ struct PipelineOptions {
   int64_t replicas = 1; // D
   plan::ScheduleKind schedule = plan::ScheduleKind::Varuna;
   /// The run-time deviation from the static order (a ready recompute or
-  /// backward runs while the scheduled task waits for a message).
+  /// backward runs while the scheduled task waits for a message); Varuna's
+  /// schedule only -- GPipe and 1F1B are their static orders.
   bool deviate = true;
   /// The timing the static schedule is generated for (in units of one
   /// micro-batch forward): a message latency makes the Varuna order start
