@@ -213,10 +213,11 @@ ATenOpContext ATenEvaluator::makeContext(int64_t batch) {
 }
 
 FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
-ATenEvaluator::trainableParams() {
+ATenEvaluator::trainableParams(
+    const std::function<bool(llvm::StringRef)> &wanted) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (ParamOp p : module.getOps<ParamOp>()) {
-    if (p.getFrozen())
+    if (p.getFrozen() || (wanted && !wanted(p.getSymName())))
       continue;
     try {
       at::Tensor t = loadParam(p);

@@ -166,7 +166,11 @@ LogicalResult Rank::setUp() {
     for (int64_t k = bounds[st]; k < bounds[st + 1]; ++k)
       for (StringRef n : getReadParams(all[k]))
         readers[n.str()].insert(st);
-  auto trainable = evaluator.trainableParams();
+  // Only this stage's parameters are loaded (frozen ones on first use).
+  auto trainable = evaluator.trainableParams([&](StringRef name) {
+    auto it = readers.find(name.str());
+    return it != readers.end() && it->second.count(stage) > 0;
+  });
   if (failed(trainable))
     return failure();
   for (auto &[name, t] : *trainable) {

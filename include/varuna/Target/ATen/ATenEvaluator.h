@@ -134,11 +134,13 @@ public:
   /// in the cache, as training would).
   mlir::FailureOr<std::vector<at::Tensor>> run(llvm::ArrayRef<at::Tensor> inputs);
 
-  /// Every trainable (not frozen) parameter, loaded and marked
-  /// requires_grad, in module order: the leaves training updates. Graph
-  /// evaluation reads these same tensors.
+  /// Every trainable (not frozen) parameter -- or those `wanted` accepts --
+  /// loaded and marked requires_grad, in module order: the leaves training
+  /// updates. Graph evaluation reads these same tensors. A pipeline stage
+  /// asks only for its own, so no rank loads the whole model.
   mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
-  trainableParams();
+  trainableParams(
+      const std::function<bool(llvm::StringRef)> &wanted = nullptr);
 
   /// Runs the outlined sections (varuna-outline-sections) one after the
   /// other, each receiving the previous one's sent values and reading the
