@@ -8,6 +8,7 @@
 
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CompiledSections.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/ParamData.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -258,42 +259,48 @@ ATenEvaluator::runSections(ArrayRef<at::Tensor> inputs) {
   llvm::StringMap<at::Tensor> byName;
   for (auto [name, t] : llvm::zip(getInputNames(), inputs))
     byName[name] = t;
-  SmallVector<func::FuncOp> sections;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (auto idx = f->getAttrOfType<IntegerAttr>("varuna.section")) {
-      if (idx.getInt() != static_cast<int64_t>(sections.size()))
-        return f.emitError("sections are not in order 0..K-1");
-      sections.push_back(f);
-    }
-  if (sections.empty())
-    return module.emitError("no sections: run varuna-outline-sections first");
+  FailureOr<SmallVector<func::FuncOp>> sections =
+      varuna::getSections(module, /*required=*/true);
+  if (failed(sections))
+    return failure();
   ATenOpContext ctx = makeContext(*batch);
   std::vector<at::Tensor> sent;
-  for (func::FuncOp s : sections) {
-    std::vector<at::Tensor> args;
-    for (BlockArgument a : s.getArguments()) {
-      if (auto recv = s.getArgAttrOfType<IntegerAttr>(a.getArgNumber(),
-                                                      "varuna.recv")) {
-        if (recv.getInt() >= static_cast<int64_t>(sent.size()))
-          return s.emitError("receives value ")
-                 << recv.getInt() << " but the previous section sent "
-                 << sent.size();
-        args.push_back(sent[recv.getInt()]);
-        continue;
-      }
-      auto name = s.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
-      auto it = name ? byName.find(name.getValue()) : byName.end();
-      if (it == byName.end())
-        return s.emitError("argument ")
-               << a.getArgNumber() << " is neither received nor a graph input";
-      args.push_back(it->second);
-    }
-    auto out = runFunction(s, args, ctx);
+  for (func::FuncOp s : *sections) {
+    auto args = sectionArguments(s, sent, byName);
+    if (failed(args))
+      return failure();
+    auto out = runFunction(s, *args, ctx);
     if (failed(out))
       return failure();
     sent = std::move(*out);
   }
   return sent;
+}
+
+FailureOr<std::vector<at::Tensor>>
+sectionArguments(func::FuncOp s, ArrayRef<at::Tensor> received,
+                 const llvm::StringMap<at::Tensor> &inputs) {
+  std::vector<at::Tensor> args;
+  for (BlockArgument a : s.getArguments()) {
+    unsigned i = a.getArgNumber();
+    if (auto r = s.getArgAttrOfType<IntegerAttr>(i, "varuna.recv")) {
+      if (r.getInt() >= static_cast<int64_t>(received.size()))
+        return s.emitError("receives value ")
+                   << r.getInt() << " but the previous section sent "
+                   << received.size(),
+               failure();
+      args.push_back(received[r.getInt()]);
+      continue;
+    }
+    auto name = s.getArgAttrOfType<StringAttr>(i, kNameAttr);
+    auto it = name ? inputs.find(name.getValue()) : inputs.end();
+    if (it == inputs.end())
+      return s.emitError("argument ")
+                 << i << " is neither received nor a graph input",
+             failure();
+    args.push_back(it->second);
+  }
+  return args;
 }
 
 FailureOr<std::vector<at::Tensor>>

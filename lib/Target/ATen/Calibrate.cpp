@@ -64,14 +64,10 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
       {
         at::NoGradGuard noGrad;
         for (auto [k, s] : llvm::enumerate(sections)) {
-          for (BlockArgument a : s.getArguments()) {
-            unsigned i = a.getArgNumber();
-            if (auto r = s.getArgAttrOfType<IntegerAttr>(i, "varuna.recv"))
-              args[k].push_back(sent.at(r.getInt()));
-            else
-              args[k].push_back(inputs.lookup(
-                  s.getArgAttrOfType<StringAttr>(i, kNameAttr).getValue()));
-          }
+          auto a = sectionArguments(s, sent, inputs);
+          if (failed(a))
+            return failure();
+          args[k] = std::move(*a);
           auto o = evaluator.runSection(s, args[k], m);
           if (failed(o))
             return failure();

@@ -2,6 +2,7 @@
 
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/Target/ATen/ReferenceTrainer.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Compiler/BuildStages.h"
 #include "varuna/runtime/StageBridge.h"
 
@@ -45,13 +46,10 @@ CompiledSections::load(ModuleOp module, const std::string &libraryPath) {
                Twine(t.jobHash) + ", this job " + hash +
                "): re-run varuna-compile");
 
-  std::vector<func::FuncOp> sections;
-  for (auto f : module.getOps<func::FuncOp>())
-    if (auto k = f->getAttrOfType<IntegerAttr>("varuna.section")) {
-      if (k.getInt() != static_cast<int64_t>(sections.size()))
-        return err("the job's sections are not in order");
-      sections.push_back(f);
-    }
+  FailureOr<SmallVector<func::FuncOp>> found = getSections(module);
+  if (failed(found))
+    return failure();
+  SmallVector<func::FuncOp> &sections = *found;
   if (sections.size() != static_cast<size_t>(t.numSections))
     return err("has " + Twine(t.numSections) + " sections, the job " +
                Twine(sections.size()));

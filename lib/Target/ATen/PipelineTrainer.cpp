@@ -259,26 +259,10 @@ Rank::runStage(ArrayRef<at::Tensor> received,
                const llvm::StringMap<at::Tensor> &inputs) {
   std::vector<at::Tensor> sent(received.begin(), received.end());
   for (func::FuncOp s : sections) {
-    std::vector<at::Tensor> args;
-    for (BlockArgument a : s.getArguments()) {
-      unsigned i = a.getArgNumber();
-      if (auto r = s.getArgAttrOfType<IntegerAttr>(i, "varuna.recv")) {
-        if (r.getInt() >= static_cast<int64_t>(sent.size()))
-          return s.emitError("receives value ") << r.getInt() << " of "
-                                                << sent.size(),
-                 failure();
-        args.push_back(sent[r.getInt()]);
-        continue;
-      }
-      auto n = s.getArgAttrOfType<StringAttr>(i, kNameAttr);
-      auto it = n ? inputs.find(n.getValue()) : inputs.end();
-      if (it == inputs.end())
-        return s.emitError("argument ") << i << " is neither received nor "
-                                        << "a graph input",
-               failure();
-      args.push_back(it->second);
-    }
-    auto out = evaluator.runSection(s, args, options.microBatch);
+    auto args = sectionArguments(s, sent, inputs);
+    if (failed(args))
+      return failure();
+    auto out = evaluator.runSection(s, *args, options.microBatch);
     if (failed(out))
       return failure();
     sent = std::move(*out);

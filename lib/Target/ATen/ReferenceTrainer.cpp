@@ -168,29 +168,6 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
   for (auto [name, t] : llvm::zip(evaluator.getInputNames(), inputs))
     byName[name] = t;
 
-  // Arguments of a section: received activations, then graph inputs.
-  auto argsFor = [&](func::FuncOp s, ArrayRef<at::Tensor> received,
-                     std::vector<at::Tensor> &args) -> LogicalResult {
-    args.clear();
-    for (BlockArgument a : s.getArguments()) {
-      if (auto r = s.getArgAttrOfType<IntegerAttr>(a.getArgNumber(),
-                                                   "varuna.recv")) {
-        if (r.getInt() >= static_cast<int64_t>(received.size()))
-          return s.emitError("receives value ") << r.getInt() << " of "
-                                                << received.size();
-        args.push_back(received[r.getInt()]);
-        continue;
-      }
-      auto n = s.getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
-      auto it = n ? byName.find(n.getValue()) : byName.end();
-      if (it == byName.end())
-        return s.emitError("argument ") << a.getArgNumber()
-                                        << " is neither received nor an input";
-      args.push_back(it->second);
-    }
-    return success();
-  };
-
   // Forward without autograd: stash each section's arguments and RNG state.
   struct Stash {
     std::vector<at::Tensor> args;
@@ -201,8 +178,10 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
   {
     at::NoGradGuard noGrad;
     for (auto [k, s] : llvm::enumerate(sections)) {
-      if (failed(argsFor(s, sent, stash[k].args)))
+      auto args = sectionArguments(s, sent, byName);
+      if (failed(args))
         return failure();
+      stash[k].args = std::move(*args);
       stash[k].rng = evaluator.getGenerator().get_state();
       auto out = evaluator.runSection(s, stash[k].args, batch);
       if (failed(out))

@@ -83,6 +83,14 @@ struct ATenOpContext {
 at::Tensor evaluateOp(mlir::Operation *op, llvm::ArrayRef<at::Tensor> operands,
                       ATenOpContext &ctx);
 
+/// The arguments of an outlined section, in order: an argument marked
+/// `varuna.recv = i` is `received[i]` (what the previous section sent), one
+/// marked `varuna.name` is the graph input of that name. Emits an error on
+/// the section and fails otherwise.
+mlir::FailureOr<std::vector<at::Tensor>>
+sectionArguments(mlir::func::FuncOp section, llvm::ArrayRef<at::Tensor> received,
+                 const llvm::StringMap<at::Tensor> &inputs);
+
 //===----------------------------------------------------------------------===//
 // The evaluator
 //===----------------------------------------------------------------------===//
