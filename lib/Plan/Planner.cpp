@@ -3,6 +3,8 @@
 #include "varuna/Plan/Planner.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 
 namespace varuna {
 namespace plan {
@@ -68,6 +70,14 @@ PlanResult planSweep(const PlanInput &in) {
     res.error = "devices, batch and micro-batch must be at least 1";
     return res;
   }
+  // The configurations first (cheap, in P order), then their simulations
+  // spread over threads; rows and skips come out in P order either way.
+  struct Candidate {
+    int P, D;
+    SimulationConfig config;
+    SimulationResult result;
+  };
+  std::vector<Candidate> todo;
   int maxP = std::min<int>(in.devices, static_cast<int>(in.sections.size()));
   for (int P = 1; P <= maxP; ++P) {
     std::string tag = "P=" + std::to_string(P) + ": ";
@@ -93,21 +103,43 @@ PlanResult planSweep(const PlanInput &in) {
       res.skipped.push_back(tag + error);
       continue;
     }
-    SimulationResult r = simulate(c);
+    todo.push_back({P, D, std::move(c), {}});
+  }
+  // Largest first, so one long simulation does not start last.
+  std::vector<size_t> byCost(todo.size());
+  for (size_t i = 0; i < todo.size(); ++i)
+    byCost[i] = todo.size() - 1 - i;
+  std::atomic<size_t> nextJob{0};
+  auto work = [&] {
+    for (size_t j; (j = nextJob.fetch_add(1)) < byCost.size();)
+      todo[byCost[j]].result = simulate(todo[byCost[j]].config);
+  };
+  unsigned threads = in.threads > 0 ? unsigned(in.threads)
+                                    : std::thread::hardware_concurrency();
+  threads = std::max(1u, std::min<unsigned>(threads, todo.size()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+
+  for (Candidate &x : todo) {
+    const SimulationResult &r = x.result;
     if (!r.ok()) {
-      res.skipped.push_back(tag + r.error);
+      res.skipped.push_back("P=" + std::to_string(x.P) + ": " + r.error);
       continue;
     }
     PlanRow row;
-    row.stages = P;
-    row.replicas = D;
+    row.stages = x.P;
+    row.replicas = x.D;
     row.microBatch = in.microBatch;
-    row.microBatches = c.numMicroBatches;
+    row.microBatches = x.config.numMicroBatches;
     row.seconds = r.minibatchSeconds;
     row.examplesPerSecond =
         r.minibatchSeconds > 0 ? double(in.globalBatch) / r.minibatchSeconds
                                : 0;
-    row.idleDevices = in.devices - P * D;
+    row.idleDevices = in.devices - x.P * x.D;
     row.busyFraction = r.busyFraction;
     res.rows.push_back(row);
   }

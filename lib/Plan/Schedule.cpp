@@ -23,7 +23,6 @@
 #include <functional>
 #include <numeric>
 #include <queue>
-#include <set>
 #include <utility>
 
 using namespace varuna::plan;
@@ -62,11 +61,15 @@ std::vector<std::vector<Task>> fixedOrders(ScheduleKind kind, int P, int Nm) {
 }
 
 class Simulator {
+  using Candidate = std::pair<int64_t, int>; ///< (ready tick, micro-batch)
+
 public:
   Simulator(ScheduleKind kind, int P, int Nm, TimingModel t)
       : kind(kind), P(P), Nm(Nm), t(t), ready(size_t(P) * 3 * Nm, kUnknown),
         pending(size_t(P) * 3 * Nm, 0), started(size_t(P) * 3 * Nm, false),
         busyUntil(P, 0), stages(P) {
+    for (auto &tasks : stages)
+      tasks.reserve(size_t(3) * Nm);
     for (int s = 0; s < P; ++s)
       for (int k = 0; k < Nm; ++k) {
         pending[id(s, TaskKind::Forward, k)] = s > 0 ? 1 : 0;
@@ -76,7 +79,8 @@ public:
         pending[id(s, TaskKind::Backward, k)] = hasRecompute(s) ? 2 : 1;
       }
     if (kind == ScheduleKind::Varuna) {
-      candidates.assign(P, {});
+      readyBackward.assign(P, {});
+      readyRecompute.assign(P, {});
       nextForward.assign(P, 0);
       heldRecompute.assign(P, -1);
     } else {
@@ -152,7 +156,8 @@ private:
     ready[id(s, kd, k)] = tick;
     pushTick(tick);
     if (kind == ScheduleKind::Varuna && kd != TaskKind::Forward)
-      candidates[s].insert({tick, {int(kd), k}});
+      (kd == TaskKind::Backward ? readyBackward : readyRecompute)[s]
+          .push_back({tick, k});
   }
 
   /// One dependency of (s, kd, k) is satisfied from `tick` on.
@@ -166,6 +171,31 @@ private:
   bool isReady(int s, TaskKind kd, int k, int64_t now) const {
     size_t i = id(s, kd, k);
     return pending[i] == 0 && !started[i] && ready[i] <= now;
+  }
+
+  /// Removes `c` from `list` (order is irrelevant: lists are scanned).
+  static void takeCandidate(std::vector<Candidate> &list, Candidate c) {
+    auto it = std::find(list.begin(), list.end(), c);
+    if (it != list.end()) {
+      *it = list.back();
+      list.pop_back();
+    }
+  }
+  /// The micro-batch of the least (ready tick, micro-batch) in `list` that
+  /// is ready by `now`, removed; none if nothing is ready. The lists hold
+  /// the tasks a stage could start, a handful at a time.
+  static std::optional<int> takeEarliest(std::vector<Candidate> &list,
+                                         int64_t now) {
+    size_t best = list.size();
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].first <= now && (best == list.size() || list[i] < list[best]))
+        best = i;
+    if (best == list.size())
+      return std::nullopt;
+    int k = list[best].second;
+    list[best] = list.back();
+    list.pop_back();
+    return k;
   }
 
   std::optional<Task> pick(int s, int64_t now) {
@@ -183,30 +213,17 @@ private:
       int k = heldRecompute[s];
       if (!isReady(s, TaskKind::Backward, k, now))
         return std::nullopt;
-      candidates[s].erase(
-          {ready[id(s, TaskKind::Backward, k)], {int(TaskKind::Backward), k}});
+      takeCandidate(readyBackward[s], {ready[id(s, TaskKind::Backward, k)], k});
       heldRecompute[s] = -1;
       return Task{TaskKind::Backward, k};
     }
     // The earliest-ready backward, else the earliest-ready recompute (ties:
-    // the lowest micro-batch, the set's order).
-    const Candidate *best = nullptr;
-    for (const Candidate &c : candidates[s]) {
-      if (c.first > now)
-        break;
-      if (c.second.first == int(TaskKind::Backward)) {
-        best = &c;
-        break;
-      }
-      if (!best)
-        best = &c;
-    }
-    if (best) {
-      Task task{TaskKind(best->second.first), best->second.second};
-      candidates[s].erase(*best);
-      if (task.kind == TaskKind::Recompute)
-        heldRecompute[s] = task.microBatch;
-      return task;
+    // the lowest micro-batch).
+    if (auto k = takeEarliest(readyBackward[s], now))
+      return Task{TaskKind::Backward, *k};
+    if (auto k = takeEarliest(readyRecompute[s], now)) {
+      heldRecompute[s] = *k;
+      return Task{TaskKind::Recompute, *k};
     }
     int k = nextForward[s];
     if (k < Nm && isReady(s, TaskKind::Forward, k, now)) {
@@ -256,9 +273,9 @@ private:
   std::vector<char> eventTicks; ///< ticks at which something may happen
   size_t cursor = 0;            ///< no marked tick below it
   std::vector<std::vector<ScheduledTask>> stages;
-  // Varuna: ready recomputes and backwards as (ready tick, (kind, k)).
-  using Candidate = std::pair<int64_t, std::pair<int, int>>;
-  std::vector<std::set<Candidate>> candidates;
+  // Varuna: per stage, the recomputes and backwards whose dependencies are
+  // all satisfied and that have not started, as (ready tick, k).
+  std::vector<std::vector<Candidate>> readyBackward, readyRecompute;
   std::vector<int> nextForward;
   std::vector<int> heldRecompute;
   // GPipe / 1F1B.

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
-#include <queue>
 #include <random>
 
 namespace varuna {
@@ -26,16 +25,68 @@ namespace {
 
 constexpr double kUnknown = std::numeric_limits<double>::infinity();
 
+/// What a stage knows of micro-batch k (one cache line together).
+struct MicroBatch {
+  double fEnd = kUnknown, rEnd = kUnknown; // its F(k), R(k) end
+  double actArrive = kUnknown, gradArrive = kUnknown;
+  int posR = -1, posB = -1; // positions of R(k), B(k) in the order
+};
+
 struct StageState {
   std::vector<Task> order;
   std::vector<char> done;             // by position
   size_t next = 0;                    // first position not started
-  std::vector<int> posF, posR, posB;  // position of F/R/B(k), -1 if none
-  std::vector<double> fEnd, rEnd, actArrive, gradArrive;
+  std::vector<MicroBatch> mb;         // by micro-batch
   std::vector<uint64_t> candidates; // bit per position: an R/B whose
                                     // inputs are known (not yet run)
   double freeAt = 0, busy = 0, lastEnd = 0;
   bool running = false;
+};
+
+/// The stages' pending wake-ups: at most one per stage, earliest first (ties:
+/// the lower stage). A winner tree over the stages: leaf s holds stage s's
+/// time (kUnknown: none), each inner node the earlier of its children's
+/// winners, preferring the left one (the lower stages) on a tie. A change
+/// re-plays the matches on the leaf's path: log2(P) comparisons, no
+/// branches that depend on the data.
+class WakeQueue {
+public:
+  explicit WakeQueue(int stages) {
+    while (leaves < stages)
+      leaves *= 2;
+    node.assign(2 * size_t(leaves), Node{kUnknown, 0});
+    for (int s = 0; s < leaves; ++s)
+      node[leaves + s].stage = s;
+    for (int i = leaves - 1; i > 0; --i)
+      node[i] = node[2 * i];
+  }
+  bool empty() const { return node[1].time == kUnknown; }
+  /// The earliest (time, stage), left in place.
+  std::pair<double, int> top() const { return {node[1].time, node[1].stage}; }
+  /// Wake s at t unless it already wakes earlier.
+  void lower(int s, double t) {
+    if (t < node[leaves + s].time)
+      reschedule(s, t);
+  }
+  /// Wake s at t instead, earlier or later.
+  void reschedule(int s, double t) {
+    size_t i = size_t(leaves) + s;
+    node[i].time = t;
+    for (i /= 2; i > 0; i /= 2) {
+      const Node &l = node[2 * i], &r = node[2 * i + 1];
+      node[i] = r.time < l.time ? r : l;
+    }
+  }
+  /// No wake-up for s.
+  void remove(int s) { reschedule(s, kUnknown); }
+
+private:
+  struct Node {
+    double time;
+    int stage;
+  };
+  int leaves = 1;
+  std::vector<Node> node; ///< [1, leaves): matches; [leaves, 2 leaves): stages
 };
 
 } // namespace
@@ -68,19 +119,16 @@ SimulationResult simulate(const SimulationConfig &c) {
     x.order = sched->order(s);
     x.done.assign(x.order.size(), 0);
     x.candidates.assign(x.order.size() / 64 + 1, 0);
-    x.posF.assign(Nm, -1);
-    x.posR.assign(Nm, -1);
-    x.posB.assign(Nm, -1);
-    x.fEnd.assign(Nm, kUnknown);
-    x.rEnd.assign(Nm, kUnknown);
-    x.actArrive.assign(Nm, s == 0 ? 0.0 : kUnknown);
-    x.gradArrive.assign(Nm, kUnknown);
+    x.mb.assign(Nm, MicroBatch());
+    if (s == 0)
+      for (MicroBatch &b : x.mb)
+        b.actArrive = 0;
     for (size_t i = 0; i < x.order.size(); ++i) {
       const Task &t = x.order[i];
-      auto &pos = t.kind == TaskKind::Forward    ? x.posF
-                  : t.kind == TaskKind::Recompute ? x.posR
-                                                  : x.posB;
-      pos[t.microBatch] = static_cast<int>(i);
+      if (t.kind == TaskKind::Recompute)
+        x.mb[t.microBatch].posR = static_cast<int>(i);
+      else if (t.kind == TaskKind::Backward)
+        x.mb[t.microBatch].posB = static_cast<int>(i);
     }
   }
   std::mt19937_64 rng(c.seed);
@@ -98,10 +146,12 @@ SimulationResult simulate(const SimulationConfig &c) {
 
   // The deviation belongs to Varuna's schedule (as in the runtime).
   bool deviate = c.deviate && c.schedule == ScheduleKind::Varuna;
-  using Event = std::pair<double, int>;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
+  // Each stage has at most one pending wake-up: the end of its running
+  // task, or, when idle, the earliest known time at which its next task
+  // (or, with the deviation, a candidate) becomes ready.
+  WakeQueue events(P);
   for (int s = 0; s < P; ++s)
-    events.push({0.0, s});
+    events.lower(s, 0.0);
 
   auto duration = [&](int s, TaskKind k) {
     const StageCost &sc = c.stages[s];
@@ -112,52 +162,65 @@ SimulationResult simulate(const SimulationConfig &c) {
     }
     return 0.0;
   };
-  // When the inputs of R/B(k) at stage s are known, it becomes a candidate.
+  // When the inputs of R/B(k) at stage s are known, it becomes a candidate;
+  // true if B(k) just became one.
   auto mark = [](StageState &x, int pos) {
     x.candidates[pos >> 6] |= uint64_t(1) << (pos & 63);
   };
   auto maybeCandidate = [&](int s, int k) {
     if (!deviate)
-      return;
+      return false;
     StageState &x = st[s];
+    const MicroBatch &b = x.mb[k];
     bool last = s == P - 1;
-    if (x.posR[k] >= 0 && x.fEnd[k] < kUnknown && !x.done[x.posR[k]])
-      mark(x, x.posR[k]);
-    bool inputs = (last || x.gradArrive[k] < kUnknown) &&
-                  (x.posR[k] >= 0 ? x.rEnd[k] < kUnknown
-                                  : x.fEnd[k] < kUnknown);
-    if (x.posB[k] >= 0 && inputs && !x.done[x.posB[k]])
-      mark(x, x.posB[k]);
+    if (b.posR >= 0 && b.fEnd < kUnknown && !x.done[b.posR])
+      mark(x, b.posR);
+    bool inputs = (last || b.gradArrive < kUnknown) &&
+                  (b.posR >= 0 ? b.rEnd < kUnknown : b.fEnd < kUnknown);
+    if (b.posB >= 0 && inputs && !x.done[b.posB]) {
+      mark(x, b.posB);
+      return true;
+    }
+    return false;
   };
   auto readyAt = [&](int s, const Task &t) {
-    const StageState &x = st[s];
-    int k = t.microBatch;
+    const MicroBatch &b = st[s].mb[t.microBatch];
     switch (t.kind) {
-    case TaskKind::Forward: return x.actArrive[k];
-    case TaskKind::Recompute: return x.fEnd[k];
+    case TaskKind::Forward: return b.actArrive;
+    case TaskKind::Recompute: return b.fEnd;
     case TaskKind::Backward: {
-      double in = x.posR[k] >= 0 ? x.rEnd[k] : x.fEnd[k];
-      return s == P - 1 ? in : std::max(in, x.gradArrive[k]);
+      double in = b.posR >= 0 ? b.rEnd : b.fEnd;
+      return s == P - 1 ? in : std::max(in, b.gradArrive);
     }
     }
     return kUnknown;
+  };
+  // A message for task `t` of stage s arrives at `at`: an idle stage that
+  // can use it (its next task, or a new candidate) wakes then; a busy one
+  // looks when its task ends.
+  auto arrive = [&](int s, const Task &t, double at, bool candidate) {
+    StageState &x = st[s];
+    if (at < x.freeAt)
+      return;
+    if (candidate || (x.next < x.order.size() && x.order[x.next] == t))
+      events.lower(s, at);
   };
 
   size_t remaining = 0;
   for (auto &x : st)
     remaining += x.order.size();
   while (!events.empty() && remaining > 0) {
+    // The earliest wake-up stays queued: the stage's next one replaces it.
     auto [now, s] = events.top();
-    events.pop();
     StageState &x = st[s];
-    if (x.freeAt > now)
+    if (x.next >= x.order.size()) {
+      events.remove(s);
       continue;
-    while (x.next < x.order.size() && x.done[x.next])
-      ++x.next;
-    if (x.next >= x.order.size())
-      continue;
+    }
     int pick = -1;
-    if (readyAt(s, x.order[x.next]) <= now) {
+    // The earliest known time something becomes ready, if nothing is now.
+    double soonest = readyAt(s, x.order[x.next]);
+    if (soonest <= now) {
       pick = static_cast<int>(x.next);
     } else if (deviate) {
       size_t from = x.next + 1, words = x.candidates.size();
@@ -168,19 +231,28 @@ SimulationResult simulate(const SimulationConfig &c) {
         while (bits) {
           int pos = static_cast<int>(w * 64 + __builtin_ctzll(bits));
           bits &= bits - 1;
-          if (readyAt(s, x.order[pos]) <= now) {
+          double r = readyAt(s, x.order[pos]);
+          if (r <= now) {
             pick = pos;
             ++res.deviations;
             break;
           }
+          soonest = std::min(soonest, r);
         }
       }
     }
-    if (pick < 0)
-      continue; // woken again by a message or its own end
+    if (pick < 0) {
+      if (soonest < kUnknown)
+        events.reschedule(s, soonest);
+      else
+        events.remove(s); // woken by a message that makes a task ready
+      continue;
+    }
     Task t = x.order[pick];
     x.done[pick] = 1;
     x.candidates[pick >> 6] &= ~(uint64_t(1) << (pick & 63));
+    while (x.next < x.order.size() && x.done[x.next])
+      ++x.next;
     --remaining;
     double end = now + duration(s, t.kind);
     x.freeAt = end;
@@ -188,28 +260,27 @@ SimulationResult simulate(const SimulationConfig &c) {
     x.lastEnd = std::max(x.lastEnd, end);
     if (c.recordTimeline)
       res.timeline.push_back({s, t, now, end});
+    events.reschedule(s, end);
     int k = t.microBatch;
     if (t.kind == TaskKind::Forward) {
-      x.fEnd[k] = end;
+      x.mb[k].fEnd = end;
       maybeCandidate(s, k);
       if (s + 1 < P) {
         double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s];
-        st[s + 1].actArrive[k] = transfer(end, bytes, linkFreeDown[s]);
-        // A stage busy past the arrival looks again when it is free.
-        if (st[s + 1].actArrive[k] > st[s + 1].freeAt)
-          events.push({st[s + 1].actArrive[k], s + 1});
+        double at = transfer(end, bytes, linkFreeDown[s]);
+        st[s + 1].mb[k].actArrive = at;
+        arrive(s + 1, Task{TaskKind::Forward, k}, at, false);
       }
     } else if (t.kind == TaskKind::Recompute) {
-      x.rEnd[k] = end;
+      x.mb[k].rEnd = end;
       maybeCandidate(s, k);
     } else if (s > 0) {
       double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s - 1];
-      st[s - 1].gradArrive[k] = transfer(end, bytes, linkFreeUp[s]);
-      maybeCandidate(s - 1, k);
-      if (st[s - 1].gradArrive[k] > st[s - 1].freeAt)
-        events.push({st[s - 1].gradArrive[k], s - 1});
+      double at = transfer(end, bytes, linkFreeUp[s]);
+      st[s - 1].mb[k].gradArrive = at;
+      bool candidate = maybeCandidate(s - 1, k);
+      arrive(s - 1, Task{TaskKind::Backward, k}, at, candidate);
     }
-    events.push({end, s});
   }
   if (remaining > 0) {
     res.error = "the simulation stalled with " + std::to_string(remaining) +

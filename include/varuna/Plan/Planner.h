@@ -6,7 +6,8 @@
 // micro-batches per replica; the stages' costs are the partition's sums,
 // the boundary messages the cut-point sizes, the data-parallel all-reduce a
 // ring over D of the stage's parameter bytes; each configuration is
-// simulated (Simulator.h) and the rows come back fastest first.
+// simulated (Simulator.h), on as many threads as there are cores, and the
+// rows come back fastest first.
 //
 // Costs come either from measured times (seconds per example) or from the
 // compiler's FLOP estimates divided by an assumed FLOP rate; the tool says
@@ -46,6 +47,7 @@ struct PlanInput {
   double allreduceBytesPerSecond = 1.25e9;
   double allreduceLatencySeconds = 0;
   double optimizerSeconds = 0;
+  int threads = 0; ///< simulations run in parallel; 0: one per core
 };
 
 struct PlanRow {

@@ -1,0 +1,89 @@
+//===- PlannerTest.cpp - Properties of the P x D sweep --------------------===//
+
+#include "varuna/Plan/Planner.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+using namespace varuna::plan;
+
+namespace {
+
+/// A 16-layer GPT-like job: seeded per-layer costs (+-20%), every P from 1
+/// to 16 with an even split, 1 Gbit/s links.
+PlanInput gpt(int devices) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.8, 1.2);
+  PlanInput in;
+  const int layers = 16;
+  for (int l = 0; l < layers; ++l) {
+    double j = u(rng);
+    in.sections.push_back({2e-3 * j, 4e-3 * j, 4.0 * 12 * 1024 * 1024});
+  }
+  in.cutBytesPerExample.assign(layers - 1, 4.0 * 512 * 1024);
+  for (int P = 1; P <= layers; ++P) {
+    std::vector<int64_t> b{0};
+    for (int s = 0; s < P; ++s)
+      b.push_back(b.back() + layers / P + (s < layers % P ? 1 : 0));
+    in.boundaries[P] = b;
+  }
+  in.devices = devices;
+  in.globalBatch = 512;
+  in.microBatch = 4;
+  in.link.latencySeconds = 100e-6;
+  in.link.bytesPerSecond = 1e9 / 8;
+  in.allreduceBytesPerSecond = in.link.bytesPerSecond;
+  return in;
+}
+
+} // namespace
+
+// More devices never predict a slower best plan: every (P, D) open to G
+// devices stays open to G + 1, or is replaced by the same P with a larger
+// D, which here is never slower.
+TEST(Planner, MoreDevicesNeverSlower) {
+  double previous = 1e30;
+  for (int G = 1; G <= 40; ++G) {
+    PlanResult r = planSweep(gpt(G));
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_LE(r.rows.front().seconds, previous * (1 + 1e-12)) << "G=" << G;
+    previous = r.rows.front().seconds;
+  }
+}
+
+// The sweep's rows do not depend on how many threads simulate them.
+TEST(Planner, ThreadsDoNotChangeTheResult) {
+  PlanInput in = gpt(24);
+  in.link.jitterSeconds = 50e-6;
+  in.threads = 1;
+  PlanResult one = planSweep(in);
+  in.threads = 3;
+  PlanResult three = planSweep(in);
+  ASSERT_TRUE(one.ok() && three.ok());
+  ASSERT_EQ(one.rows.size(), three.rows.size());
+  for (size_t i = 0; i < one.rows.size(); ++i) {
+    EXPECT_EQ(one.rows[i].stages, three.rows[i].stages);
+    EXPECT_EQ(one.rows[i].replicas, three.rows[i].replicas);
+    EXPECT_EQ(one.rows[i].seconds, three.rows[i].seconds);
+  }
+}
+
+// Rows are fastest first, D x P never exceeds the devices, and every P of
+// the job up to the device count is either a row or a skip with a reason.
+TEST(Planner, RowsAndSkips) {
+  PlanInput in = gpt(6);
+  in.boundaries.erase(5);
+  PlanResult r = planSweep(in);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.rows.size(), 5u); // P = 1, 2, 3, 4, 6
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    EXPECT_LE(r.rows[i].stages * r.rows[i].replicas, 6);
+    EXPECT_EQ(r.rows[i].idleDevices,
+              6 - r.rows[i].stages * r.rows[i].replicas);
+    if (i)
+      EXPECT_LE(r.rows[i - 1].seconds, r.rows[i].seconds);
+  }
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_EQ(r.skipped[0], "P=5: no partition in the job");
+}
