@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <thread>
 
 namespace varuna {
@@ -64,6 +65,53 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
   return c;
 }
 
+std::vector<double> stageMemory(const PlanInput &in, int P,
+                                int64_t microBatches) {
+  std::vector<double> out;
+  auto it = in.boundaries.find(P);
+  if (it == in.boundaries.end() || it->second.size() != size_t(P) + 1)
+    return out;
+  const std::vector<int64_t> &b = it->second;
+  double m = double(in.microBatch);
+  int64_t K = static_cast<int64_t>(in.sections.size());
+  for (int s = 0; s < P; ++s) {
+    double params = 0, working = 0;
+    for (int64_t k = std::max<int64_t>(b[s], 0); k < std::min(b[s + 1], K);
+         ++k) {
+      params += in.sections[k].paramBytes;
+      working += in.sections[k].workingBytesPerExample * m;
+    }
+    int64_t cut = b[s] - 1; // the cut in front of the stage
+    double stash =
+        cut >= 0 && cut < static_cast<int64_t>(in.cutBytesPerExample.size())
+            ? in.cutBytesPerExample[cut] * m
+            : 0;
+    double inFlight = in.schedule == ScheduleKind::GPipe
+                          ? double(microBatches)
+                          : double(std::min<int64_t>(P - s, microBatches));
+    double activations = in.schedule == ScheduleKind::OneFOneB
+                             ? inFlight * (stash + working)
+                             : inFlight * stash + working;
+    out.push_back(params * (2 + in.stateCopies) + activations);
+  }
+  return out;
+}
+
+int64_t chooseMicroBatch(std::vector<MicroBatchTime> times,
+                         double tolerance) {
+  if (times.empty())
+    return 0;
+  std::sort(times.begin(), times.end(),
+            [](const MicroBatchTime &a, const MicroBatchTime &b) {
+              return a.microBatch < b.microBatch;
+            });
+  for (size_t i = 0; i + 1 < times.size(); ++i)
+    if (times[i + 1].secondsPerExample >
+        (1 - tolerance) * times[i].secondsPerExample)
+      return times[i].microBatch;
+  return times.back().microBatch;
+}
+
 PlanResult planSweep(const PlanInput &in) {
   PlanResult res;
   if (in.devices < 1 || in.globalBatch < 1 || in.microBatch < 1) {
@@ -74,6 +122,7 @@ PlanResult planSweep(const PlanInput &in) {
   // spread over threads; rows and skips come out in P order either way.
   struct Candidate {
     int P, D;
+    double peakBytes;
     SimulationConfig config;
     SimulationResult result;
   };
@@ -85,15 +134,6 @@ PlanResult planSweep(const PlanInput &in) {
       res.skipped.push_back(tag + "no partition in the job");
       continue;
     }
-    if (in.memoryLimitBytes > 0) {
-      auto mem = in.stageMemoryBytes.find(P);
-      if (mem != in.stageMemoryBytes.end() &&
-          *std::max_element(mem->second.begin(), mem->second.end()) >
-              in.memoryLimitBytes) {
-        res.skipped.push_back(tag + "a stage does not fit the memory limit");
-        continue;
-      }
-    }
     int D = in.devices / P;
     while (D > 1 && in.globalBatch % (int64_t(D) * in.microBatch))
       --D; // the largest D that divides the batch into micro-batches
@@ -103,7 +143,17 @@ PlanResult planSweep(const PlanInput &in) {
       res.skipped.push_back(tag + error);
       continue;
     }
-    todo.push_back({P, D, std::move(c), {}});
+    std::vector<double> mem = stageMemory(in, P, c.numMicroBatches);
+    double peak = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
+    if (in.memoryLimitBytes > 0 && peak > in.memoryLimitBytes) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "a stage needs %.4g MB, more than the %.4g MB limit",
+                    peak / 1e6, in.memoryLimitBytes / 1e6);
+      res.skipped.push_back(tag + buf);
+      continue;
+    }
+    todo.push_back({P, D, peak, std::move(c), {}});
   }
   // Largest first, so one long simulation does not start last.
   std::vector<size_t> byCost(todo.size());
@@ -141,6 +191,7 @@ PlanResult planSweep(const PlanInput &in) {
                                : 0;
     row.idleDevices = in.devices - x.P * x.D;
     row.busyFraction = r.busyFraction;
+    row.peakStageBytes = x.peakBytes;
     res.rows.push_back(row);
   }
   std::stable_sort(res.rows.begin(), res.rows.end(),

@@ -166,14 +166,20 @@ int main(int argc, char **argv) {
 
   llvm::json::Array sections;
   for (auto [k, t] : llvm::enumerate(*timings)) {
-    llvm::json::Array f, b;
+    llvm::json::Array f, b, held, peak;
     for (double x : t.forwardSeconds)
       f.push_back(x);
     for (double x : t.backwardSeconds)
       b.push_back(x);
+    for (int64_t x : t.heldBytes)
+      held.push_back(x);
+    for (int64_t x : t.peakBytes)
+      peak.push_back(x);
     sections.push_back(llvm::json::Object{{"index", int64_t(k)},
                                           {"forward_seconds", std::move(f)},
-                                          {"backward_seconds", std::move(b)}});
+                                          {"backward_seconds", std::move(b)},
+                                          {"held_bytes", std::move(held)},
+                                          {"peak_bytes", std::move(peak)}});
   }
   llvm::json::Array mbs;
   for (int64_t m : ms)

@@ -2,15 +2,20 @@
 //
 //   varuna-plan JOBDIR --devices G --batch M [--micro-batch m]
 //               [--schedule varuna|gpipe|1f1b] [--memory BYTES]
+//               [--optimizer-state-copies N] [--calibration FILE]
 //               [--flops-per-second F] [--link-gbps B] [--latency-us L]
 //               [-o plan.json]
 //   varuna-plan JOBDIR --simulate --stages P --replicas D --batch M ...
 //               [--timeline FILE]
 //
 // Reads JOBDIR/manifest.json (per-section FLOPs, parameter bytes, cut
-// sizes, the partition for every P), turns FLOPs into seconds with an
-// assumed rate (no calibration yet: it says so), and sweeps P with the
-// simulator (include/varuna/Plan/Planner.h). docs/simulator.md.
+// sizes, the partition for every P) and, when there is one,
+// JOBDIR/calibration.json (measured section times and memory by micro-batch
+// size, send and all-reduce times by size); without it, FLOPs become seconds
+// at an assumed rate and it says so. Without --micro-batch, m is chosen from
+// the calibration (chooseMicroBatch; smaller if no P fits the memory), 1
+// without one. Then P is swept with the simulator
+// (include/varuna/Plan/Planner.h). docs/simulator.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +29,8 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdio>
+
 namespace cl = llvm::cl;
 using namespace varuna::plan;
 
@@ -32,12 +39,16 @@ static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
 static cl::opt<int> devices("devices", cl::init(0), cl::desc("Devices G"));
 static cl::opt<int64_t> batch("batch", cl::Required,
                               cl::desc("Global batch M"));
-static cl::opt<int64_t> microBatch("micro-batch", cl::init(1),
-                                   cl::desc("Micro-batch size m"));
+static cl::opt<int64_t> microBatch(
+    "micro-batch", cl::init(0),
+    cl::desc("Micro-batch size m (default: chosen from the calibration)"));
 static cl::opt<std::string> scheduleName("schedule", cl::init("varuna"),
                                          cl::desc("varuna, gpipe or 1f1b"));
 static cl::opt<double> memory("memory", cl::init(0),
                               cl::desc("Device memory in bytes (0: any)"));
+static cl::opt<double> stateCopies(
+    "optimizer-state-copies", cl::init(2),
+    cl::desc("Optimizer state per parameter, for memory (Adam: 2, SGD: 0)"));
 static cl::opt<double> flopRate(
     "flops-per-second", cl::init(2e10),
     cl::desc("Assumed FLOP/s of one device (static estimates)"));
@@ -60,8 +71,22 @@ static cl::opt<std::string> timeline(
     "timeline", cl::desc("--simulate: write the Chrome-trace timeline"));
 
 static int fail(const llvm::Twine &msg) {
+  llvm::outs().flush(); // what was printed so far comes first
   llvm::errs() << "varuna-plan: error: " << msg << "\n";
   return 1;
+}
+
+/// "812 KB", "3.4 MB", "12.1 GB".
+static std::string bytesText(double b) {
+  const char *unit[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) {
+    b /= 1000;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g %s", b, unit[u]);
+  return buf;
 }
 
 /// Least-squares fit of seconds = a + bytes * b over (bytes, seconds).
@@ -88,6 +113,8 @@ static std::pair<double, double> fitLine(const llvm::json::Object *o) {
 /// the measured value, else linear between (or beyond) the nearest two.
 static double atMicroBatch(const std::vector<double> &ms,
                            const llvm::json::Array *secs, double m) {
+  if (!secs)
+    return 0;
   std::vector<double> t;
   for (const llvm::json::Value &v : *secs)
     t.push_back(v.getAsNumber().value_or(0));
@@ -178,26 +205,38 @@ int main(int argc, char **argv) {
       const llvm::json::Object *p = v.getAsObject();
       int P = static_cast<int>(p->getInteger("stages").value_or(0));
       in.boundaries[P] = ints(p->getArray("boundaries"));
-      in.stageMemoryBytes[P] = ints(p->getArray("stage_memory_bytes"));
     }
-  if (cal) {
-    const llvm::json::Object *co = cal->getAsObject();
-    std::vector<double> ms;
-    for (const llvm::json::Value &v : *co->getArray("micro_batches"))
-      ms.push_back(v.getAsNumber().value_or(1));
-    const llvm::json::Array *cs = co->getArray("sections");
+  // The measured sizes, and the sections' costs at a size m.
+  std::vector<double> ms;
+  if (cal)
+    if (const llvm::json::Array *a = cal->getAsObject()->getArray("micro_batches"))
+      for (const llvm::json::Value &v : *a)
+        ms.push_back(v.getAsNumber().value_or(1));
+  if (cal && ms.empty())
+    return fail("'" + calPath + "' has no micro_batches");
+  auto costsAt = [&](int64_t mb) {
+    if (!cal)
+      return;
+    const llvm::json::Array *cs = cal->getAsObject()->getArray("sections");
+    double m = double(mb);
     for (size_t k = 0; k < in.sections.size(); ++k) {
       const llvm::json::Object *c = (*cs)[k].getAsObject();
-      double m = double(microBatch);
+      if (!c)
+        continue;
       in.sections[k].forwardSeconds =
           atMicroBatch(ms, c->getArray("forward_seconds"), m) / m;
       in.sections[k].backwardSeconds =
           atMicroBatch(ms, c->getArray("backward_seconds"), m) / m;
+      in.sections[k].workingBytesPerExample =
+          atMicroBatch(ms, c->getArray("peak_bytes"), m) / m;
     }
-  }
+  };
   in.globalBatch = batch;
-  in.microBatch = microBatch;
   in.memoryLimitBytes = memory;
+  in.stateCopies = stateCopies;
+  if (microBatch < 0 || stateCopies < 0)
+    return fail("--micro-batch and --optimizer-state-copies must not be "
+                "negative");
   in.link.latencySeconds = latencyUs * 1e-6;
   in.link.bytesPerSecond = linkGbps * 1e9 / 8;
   in.allreduceBytesPerSecond = in.link.bytesPerSecond;
@@ -241,6 +280,48 @@ int main(int argc, char **argv) {
                                  flopRate.getValue(), linkGbps.getValue(),
                                  latencyUs.getValue());
 
+  // The micro-batch size: given, or chosen from the measured time per
+  // example; smaller measured sizes follow in case no P fits the memory.
+  std::vector<int64_t> sizes;
+  if (microBatch > 0) {
+    sizes = {microBatch};
+  } else if (cal) {
+    std::vector<MicroBatchTime> times;
+    llvm::outs() << "seconds per example by micro-batch size:";
+    for (double m : ms) {
+      costsAt(int64_t(m));
+      double t = 0;
+      for (const PlanSection &p : in.sections)
+        t += p.forwardSeconds + p.backwardSeconds;
+      times.push_back({int64_t(m), t});
+      llvm::outs() << llvm::format(" %g: %.3g", m, t);
+    }
+    int64_t chosen = chooseMicroBatch(times);
+    if (chosen == int64_t(ms.back()) &&
+        (ms.size() < 2 || times.back().secondsPerExample <
+                              0.95 * times[times.size() - 2].secondsPerExample))
+      llvm::outs() << "\nmicro-batch " << chosen
+                   << ": the largest measured, and still improving (measure "
+                      "larger sizes: varuna-calibrate --micro-batches)\n";
+    else
+      llvm::outs() << "\nmicro-batch " << chosen
+                   << ": the smallest size after which the time per example "
+                      "improves by less than 5%\n";
+    sizes.push_back(chosen);
+    for (auto it = ms.rbegin(); it != ms.rend(); ++it)
+      if (int64_t(*it) < chosen)
+        sizes.push_back(int64_t(*it));
+  } else {
+    llvm::outs() << "micro-batch 1: no calibration to choose it from "
+                    "(--micro-batch sets it)\n";
+    sizes = {1};
+  }
+  auto useSize = [&](int64_t m) {
+    in.microBatch = m;
+    costsAt(m);
+  };
+  useSize(sizes.front());
+
   if (simulateOne) {
     std::string error;
     SimulationConfig c = configFor(in, stages, replicas, error);
@@ -254,7 +335,7 @@ int main(int argc, char **argv) {
         "P=%d x D=%d, %d micro-batches of %lld: %.4f s per mini-batch, "
         "%.1f examples/s; busy:",
         stages.getValue(), replicas.getValue(), c.numMicroBatches,
-        static_cast<long long>(microBatch.getValue()), r.minibatchSeconds,
+        static_cast<long long>(in.microBatch), r.minibatchSeconds,
         double(batch) / r.minibatchSeconds);
     for (double b : r.busyFraction)
       llvm::outs() << llvm::format(" %.2f", b);
@@ -272,20 +353,32 @@ int main(int argc, char **argv) {
   if (devices < 1)
     return fail("--devices must be at least 1");
   in.devices = devices;
-  PlanResult plan = planSweep(in);
-  for (const std::string &s : plan.skipped)
-    llvm::outs() << "  skipped " << s << "\n";
+  PlanResult plan;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    useSize(sizes[i]);
+    plan = planSweep(in);
+    for (const std::string &s : plan.skipped)
+      llvm::outs() << "  skipped " << s << "\n";
+    if (plan.ok() || i + 1 == sizes.size())
+      break;
+    llvm::outs() << "nothing fits with micro-batch " << sizes[i]
+                 << "; trying " << sizes[i + 1] << "\n";
+  }
   if (!plan.ok())
     return fail(plan.error);
   llvm::outs() << "P      D      m      micro    seconds      examples/s   "
-                  "idle\n";
+                  "idle   memory\n";
   for (const PlanRow &r : plan.rows)
-    llvm::outs() << llvm::format("%-6d %-6d %-6lld %-8lld %-12.4f %-12.1f %d\n",
-                                 r.stages, r.replicas,
-                                 static_cast<long long>(r.microBatch),
-                                 static_cast<long long>(r.microBatches),
-                                 r.seconds, r.examplesPerSecond,
-                                 r.idleDevices);
+    llvm::outs() << llvm::format(
+        "%-6d %-6d %-6lld %-8lld %-12.4f %-12.1f %-6d %s\n", r.stages,
+        r.replicas, static_cast<long long>(r.microBatch),
+        static_cast<long long>(r.microBatches), r.seconds,
+        r.examplesPerSecond, r.idleDevices,
+        bytesText(r.peakStageBytes).c_str());
+  if (!cal)
+    llvm::outs() << "memory: parameters, gradients, optimizer state and "
+                    "stashed inputs; without a calibration the working "
+                    "memory of a micro-batch is not counted\n";
   const PlanRow &best = plan.rows.front();
   llvm::outs() << "chosen: --stages " << best.stages << " --replicas "
                << best.replicas << " --micro-batch " << best.microBatch

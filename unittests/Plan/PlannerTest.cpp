@@ -87,3 +87,52 @@ TEST(Planner, RowsAndSkips) {
   ASSERT_EQ(r.skipped.size(), 1u);
   EXPECT_EQ(r.skipped[0], "P=5: no partition in the job");
 }
+
+// Stage memory, worked by hand: 2 sections of 100 parameter bytes, 10 bytes
+// of working memory per example each, 7 bytes per example at the cut;
+// m = 2, Adam (2 state copies): parameters 4 x 100 = 400 per stage.
+//   Varuna, P = 2, Nm = 8: stage 0 holds no stash (no cut in front), 20 of
+//   working memory: 420; stage 1: 1 in flight x 14 + 20 = 434.
+//   GPipe: stage 1 stashes all 8: 8 x 14 + 20 = 532.
+//   1F1B keeps activations: stage 0 2 x (0 + 20) + 400 = 440, stage 1
+//   1 x (14 + 20) + 400 = 434.
+TEST(Planner, StageMemory) {
+  PlanInput in;
+  in.sections = {{0, 0, 100, 10}, {0, 0, 100, 10}};
+  in.cutBytesPerExample = {7};
+  in.boundaries[2] = {0, 1, 2};
+  in.microBatch = 2;
+  EXPECT_EQ(stageMemory(in, 2, 8), (std::vector<double>{420, 434}));
+  in.schedule = ScheduleKind::GPipe;
+  EXPECT_EQ(stageMemory(in, 2, 8), (std::vector<double>{420, 532}));
+  in.schedule = ScheduleKind::OneFOneB;
+  EXPECT_EQ(stageMemory(in, 2, 8), (std::vector<double>{440, 434}));
+  EXPECT_TRUE(stageMemory(in, 3, 8).empty());
+
+  // The limit skips P = 1 (800 + 40 bytes) but keeps P = 2.
+  in.schedule = ScheduleKind::Varuna;
+  in.boundaries[1] = {0, 2};
+  in.sections[0].forwardSeconds = in.sections[1].forwardSeconds = 1e-3;
+  in.devices = 2;
+  in.globalBatch = 16;
+  in.memoryLimitBytes = 500;
+  PlanResult r = planSweep(in);
+  ASSERT_TRUE(r.ok()) << r.error;
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].stages, 2);
+  EXPECT_EQ(r.rows[0].peakStageBytes, 434);
+  ASSERT_EQ(r.skipped.size(), 1u);
+  EXPECT_EQ(r.skipped[0].rfind("P=1: a stage needs", 0), 0u) << r.skipped[0];
+}
+
+// The micro-batch size: the smallest whose next size gains less than 5% per
+// example; the largest when every step still gains; input order does not
+// matter.
+TEST(Planner, ChooseMicroBatch) {
+  EXPECT_EQ(chooseMicroBatch({{1, 10.0}, {2, 6.0}, {4, 5.0}, {8, 4.9}}), 4);
+  EXPECT_EQ(chooseMicroBatch({{8, 4.9}, {2, 6.0}, {1, 10.0}, {4, 5.0}}), 4);
+  EXPECT_EQ(chooseMicroBatch({{1, 10.0}, {2, 9.8}, {4, 5.0}}), 1);
+  EXPECT_EQ(chooseMicroBatch({{1, 10.0}, {2, 8.0}, {4, 6.0}}), 4);
+  EXPECT_EQ(chooseMicroBatch({{3, 1.0}}), 3);
+  EXPECT_EQ(chooseMicroBatch({}), 0);
+}

@@ -13,6 +13,18 @@
 // compiler's FLOP estimates divided by an assumed FLOP rate; the tool says
 // which. Plain C++17, no exceptions.
 //
+// Memory of stage s (stageMemory), for the --memory limit: its parameters
+// with their gradients and `stateCopies` optimizer copies; the stashed
+// input of every micro-batch in flight (cut bytes x m; in flight: P - s for
+// Varuna and 1F1B, all Nm for GPipe); and the working memory of one
+// micro-batch (the measured peak of its sections' forward + backward,
+// summed: an upper bound), times the micro-batches in flight for 1F1B,
+// which keeps activations instead of recomputing them.
+//
+// The micro-batch size (chooseMicroBatch): the smallest measured size whose
+// next larger size improves the time per example by less than a tolerance
+// (5%): larger micro-batches would only deepen the pipeline bubble.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef VARUNA_PLAN_PLANNER_H
@@ -31,18 +43,19 @@ struct PlanSection {
   double forwardSeconds = 0;  ///< per example
   double backwardSeconds = 0; ///< per example
   double paramBytes = 0;
+  double workingBytesPerExample = 0; ///< measured fwd + bwd peak; 0: unknown
 };
 
 struct PlanInput {
   std::vector<PlanSection> sections;
   std::vector<double> cutBytesPerExample;                ///< K - 1
   std::map<int, std::vector<int64_t>> boundaries;        ///< P -> P + 1 ints
-  std::map<int, std::vector<int64_t>> stageMemoryBytes;  ///< P -> P ints
   int devices = 1;
   int64_t globalBatch = 1;
   int64_t microBatch = 1;
   ScheduleKind schedule = ScheduleKind::Varuna;
   double memoryLimitBytes = 0; ///< 0: unlimited
+  double stateCopies = 2;      ///< optimizer state per parameter (Adam: 2)
   LinkModel link;
   double allreduceBytesPerSecond = 1.25e9;
   double allreduceLatencySeconds = 0;
@@ -55,6 +68,7 @@ struct PlanRow {
   int64_t microBatch = 0, microBatches = 0;
   double seconds = 0, examplesPerSecond = 0;
   int idleDevices = 0;
+  double peakStageBytes = 0; ///< the largest stage's memory (stageMemory)
   std::vector<double> busyFraction;
 };
 
@@ -70,6 +84,23 @@ SimulationConfig configFor(const PlanInput &in, int stages, int replicas,
                            std::string &error);
 
 PlanResult planSweep(const PlanInput &in);
+
+/// Bytes each stage of the P-stage partition needs at in.microBatch with
+/// `microBatches` per replica (the model above); empty if `in` has no
+/// partition into P stages.
+std::vector<double> stageMemory(const PlanInput &in, int stages,
+                                int64_t microBatches);
+
+/// (micro-batch size, seconds per example), in any order.
+struct MicroBatchTime {
+  int64_t microBatch;
+  double secondsPerExample;
+};
+
+/// The smallest size whose next larger one is less than `tolerance`
+/// (relative) faster per example; 0 for an empty list.
+int64_t chooseMicroBatch(std::vector<MicroBatchTime> times,
+                         double tolerance = 0.05);
 
 } // namespace plan
 } // namespace varuna

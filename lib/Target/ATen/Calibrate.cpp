@@ -8,10 +8,15 @@
 #include "mlir/IR/BuiltinAttributes.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
 
 using namespace mlir;
 
@@ -26,6 +31,79 @@ double seconds(std::chrono::steady_clock::time_point a) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - a)
       .count();
 }
+/// Counts the bytes ATen's CPU allocator hands out while installed (the
+/// current total and its peak); allocation itself is the wrapped
+/// allocator's. Its pointers are "simple" (context == data, as some ATen
+/// kernels require), so the wrapped blocks are found again by address.
+/// Installed for one measurement at a time (CountScope).
+class CountingAllocator final : public at::Allocator {
+public:
+  at::DataPtr allocate(size_t n) override {
+    at::DataPtr inner = base->allocate(n);
+    void *data = inner.get();
+    if (!data) // n == 0
+      return inner;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      blocks.emplace(data, Block{std::move(inner), n});
+    }
+    int64_t now = current.fetch_add(int64_t(n)) + int64_t(n);
+    int64_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+    return {data, data, &release, at::Device(at::kCPU)};
+  }
+  void copy_data(void *dest, const void *src, size_t count) const override {
+    base->copy_data(dest, src, count);
+  }
+  /// Kernels that take scratch space call raw_allocate/raw_deallocate.
+  at::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  at::Allocator *base = nullptr;
+  std::atomic<int64_t> current{0}, peak{0};
+
+private:
+  struct Block {
+    at::DataPtr inner; // frees the memory when the block is erased
+    size_t bytes = 0;
+  };
+  static void release(void *data);
+  std::mutex mutex;
+  std::unordered_map<void *, Block> blocks;
+};
+
+/// Blocks from the counter may outlive the measurement: it lives forever.
+CountingAllocator &counter() {
+  static CountingAllocator *c = new CountingAllocator;
+  return *c;
+}
+
+void CountingAllocator::release(void *data) {
+  CountingAllocator &c = counter();
+  Block block;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.blocks.find(data);
+    if (it == c.blocks.end())
+      return;
+    block = std::move(it->second);
+    c.blocks.erase(it);
+  }
+  c.current.fetch_sub(int64_t(block.bytes));
+} // block.inner frees the memory here
+
+/// Installs the counter as the CPU allocator for its lifetime, with the
+/// peak reset to the current total.
+struct CountScope {
+  CountScope() {
+    CountingAllocator &c = counter();
+    c.base = c10::GetCPUAllocator();
+    c.peak = c.current.load();
+    c10::SetCPUAllocator(&c, /*priority=*/UINT8_MAX);
+  }
+  ~CountScope() { c10::SetCPUAllocator(counter().base, UINT8_MAX); }
+};
+
 } // namespace
 
 FailureOr<std::vector<SectionTiming>>
@@ -76,7 +154,10 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
       }
       for (auto [k, s] : llvm::enumerate(sections)) {
         std::vector<double> fwd, bwd;
-        for (int it = 0; it < options.warmup + options.repeats; ++it) {
+        // Iteration `measureMemory` (after the warm-up and the timed runs)
+        // counts allocations instead of timing.
+        int measureMemory = options.warmup + options.repeats;
+        for (int it = 0; it <= measureMemory; ++it) {
           std::vector<at::Tensor> leaves;
           for (const at::Tensor &t : args[k]) {
             at::Tensor l = t.detach();
@@ -84,11 +165,18 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
               l.requires_grad_(true);
             leaves.push_back(l);
           }
+          std::optional<CountScope> counting;
+          int64_t base = 0;
+          if (it == measureMemory) {
+            counting.emplace();
+            base = counter().current.load();
+          }
           auto t0 = std::chrono::steady_clock::now();
           auto o = evaluator.runSection(s, leaves, m);
           if (failed(o))
             return failure();
           double f = seconds(t0);
+          int64_t held = counter().current.load() - base;
           std::vector<at::Tensor> roots, grads;
           for (const at::Tensor &r : *o)
             if (r.requires_grad()) {
@@ -99,7 +187,10 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
           if (!roots.empty())
             torch::autograd::backward(roots, grads);
           double b = seconds(t0);
-          if (it >= options.warmup) {
+          if (it == measureMemory) {
+            out[k].heldBytes.push_back(held);
+            out[k].peakBytes.push_back(counter().peak.load() - base);
+          } else if (it >= options.warmup) {
             fwd.push_back(f);
             bwd.push_back(b);
           }

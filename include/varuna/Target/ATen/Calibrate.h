@@ -6,7 +6,12 @@
 // stage runs it) and backward time, in one process on synthetic inputs
 // (integer inputs drawn from [0, vocab)), through the generated code when a
 // stage library is given. Robust statistics: `warmup` runs dropped, the
-// median of `repeats`. Communication (send time by size, all-reduce time by
+// median of `repeats`. Memory: after the warm-up, one more forward and
+// backward runs with every CPU allocation counted (a counting wrapper
+// around ATen's CPU allocator): the bytes the forward leaves alive for the
+// backward and the peak above the section's inputs and parameters (the
+// working memory of one micro-batch; gradient buffers of the parameters
+// already exist then, so they are not in it). Communication (send time by size, all-reduce time by
 // size) is measured by the tool with real ranks (runtime/Transport.h).
 //
 //===----------------------------------------------------------------------===//
@@ -34,6 +39,8 @@ struct CalibrationOptions {
 struct SectionTiming {
   std::vector<double> forwardSeconds;  ///< per micro-batch size
   std::vector<double> backwardSeconds; ///< per micro-batch size
+  std::vector<int64_t> heldBytes;      ///< per size: alive after forward
+  std::vector<int64_t> peakBytes;      ///< per size: peak of fwd + bwd
 };
 
 /// One entry per section; fails after a diagnostic.
