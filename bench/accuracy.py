@@ -55,7 +55,7 @@ rows = []
 for P, D, m, s in configs:
     out = subprocess.run([os.path.join(b, "varuna-plan"), job, "--simulate", "--stages", str(P),
                           "--replicas", str(D), "--batch", str(args.batch), "--micro-batch",
-                          str(m), "--schedule", s], check=True, capture_output=True,
+                          str(m), "--schedule", s, "--schedule-latency", "0"], check=True, capture_output=True,
                          text=True).stdout
     predicted = float(re.search(r": ([0-9.]+) s per mini-batch", out).group(1))
     metrics = os.path.join(work, "m.jsonl")

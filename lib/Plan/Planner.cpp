@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -62,14 +63,30 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
       c.boundaryBytes.push_back(bytes * m);
     }
   }
+  int64_t T = std::max<int64_t>(in.scheduleLatency, 0);
+  if (in.scheduleLatency < 0 && in.schedule == ScheduleKind::Varuna && P > 1) {
+    double forward = 0, bytes = 0;
+    for (const StageCost &s : c.stages)
+      forward += s.forward / P;
+    for (double b : c.boundaryBytes)
+      bytes = std::max(bytes, b);
+    double message = in.link.latencySeconds +
+                     (in.link.bytesPerSecond > 0 ? bytes / in.link.bytesPerSecond
+                                                 : 0);
+    if (forward > 0)
+      T = static_cast<int64_t>(
+          std::ceil(std::min(message / forward, double(c.numMicroBatches))));
+  }
+  c.scheduleTiming.latency = T;
   return c;
 }
 
 std::vector<double> stageMemory(const PlanInput &in, int P,
-                                int64_t microBatches) {
+                                const std::vector<int64_t> &inFlight) {
   std::vector<double> out;
   auto it = in.boundaries.find(P);
-  if (it == in.boundaries.end() || it->second.size() != size_t(P) + 1)
+  if (it == in.boundaries.end() || it->second.size() != size_t(P) + 1 ||
+      inFlight.size() != size_t(P))
     return out;
   const std::vector<int64_t> &b = it->second;
   double m = double(in.microBatch);
@@ -86,12 +103,10 @@ std::vector<double> stageMemory(const PlanInput &in, int P,
         cut >= 0 && cut < static_cast<int64_t>(in.cutBytesPerExample.size())
             ? in.cutBytesPerExample[cut] * m
             : 0;
-    double inFlight = in.schedule == ScheduleKind::GPipe
-                          ? double(microBatches)
-                          : double(std::min<int64_t>(P - s, microBatches));
+    double held = double(inFlight[s]);
     double activations = in.schedule == ScheduleKind::OneFOneB
-                             ? inFlight * (stash + working)
-                             : inFlight * stash + working;
+                             ? held * (stash + working)
+                             : held * stash + working;
     out.push_back(params * (2 + in.stateCopies) + activations);
   }
   return out;
@@ -122,7 +137,6 @@ PlanResult planSweep(const PlanInput &in) {
   // spread over threads; rows and skips come out in P order either way.
   struct Candidate {
     int P, D;
-    double peakBytes;
     SimulationConfig config;
     SimulationResult result;
   };
@@ -143,17 +157,7 @@ PlanResult planSweep(const PlanInput &in) {
       res.skipped.push_back(tag + error);
       continue;
     }
-    std::vector<double> mem = stageMemory(in, P, c.numMicroBatches);
-    double peak = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
-    if (in.memoryLimitBytes > 0 && peak > in.memoryLimitBytes) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf,
-                    "a stage needs %.4g MB, more than the %.4g MB limit",
-                    peak / 1e6, in.memoryLimitBytes / 1e6);
-      res.skipped.push_back(tag + buf);
-      continue;
-    }
-    todo.push_back({P, D, peak, std::move(c), {}});
+    todo.push_back({P, D, std::move(c), {}});
   }
   // Largest first, so one long simulation does not start last.
   std::vector<size_t> byCost(todo.size());
@@ -176,8 +180,19 @@ PlanResult planSweep(const PlanInput &in) {
 
   for (Candidate &x : todo) {
     const SimulationResult &r = x.result;
+    std::string tag = "P=" + std::to_string(x.P) + ": ";
     if (!r.ok()) {
-      res.skipped.push_back("P=" + std::to_string(x.P) + ": " + r.error);
+      res.skipped.push_back(tag + r.error);
+      continue;
+    }
+    std::vector<double> mem = stageMemory(in, x.P, r.inFlight);
+    double peak = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
+    if (in.memoryLimitBytes > 0 && peak > in.memoryLimitBytes) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "a stage needs %.4g MB, more than the %.4g MB limit",
+                    peak / 1e6, in.memoryLimitBytes / 1e6);
+      res.skipped.push_back(tag + buf);
       continue;
     }
     PlanRow row;
@@ -191,7 +206,8 @@ PlanResult planSweep(const PlanInput &in) {
                                : 0;
     row.idleDevices = in.devices - x.P * x.D;
     row.busyFraction = r.busyFraction;
-    row.peakStageBytes = x.peakBytes;
+    row.peakStageBytes = peak;
+    row.scheduleLatency = x.config.scheduleTiming.latency;
     res.rows.push_back(row);
   }
   std::stable_sort(res.rows.begin(), res.rows.end(),

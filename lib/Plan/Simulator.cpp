@@ -37,6 +37,7 @@ struct StageState {
   std::vector<char> done;             // by position
   size_t next = 0;                    // first position not started
   std::vector<MicroBatch> mb;         // by micro-batch
+  size_t candidateWords = 0;         // words of `candidates` ever marked
   std::vector<uint64_t> candidates; // bit per position: an R/B whose
                                     // inputs are known (not yet run)
   double freeAt = 0, busy = 0, lastEnd = 0;
@@ -74,7 +75,10 @@ public:
     node[i].time = t;
     for (i /= 2; i > 0; i /= 2) {
       const Node &l = node[2 * i], &r = node[2 * i + 1];
-      node[i] = r.time < l.time ? r : l;
+      Node w = r.time < l.time ? r : l;
+      if (w.stage == node[i].stage && w.time == node[i].time)
+        break; // the matches above are decided as before
+      node[i] = w;
     }
   }
   /// No wake-up for s.
@@ -113,6 +117,8 @@ SimulationResult simulate(const SimulationConfig &c) {
     res.error = sched.error();
     return res;
   }
+  for (int s = 0; s < P; ++s)
+    res.inFlight.push_back(sched->maxInFlight(s));
   std::vector<StageState> st(P);
   for (int s = 0; s < P; ++s) {
     StageState &x = st[s];
@@ -166,6 +172,7 @@ SimulationResult simulate(const SimulationConfig &c) {
   // true if B(k) just became one.
   auto mark = [](StageState &x, int pos) {
     x.candidates[pos >> 6] |= uint64_t(1) << (pos & 63);
+    x.candidateWords = std::max(x.candidateWords, size_t(pos >> 6) + 1);
   };
   auto maybeCandidate = [&](int s, int k) {
     if (!deviate)
@@ -175,8 +182,8 @@ SimulationResult simulate(const SimulationConfig &c) {
     bool last = s == P - 1;
     if (b.posR >= 0 && b.fEnd < kUnknown && !x.done[b.posR])
       mark(x, b.posR);
-    bool inputs = (last || b.gradArrive < kUnknown) &&
-                  (b.posR >= 0 ? b.rEnd < kUnknown : b.fEnd < kUnknown);
+    double in = b.posR >= 0 ? b.rEnd : b.fEnd;
+    bool inputs = (last || b.gradArrive < kUnknown) && in < kUnknown;
     if (b.posB >= 0 && inputs && !x.done[b.posB]) {
       mark(x, b.posB);
       return true;
@@ -195,15 +202,44 @@ SimulationResult simulate(const SimulationConfig &c) {
     }
     return kUnknown;
   };
-  // A message for task `t` of stage s arrives at `at`: an idle stage that
-  // can use it (its next task, or a new candidate) wakes then; a busy one
-  // looks when its task ends.
+  // A message for task `t` of stage s arrives at `at`: a stage that can use
+  // it (its next task, or a new candidate) wakes then, or at the end of its
+  // running task.
   auto arrive = [&](int s, const Task &t, double at, bool candidate) {
     StageState &x = st[s];
-    if (at < x.freeAt)
-      return;
     if (candidate || (x.next < x.order.size() && x.order[x.next] == t))
-      events.lower(s, at);
+      events.lower(s, std::max(at, x.freeAt));
+  };
+
+  // The position of the task stage s would start at time t: its next task
+  // if ready, else (deviating) the first later ready candidate; -1 if none,
+  // with `soonest` the earliest known time one becomes ready (kUnknown: it
+  // takes a message not yet sent).
+  auto firstReady = [&](int s, double t, double &soonest) {
+    StageState &x = st[s];
+    soonest = kUnknown;
+    if (x.next >= x.order.size())
+      return -1;
+    soonest = readyAt(s, x.order[x.next]);
+    if (soonest <= t)
+      return static_cast<int>(x.next);
+    if (!deviate)
+      return -1;
+    size_t from = x.next + 1, words = x.candidateWords;
+    for (size_t w = from >> 6; w < words; ++w) {
+      uint64_t bits = x.candidates[w];
+      if (w == from >> 6)
+        bits &= ~uint64_t(0) << (from & 63);
+      while (bits) {
+        int pos = static_cast<int>(w * 64 + __builtin_ctzll(bits));
+        bits &= bits - 1;
+        double r = readyAt(s, x.order[pos]);
+        if (r <= t)
+          return pos;
+        soonest = std::min(soonest, r);
+      }
+    }
+    return -1;
   };
 
   size_t remaining = 0;
@@ -217,30 +253,8 @@ SimulationResult simulate(const SimulationConfig &c) {
       events.remove(s);
       continue;
     }
-    int pick = -1;
-    // The earliest known time something becomes ready, if nothing is now.
-    double soonest = readyAt(s, x.order[x.next]);
-    if (soonest <= now) {
-      pick = static_cast<int>(x.next);
-    } else if (deviate) {
-      size_t from = x.next + 1, words = x.candidates.size();
-      for (size_t w = from >> 6; w < words && pick < 0; ++w) {
-        uint64_t bits = x.candidates[w];
-        if (w == from >> 6)
-          bits &= ~uint64_t(0) << (from & 63);
-        while (bits) {
-          int pos = static_cast<int>(w * 64 + __builtin_ctzll(bits));
-          bits &= bits - 1;
-          double r = readyAt(s, x.order[pos]);
-          if (r <= now) {
-            pick = pos;
-            ++res.deviations;
-            break;
-          }
-          soonest = std::min(soonest, r);
-        }
-      }
-    }
+    double soonest;
+    int pick = firstReady(s, now, soonest);
     if (pick < 0) {
       if (soonest < kUnknown)
         events.reschedule(s, soonest);
@@ -248,6 +262,8 @@ SimulationResult simulate(const SimulationConfig &c) {
         events.remove(s); // woken by a message that makes a task ready
       continue;
     }
+    if (static_cast<size_t>(pick) != x.next)
+      ++res.deviations;
     Task t = x.order[pick];
     x.done[pick] = 1;
     x.candidates[pick >> 6] &= ~(uint64_t(1) << (pick & 63));
@@ -260,7 +276,6 @@ SimulationResult simulate(const SimulationConfig &c) {
     x.lastEnd = std::max(x.lastEnd, end);
     if (c.recordTimeline)
       res.timeline.push_back({s, t, now, end});
-    events.reschedule(s, end);
     int k = t.microBatch;
     if (t.kind == TaskKind::Forward) {
       x.mb[k].fEnd = end;
@@ -281,6 +296,16 @@ SimulationResult simulate(const SimulationConfig &c) {
       bool candidate = maybeCandidate(s - 1, k);
       arrive(s - 1, Task{TaskKind::Backward, k}, at, candidate);
     }
+    // Wake at the task's end if something known is ready by then, else when
+    // the first known thing becomes ready; a message that makes something
+    // ready sooner lowers it (arrive).
+    double soon;
+    if (firstReady(s, end, soon) >= 0)
+      events.reschedule(s, end);
+    else if (soon < kUnknown)
+      events.reschedule(s, soon);
+    else
+      events.remove(s);
   }
   if (remaining > 0) {
     res.error = "the simulation stalled with " + std::to_string(remaining) +

@@ -65,6 +65,10 @@ static cl::opt<bool> simulateOne("simulate",
                                  cl::desc("Simulate one P x D (--stages, "
                                           "--replicas) and print its numbers"));
 static cl::opt<int> stages("stages", cl::init(1), cl::desc("P (--simulate)"));
+static cl::opt<int64_t> scheduleLatency(
+    "schedule-latency", cl::init(-1),
+    cl::desc("Message latency Varuna's static order plans for, in forward "
+             "times (as varuna-run's; default: from the link)"));
 static cl::opt<int> replicas("replicas", cl::init(1),
                              cl::desc("D (--simulate)"));
 static cl::opt<std::string> timeline(
@@ -234,6 +238,7 @@ int main(int argc, char **argv) {
   in.globalBatch = batch;
   in.memoryLimitBytes = memory;
   in.stateCopies = stateCopies;
+  in.scheduleLatency = scheduleLatency;
   if (microBatch < 0 || stateCopies < 0)
     return fail("--micro-batch and --optimizer-state-copies must not be "
                 "negative");
@@ -339,6 +344,9 @@ int main(int argc, char **argv) {
         double(batch) / r.minibatchSeconds);
     for (double b : r.busyFraction)
       llvm::outs() << llvm::format(" %.2f", b);
+    if (c.scheduleTiming.latency > 0)
+      llvm::outs() << "; static order planned for messages of "
+                   << c.scheduleTiming.latency << " forward times";
     llvm::outs() << "\n";
     if (!timeline.empty()) {
       std::error_code ec;
@@ -382,7 +390,10 @@ int main(int argc, char **argv) {
   const PlanRow &best = plan.rows.front();
   llvm::outs() << "chosen: --stages " << best.stages << " --replicas "
                << best.replicas << " --micro-batch " << best.microBatch
-               << " --schedule " << scheduleName << "\n";
+               << " --schedule " << scheduleName;
+  if (best.scheduleLatency > 0)
+    llvm::outs() << " --schedule-latency " << best.scheduleLatency;
+  llvm::outs() << "\n";
   if (!output.empty()) {
     std::error_code ec;
     llvm::raw_fd_ostream os(output, ec);
@@ -392,6 +403,7 @@ int main(int argc, char **argv) {
                          {"replicas", best.replicas},
                          {"micro_batch", best.microBatch},
                          {"schedule", scheduleName},
+                         {"schedule_latency", best.scheduleLatency},
                          {"estimated_seconds", best.seconds},
                          {"source", cal ? "calibration" : "static estimates"}};
     os << llvm::json::Value(std::move(o)) << "\n";

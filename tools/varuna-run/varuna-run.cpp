@@ -131,8 +131,9 @@ static cl::opt<int64_t> scheduleLatency(
              "times of one micro-batch (0: none)"));
 
 static cl::opt<std::string> planPath(
-    "plan", cl::desc("Take --stages, --replicas, --micro-batch and --schedule "
-                     "from this varuna-plan output (JSON)"));
+    "plan", cl::desc("Take --stages, --replicas, --micro-batch, --schedule "
+                     "and --schedule-latency from this varuna-plan output "
+                     "(JSON)"));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
@@ -171,7 +172,8 @@ int main(int argc, char **argv) {
     if (!take(stages, *field("stages")) ||
         !take(replicas, *field("replicas")) ||
         !take(microBatch, *field("micro_batch")) ||
-        !take(scheduleName, schedule->str()))
+        !take(scheduleName, schedule->str()) ||
+        !take(scheduleLatency, field("schedule_latency").value_or(0)))
       return fail("the command line contradicts the plan '" + planPath + "'");
   }
   if (stages < 1 || replicas < 1)

@@ -92,7 +92,8 @@ TEST(Planner, RowsAndSkips) {
 // of working memory per example each, 7 bytes per example at the cut;
 // m = 2, Adam (2 state copies): parameters 4 x 100 = 400 per stage.
 //   Varuna, P = 2, Nm = 8: stage 0 holds no stash (no cut in front), 20 of
-//   working memory: 420; stage 1: 1 in flight x 14 + 20 = 434.
+//   working memory: 420; stage 1: 1 in flight x 14 + 20 = 434 (whatever
+//   stage 0 holds).
 //   GPipe: stage 1 stashes all 8: 8 x 14 + 20 = 532.
 //   1F1B keeps activations: stage 0 2 x (0 + 20) + 400 = 440, stage 1
 //   1 x (14 + 20) + 400 = 434.
@@ -102,12 +103,21 @@ TEST(Planner, StageMemory) {
   in.cutBytesPerExample = {7};
   in.boundaries[2] = {0, 1, 2};
   in.microBatch = 2;
-  EXPECT_EQ(stageMemory(in, 2, 8), (std::vector<double>{420, 434}));
+  auto held = [&](ScheduleKind k) {
+    return schedule(k, 2, 8)->maxInFlight(0) * 10 +
+           schedule(k, 2, 8)->maxInFlight(1);
+  };
+  // Varuna's stage 0 runs F2 while stage 1's B0 is under way: 3 held.
+  EXPECT_EQ(held(ScheduleKind::Varuna), 31);
+  EXPECT_EQ(held(ScheduleKind::GPipe), 88);
+  EXPECT_EQ(held(ScheduleKind::OneFOneB), 21);
+  EXPECT_EQ(stageMemory(in, 2, {3, 1}), (std::vector<double>{420, 434}));
   in.schedule = ScheduleKind::GPipe;
-  EXPECT_EQ(stageMemory(in, 2, 8), (std::vector<double>{420, 532}));
+  EXPECT_EQ(stageMemory(in, 2, {8, 8}), (std::vector<double>{420, 532}));
   in.schedule = ScheduleKind::OneFOneB;
-  EXPECT_EQ(stageMemory(in, 2, 8), (std::vector<double>{440, 434}));
-  EXPECT_TRUE(stageMemory(in, 3, 8).empty());
+  EXPECT_EQ(stageMemory(in, 2, {2, 1}), (std::vector<double>{440, 434}));
+  EXPECT_TRUE(stageMemory(in, 3, {1, 1, 1}).empty());
+  EXPECT_TRUE(stageMemory(in, 2, {1}).empty());
 
   // The limit skips P = 1 (800 + 40 bytes) but keeps P = 2.
   in.schedule = ScheduleKind::Varuna;

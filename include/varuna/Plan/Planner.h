@@ -15,8 +15,10 @@
 //
 // Memory of stage s (stageMemory), for the --memory limit: its parameters
 // with their gradients and `stateCopies` optimizer copies; the stashed
-// input of every micro-batch in flight (cut bytes x m; in flight: P - s for
-// Varuna and 1F1B, all Nm for GPipe); and the working memory of one
+// input of every micro-batch in flight (cut bytes x m; in flight: as many
+// as the static order holds at once -- about P - s for 1F1B, a few more
+// for Varuna, which forwards while it waits, all Nm for GPipe); and the
+// working memory of one
 // micro-batch (the measured peak of its sections' forward + backward,
 // summed: an upper bound), times the micro-batches in flight for 1F1B,
 // which keeps activations instead of recomputing them.
@@ -56,6 +58,9 @@ struct PlanInput {
   ScheduleKind schedule = ScheduleKind::Varuna;
   double memoryLimitBytes = 0; ///< 0: unlimited
   double stateCopies = 2;      ///< optimizer state per parameter (Adam: 2)
+  /// The message latency Varuna's static order plans for, in forward times
+  /// (varuna-run --schedule-latency); < 0: from the link, see configFor.
+  int64_t scheduleLatency = -1;
   LinkModel link;
   double allreduceBytesPerSecond = 1.25e9;
   double allreduceLatencySeconds = 0;
@@ -69,6 +74,7 @@ struct PlanRow {
   double seconds = 0, examplesPerSecond = 0;
   int idleDevices = 0;
   double peakStageBytes = 0; ///< the largest stage's memory (stageMemory)
+  int64_t scheduleLatency = 0; ///< what the static order was planned for
   std::vector<double> busyFraction;
 };
 
@@ -79,17 +85,25 @@ struct PlanResult {
   bool ok() const { return error.empty(); }
 };
 
-/// The simulation config of one (P, D) from `in` (for --simulate).
+/// The simulation config of one (P, D) from `in` (for --simulate). With
+/// in.scheduleLatency < 0 and Varuna's schedule, the static order plans for
+/// the time of one boundary message (latency + the largest activation over
+/// the bandwidth) in units of the mean stage's forward time, rounded up: on
+/// a slow link it starts more forwards before the first backward, as
+/// varuna-run --schedule-latency does with the same number. (Rounding a
+/// message time below one forward down to 0 lost up to 10% in the paper
+/// what-if; a larger latency than needed costs only stash memory.)
 SimulationConfig configFor(const PlanInput &in, int stages, int replicas,
                            std::string &error);
 
 PlanResult planSweep(const PlanInput &in);
 
-/// Bytes each stage of the P-stage partition needs at in.microBatch with
-/// `microBatches` per replica (the model above); empty if `in` has no
-/// partition into P stages.
+/// Bytes each stage of the P-stage partition needs at in.microBatch when
+/// stage s holds inFlight[s] micro-batches at once (SimulationResult::
+/// inFlight: the static order's); empty if `in` has no partition into P
+/// stages or inFlight has not P entries.
 std::vector<double> stageMemory(const PlanInput &in, int stages,
-                                int64_t microBatches);
+                                const std::vector<int64_t> &inFlight);
 
 /// (micro-batch size, seconds per example), in any order.
 struct MicroBatchTime {

@@ -70,6 +70,9 @@ struct SimulationResult {
   double minibatchSeconds = 0;
   std::vector<double> busyFraction; ///< per stage: compute / mini-batch
   int64_t deviations = 0;           ///< tasks run ahead of the static order
+  std::vector<int64_t> inFlight;    ///< per stage: most micro-batches held
+                                    ///< at once (the static order's; the
+                                    ///< deviation never adds forwards)
   std::vector<SimSpan> timeline;    ///< with recordTimeline
   bool ok() const { return error.empty(); }
 };
