@@ -19,6 +19,11 @@
 //    the latency).
 //  * Optimizer: Adam over fp32 master weights, 16 bytes per parameter read
 //    and written at 900 GB/s.
+//  * Memory (Table 3's planner runs only): 16 GB per V100; 16 bytes per
+//    parameter (fp16 weights and gradients, fp32 master weights and Adam's
+//    two moments); a micro-batch's working memory during its recomputed
+//    backward seq x h x (34 + 5 a seq / h) bytes per example and layer
+//    (Megatron's activation estimate; a = h / 96 heads).
 //  * Global batch 8192, micro-batch 4 (Table 3) or as given for Table 5; a
 //    batch that D x m does not divide is rounded down to a multiple.
 //
@@ -28,6 +33,7 @@
 
 #include "varuna/Plan/Planner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +48,7 @@ struct Model {
   int layers;
   double hidden, seq;
 };
+constexpr double kDeviceMemory = 16e9;
 const Model kGpt25{"GPT-2 2.5B", 54, 1920, 1024};
 const Model kGpt83{"GPT-2 8.3B", 72, 3072, 1024};
 
@@ -55,9 +62,12 @@ PlanInput gptInput(const Model &model, int devices, int64_t microBatch,
   double h = model.hidden, seq = model.seq;
   double forward = 2 * 12 * h * h * seq + 4 * seq * seq * h; // per example
   double params = 12 * h * h;
+  double heads = h / 96;
+  double working = seq * h * (34 + 5 * heads * seq / h);
   for (int l = 0; l < model.layers; ++l)
     in.sections.push_back(
-        {forward / kFlops, 2 * forward / kFlops, 2 * params /* fp16 */, 0});
+        {forward / kFlops, 2 * forward / kFlops, 2 * params /* fp16 */, working});
+  in.stateCopies = 6; // x 2 bytes: fp16 gradient, fp32 master, Adam m and v
   in.cutBytesPerExample.assign(model.layers - 1, 2 * seq * h);
   for (int P = 1; P <= model.layers; ++P) {
     std::vector<int64_t> b{0};
@@ -126,13 +136,24 @@ int main(int argc, char **argv) {
                   paper3[g][k++]);
     }
     in.globalBatch = 8192;
+    in.memoryLimitBytes = kDeviceMemory;
     PlanResult plan = planSweep(in);
-    if (plan.ok())
-      std::printf("  %3d GPUs  varuna-plan's choice over P = 1..54: %dx%d "
-                  "(%.2f per GPU)\n",
-                  G, plan.rows.front().stages, plan.rows.front().replicas,
-                  plan.rows.front().examplesPerSecond /
-                      (plan.rows.front().stages * plan.rows.front().replicas));
+    if (!plan.ok()) {
+      std::fprintf(stderr, "paper-whatif: %s\n", plan.error.c_str());
+      return 1;
+    }
+    int smallest = 1;
+    while (smallest <= 54 && !std::any_of(plan.rows.begin(), plan.rows.end(),
+                                          [&](const PlanRow &r) {
+                                            return r.stages == smallest;
+                                          }))
+      ++smallest;
+    const PlanRow &best = plan.rows.front();
+    std::printf("  %3d GPUs  planSweep (16 GB, P >= %d fits, D dividing the "
+                "batch): %dx%d, %.2f per GPU, %.1f GB\n",
+                G, smallest, best.stages, best.replicas,
+                best.examplesPerSecond / (best.stages * best.replicas),
+                best.peakStageBytes / 1e9);
     ++g;
   }
 
