@@ -6,7 +6,8 @@
 // when it starts, since nothing preempts it; readiness compares those known
 // times with the event's time. Per stage, the recomputes and backwards whose
 // inputs are known are marked in a bitset over positions in the static
-// order, so the deviation rule is a scan for the next set bit.
+// order, so the deviation rule is a scan for the next set bit, then a look
+// at the next forward (bounded by the static order's peak in flight).
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,6 +37,10 @@ struct StageState {
   std::vector<Task> order;
   std::vector<char> done;             // by position
   size_t next = 0;                    // first position not started
+  std::vector<int> posF;              // position of F(k)
+  int nextForward = 0;                // forwards run in order: F(k) next
+  int64_t held = 0, peakHeld = 0;     // micro-batches between F and B; the
+                                      // static order's most
   std::vector<MicroBatch> mb;         // by micro-batch
   size_t candidateWords = 0;         // words of `candidates` ever marked
   std::vector<uint64_t> candidates; // bit per position: an R/B whose
@@ -126,12 +131,16 @@ SimulationResult simulate(const SimulationConfig &c) {
     x.done.assign(x.order.size(), 0);
     x.candidates.assign(x.order.size() / 64 + 1, 0);
     x.mb.assign(Nm, MicroBatch());
+    x.posF.assign(Nm, -1);
+    x.peakHeld = res.inFlight[s];
     if (s == 0)
       for (MicroBatch &b : x.mb)
         b.actArrive = 0;
     for (size_t i = 0; i < x.order.size(); ++i) {
       const Task &t = x.order[i];
-      if (t.kind == TaskKind::Recompute)
+      if (t.kind == TaskKind::Forward)
+        x.posF[t.microBatch] = static_cast<int>(i);
+      else if (t.kind == TaskKind::Recompute)
         x.mb[t.microBatch].posR = static_cast<int>(i);
       else if (t.kind == TaskKind::Backward)
         x.mb[t.microBatch].posB = static_cast<int>(i);
@@ -239,6 +248,17 @@ SimulationResult simulate(const SimulationConfig &c) {
         soonest = std::min(soonest, r);
       }
     }
+    // The next forward, if the stage holds fewer micro-batches than the
+    // static order at its peak.
+    if (x.nextForward < Nm && x.held < x.peakHeld) {
+      int pos = x.posF[x.nextForward];
+      if (static_cast<size_t>(pos) > x.next) {
+        double r = x.mb[x.nextForward].actArrive;
+        if (r <= t)
+          return pos;
+        soonest = std::min(soonest, r);
+      }
+    }
     return -1;
   };
 
@@ -278,23 +298,30 @@ SimulationResult simulate(const SimulationConfig &c) {
       res.timeline.push_back({s, t, now, end});
     int k = t.microBatch;
     if (t.kind == TaskKind::Forward) {
+      ++x.held;
+      ++x.nextForward;
       x.mb[k].fEnd = end;
       maybeCandidate(s, k);
       if (s + 1 < P) {
         double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s];
         double at = transfer(end, bytes, linkFreeDown[s]);
         st[s + 1].mb[k].actArrive = at;
-        arrive(s + 1, Task{TaskKind::Forward, k}, at, false);
+        // With the deviation, the next forward may run out of order.
+        arrive(s + 1, Task{TaskKind::Forward, k}, at,
+               deviate && st[s + 1].nextForward == k);
       }
     } else if (t.kind == TaskKind::Recompute) {
       x.mb[k].rEnd = end;
       maybeCandidate(s, k);
-    } else if (s > 0) {
-      double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s - 1];
-      double at = transfer(end, bytes, linkFreeUp[s]);
-      st[s - 1].mb[k].gradArrive = at;
-      bool candidate = maybeCandidate(s - 1, k);
-      arrive(s - 1, Task{TaskKind::Backward, k}, at, candidate);
+    } else {
+      --x.held;
+      if (s > 0) {
+        double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s - 1];
+        double at = transfer(end, bytes, linkFreeUp[s]);
+        st[s - 1].mb[k].gradArrive = at;
+        bool candidate = maybeCandidate(s - 1, k);
+        arrive(s - 1, Task{TaskKind::Backward, k}, at, candidate);
+      }
     }
     // Wake at the task's end if something known is ready by then, else when
     // the first known thing becomes ready; a message that makes something

@@ -6,7 +6,9 @@
 // gpipe | 1f1b) as the runtime does (Target/ATen/PipelineTrainer.h): a task
 // starts when the stage is free and its inputs are there; with `deviate`,
 // when the scheduled task waits for a message, the first later recompute or
-// backward that is ready runs instead. Activations and gradients travel over
+// backward that is ready runs instead, else the next forward if its
+// activation is there and the stage holds fewer micro-batches than the
+// static order does at its peak. Activations and gradients travel over
 // per-direction links with latency, bandwidth (transfers on one link are
 // serialized) and seeded uniform jitter. After its last backward a stage
 // all-reduces its gradients over the replicas (allreduceSeconds[s],

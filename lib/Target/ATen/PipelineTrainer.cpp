@@ -410,8 +410,12 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   int prev = rankOf(stage - 1, replica), next = rankOf(stage + 1, replica);
   // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
   // task waits for a message that has not arrived, run the first later
-  // recompute or backward that is ready instead (forwards keep their order: the random stream and
-  // the memory bound stay those of the static schedule).
+  // recompute or backward that is ready instead; if there is none, the next
+  // forward, if its activation is here and the stage holds fewer
+  // micro-batches than the static order does at its peak (so the memory
+  // bound is the static schedule's). Forwards keep their order among
+  // themselves, and a recompute restores the random stream after it, so the
+  // stream each forward sees does not depend on the deviation.
   auto ready = [&](const plan::Task &t) {
     int k = t.microBatch;
     switch (t.kind) {
@@ -430,17 +434,29 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // previous stage waits for them (GPipe's are in reverse).
   bool deviate =
       pipeline.deviate && pipeline.schedule == plan::ScheduleKind::Varuna;
+  const size_t peakHeld = static_cast<size_t>(sched->maxInFlight(stage));
   std::vector<plan::Task> remaining = order;
   while (!remaining.empty()) {
     size_t pick = 0;
-    if (deviate && !ready(remaining[0]))
-      for (size_t j = 1; j < remaining.size(); ++j)
-        if (remaining[j].kind != plan::TaskKind::Forward &&
-            ready(remaining[j])) {
+    if (deviate && !ready(remaining[0])) {
+      size_t forward = 0; // the first later forward, 0 if none
+      for (size_t j = 1; j < remaining.size(); ++j) {
+        if (remaining[j].kind == plan::TaskKind::Forward) {
+          if (!forward)
+            forward = j;
+          continue;
+        }
+        if (ready(remaining[j])) {
           pick = j;
-          ++deviations;
           break;
         }
+      }
+      if (!pick && forward && stash.size() + live.size() < peakHeld &&
+          ready(remaining[forward]))
+        pick = forward;
+      if (pick)
+        ++deviations;
+    }
     plan::Task t = remaining[pick];
     remaining.erase(remaining.begin() + pick);
     int k = t.microBatch;
@@ -484,10 +500,14 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       auto span = trace.scope("R" + std::to_string(k), rt::Trace::Compute);
       Stash st = std::move(stash.at(k));
       stash.erase(k);
-      evaluator.getGenerator().set_state(st.rng);
+      // F(k)'s random stream again, then the stream where it was.
+      at::Generator gen = evaluator.getGenerator();
+      at::Tensor streamAt = gen.get_state();
+      gen.set_state(st.rng);
       Live &l = live[k];
       l.leaves = makeLeaves(st.received);
       auto out = runStage(l.leaves, st.inputs);
+      gen.set_state(streamAt);
       if (failed(out))
         return failure();
       l.outputs = std::move(*out);
