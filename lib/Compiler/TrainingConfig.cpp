@@ -11,7 +11,10 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -540,4 +543,28 @@ Expected<TrainingConfig> varuna::loadTrainingConfig(StringRef path) {
                          buf.getError().message())
                             .str());
   return parseTrainingConfig((*buf)->getBuffer(), path);
+}
+
+Expected<TrainingConfig> varuna::loadJobTrainingConfig(StringRef jobDir) {
+  llvm::SmallString<256> manifest(jobDir);
+  llvm::sys::path::append(manifest, "manifest.json");
+  auto buf = llvm::MemoryBuffer::getFile(manifest);
+  if (!buf)
+    return llvm::createStringError(buf.getError(),
+                                   "cannot read '" + manifest + "'");
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  if (!json)
+    return llvm::createStringError(
+        std::make_error_code(std::errc::invalid_argument),
+        "'" + manifest + "': " + llvm::toString(json.takeError()));
+  auto *obj = json->getAsObject();
+  auto *cfg = obj ? obj->get("config") : nullptr;
+  if (!cfg)
+    return llvm::createStringError(
+        std::make_error_code(std::errc::invalid_argument),
+        "'" + manifest + "' has no training configuration");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << *cfg;
+  return parseTrainingConfig(os.str(), manifest);
 }

@@ -35,9 +35,10 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
       static_cast<int>(in.globalBatch / (int64_t(D) * in.microBatch));
   c.link = in.link;
   c.optimizerSeconds = in.optimizerSeconds;
+  double slowestOptimizer = 0;
   for (int s = 0; s < P; ++s) {
     StageCost cost;
-    double params = 0;
+    double params = 0, optimizer = 0;
     for (int64_t k = b[s]; k < b[s + 1]; ++k) {
       if (k < 0 || k >= static_cast<int64_t>(in.sections.size())) {
         error = "partition boundary " + std::to_string(k) +
@@ -47,7 +48,9 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
       cost.forward += in.sections[k].forwardSeconds * m;
       cost.backward += in.sections[k].backwardSeconds * m;
       params += in.sections[k].paramBytes;
+      optimizer += in.sections[k].optimizerSeconds;
     }
+    slowestOptimizer = std::max(slowestOptimizer, optimizer);
     cost.recompute = cost.forward;
     c.stages.push_back(cost);
     c.allreduceSeconds.push_back(
@@ -63,6 +66,7 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
       c.boundaryBytes.push_back(bytes * m);
     }
   }
+  c.optimizerSeconds += slowestOptimizer;
   int64_t T = std::max<int64_t>(in.scheduleLatency, 0);
   if (in.scheduleLatency < 0 && in.schedule == ScheduleKind::Varuna && P > 1) {
     double forward = 0, bytes = 0;

@@ -1,13 +1,17 @@
 //===- varuna-calibrate.cpp - Measure a job once for the planner ----------===//
 //
 //   varuna-calibrate JOBDIR [-o FILE] [--micro-batches 1,2,4] [--repeats 5]
-//                    [--warmup 2] [--compute-threads 1] [--no-comm]
+//                    [--warmup 2] [--compute-threads 1] [--concurrent N]
+//                    [--no-comm]
 //
 // Writes JOBDIR/calibration.json (docs/simulator.md): per section and
-// micro-batch size the forward and backward seconds (Target/ATen/
-// Calibrate.h, through the job's generated code), and -- from two ranks on
-// this machine over the same Gloo transport training uses -- the one-way
-// send time and the 2-rank all-reduce time by message size.
+// micro-batch size the forward and backward seconds, memory and optimizer
+// step (Target/ATen/Calibrate.h, through the job's generated code), and --
+// from two ranks on this machine over the same Gloo transport training uses
+// -- the one-way send time and the 2-rank all-reduce time by message size.
+// Sections are timed by N processes at once (default: one per core), each
+// on its own core's share, as in training, where every core runs a rank;
+// the file holds the mean of their medians.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +36,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace cl = llvm::cl;
 
@@ -48,8 +53,16 @@ static cl::opt<int> threads("compute-threads", cl::init(1),
                                      "rank gets when ranks fill the cores)"));
 static cl::opt<bool> noComm("no-comm", cl::init(false),
                             cl::desc("Skip the communication measurements"));
+static cl::opt<int> concurrent(
+    "concurrent", cl::init(0),
+    cl::desc("Processes timing the sections at once (default: one per core; "
+             "1: this process alone)"));
 static cl::opt<std::string> commOut(
     "comm-out", cl::Hidden, cl::desc("(rank mode) where rank 0 writes"));
+static cl::opt<std::string> sectionsOut(
+    "sections-out", cl::Hidden,
+    cl::desc("(rank mode) this rank writes its section timings to "
+             "<path>.<RANK>"));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-calibrate: error: " << msg << "\n";
@@ -119,6 +132,66 @@ static int measureComm() {
   return 0;
 }
 
+/// One section list entry per section (the calibration.json format).
+static llvm::json::Array
+sectionsJson(const std::vector<varuna::SectionTiming> &timings) {
+  llvm::json::Array sections;
+  for (auto [k, t] : llvm::enumerate(timings)) {
+    llvm::json::Array f, b, held, peak;
+    for (double x : t.forwardSeconds)
+      f.push_back(x);
+    for (double x : t.backwardSeconds)
+      b.push_back(x);
+    for (int64_t x : t.heldBytes)
+      held.push_back(x);
+    for (int64_t x : t.peakBytes)
+      peak.push_back(x);
+    sections.push_back(llvm::json::Object{{"index", int64_t(k)},
+                                          {"forward_seconds", std::move(f)},
+                                          {"backward_seconds", std::move(b)},
+                                          {"held_bytes", std::move(held)},
+                                          {"peak_bytes", std::move(peak)},
+                                          {"optimizer_seconds",
+                                           t.optimizerSeconds}});
+  }
+  return sections;
+}
+
+/// The processes' section lists merged: times averaged, memory the most
+/// any process saw (the same in all, but for allocator noise).
+static llvm::json::Array meanOfParts(std::vector<llvm::json::Array> &parts) {
+  llvm::json::Array merged = parts.front();
+  double n = double(parts.size());
+  for (size_t k = 0; k < merged.size(); ++k) {
+    llvm::json::Object &out = *merged[k].getAsObject();
+    for (const char *key : {"forward_seconds", "backward_seconds"}) {
+      llvm::json::Array &a = *out.getArray(key);
+      for (size_t i = 0; i < a.size(); ++i) {
+        double sum = 0;
+        for (llvm::json::Array &p : parts)
+          sum += (*(*p[k].getAsObject()).getArray(key))[i].getAsNumber().value_or(0);
+        a[i] = sum / n;
+      }
+    }
+    for (const char *key : {"held_bytes", "peak_bytes"}) {
+      llvm::json::Array &a = *out.getArray(key);
+      for (size_t i = 0; i < a.size(); ++i) {
+        int64_t most = 0;
+        for (llvm::json::Array &p : parts)
+          most = std::max(most, (*(*p[k].getAsObject()).getArray(key))[i]
+                                    .getAsInteger()
+                                    .value_or(0));
+        a[i] = most;
+      }
+    }
+    double sum = 0;
+    for (llvm::json::Array &p : parts)
+      sum += p[k].getAsObject()->getNumber("optimizer_seconds").value_or(0);
+    out["optimizer_seconds"] = sum / n;
+  }
+  return merged;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
@@ -152,6 +225,12 @@ int main(int argc, char **argv) {
   at::set_num_threads(threads);
   varuna::CalibrationOptions options;
   options.microBatches = ms;
+  if (auto config = varuna::loadJobTrainingConfig(jobDir)) {
+    options.optimizer = config->optimizer;
+    options.clipGradNorm = config->clipGradNorm;
+  } else {
+    return fail(llvm::toString(config.takeError()));
+  }
   options.repeats = repeats;
   options.warmup = warmup;
   if (llvm::sys::fs::exists(lib)) {
@@ -160,32 +239,69 @@ int main(int argc, char **argv) {
     options.stageLibrary = abs.str().str();
   }
   auto t0 = std::chrono::steady_clock::now();
-  auto timings = varuna::calibrateSections(*job, options);
-  if (mlir::failed(timings))
-    return 1;
-
+  int processes = concurrent > 0 ? concurrent.getValue()
+                                 : std::max(1u, std::thread::hardware_concurrency());
   llvm::json::Array sections;
-  for (auto [k, t] : llvm::enumerate(*timings)) {
-    llvm::json::Array f, b, held, peak;
-    for (double x : t.forwardSeconds)
-      f.push_back(x);
-    for (double x : t.backwardSeconds)
-      b.push_back(x);
-    for (int64_t x : t.heldBytes)
-      held.push_back(x);
-    for (int64_t x : t.peakBytes)
-      peak.push_back(x);
-    sections.push_back(llvm::json::Object{{"index", int64_t(k)},
-                                          {"forward_seconds", std::move(f)},
-                                          {"backward_seconds", std::move(b)},
-                                          {"held_bytes", std::move(held)},
-                                          {"peak_bytes", std::move(peak)}});
+  if (!sectionsOut.empty() || processes == 1) {
+    auto timings = varuna::calibrateSections(*job, options);
+    if (mlir::failed(timings))
+      return 1;
+    sections = sectionsJson(*timings);
+    if (!sectionsOut.empty()) { // rank mode: hand them to the parent
+      const char *rank = std::getenv("RANK");
+      std::string path = sectionsOut + "." + (rank ? rank : "0");
+      std::error_code ec;
+      llvm::raw_fd_ostream os(path, ec);
+      if (ec)
+        return fail("cannot write '" + path + "'");
+      os << llvm::json::Value(std::move(sections));
+      return 0;
+    }
+  } else {
+    // N copies of this tool time the sections at the same time.
+    std::string base = (output.empty() ? jobDir + "/calibration.json"
+                                       : std::string(output)) +
+                       ".sections";
+    std::vector<std::string> args = {
+        llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail), jobDir,
+        "--repeats", std::to_string(repeats), "--warmup",
+        std::to_string(warmup), "--compute-threads", std::to_string(threads),
+        "--sections-out", base};
+    std::string sizes;
+    for (int64_t m : ms)
+      sizes += (sizes.empty() ? "" : ",") + std::to_string(m);
+    args.push_back("--micro-batches=" + sizes);
+    varuna::rt::LaunchOptions launch;
+    launch.argv = args;
+    launch.worldSize = processes;
+    launch.env = {"OMP_NUM_THREADS=" + std::to_string(threads)};
+    if (varuna::rt::launchLocalRanks(launch) != 0)
+      return fail("timing the sections failed");
+    std::vector<llvm::json::Array> parts;
+    for (int r = 0; r < processes; ++r) {
+      std::string part = base + "." + std::to_string(r);
+      auto buf = llvm::MemoryBuffer::getFile(part);
+      auto parsed = buf ? llvm::json::parse((*buf)->getBuffer())
+                        : llvm::Expected<llvm::json::Value>(
+                              llvm::createStringError(std::errc::io_error,
+                                                      "missing"));
+      if (!parsed)
+        return fail("cannot read '" + part +
+                    "': " + llvm::toString(parsed.takeError()));
+      if (!parsed->getAsArray())
+        return fail("'" + part + "' is not a list of sections");
+      parts.push_back(std::move(*parsed->getAsArray()));
+      llvm::sys::fs::remove(part);
+    }
+    sections = meanOfParts(parts);
   }
+  size_t sectionCount = sections.size();
   llvm::json::Array mbs;
   for (int64_t m : ms)
     mbs.push_back(m);
   llvm::json::Object out{{"format", "varuna-calibration-1"},
                          {"threads", threads.getValue()},
+                         {"concurrent", processes},
                          {"engine", options.stageLibrary.empty() ? "reference"
                                                                  : "generated"},
                          {"micro_batches", std::move(mbs)},
@@ -225,7 +341,7 @@ int main(int argc, char **argv) {
   if (auto ec = llvm::sys::fs::rename(tmp, path))
     return fail("cannot rename '" + tmp + "': " + ec.message());
   llvm::outs() << "wrote " << path << " ("
-               << timings->size() << " sections x " << ms.size()
+               << sectionCount << " sections x " << ms.size()
                << " micro-batch sizes"
                << (noComm ? "" : ", send and all-reduce by size") << ") in "
                << llvm::format("%.1f", std::chrono::duration<double>(

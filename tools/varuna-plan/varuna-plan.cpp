@@ -233,6 +233,8 @@ int main(int argc, char **argv) {
           atMicroBatch(ms, c->getArray("backward_seconds"), m) / m;
       in.sections[k].workingBytesPerExample =
           atMicroBatch(ms, c->getArray("peak_bytes"), m) / m;
+      in.sections[k].optimizerSeconds =
+          c->getNumber("optimizer_seconds").value_or(0);
     }
   };
   in.globalBatch = batch;

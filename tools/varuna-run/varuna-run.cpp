@@ -238,22 +238,7 @@ int main(int argc, char **argv) {
       return fail(llvm::toString(c.takeError()));
     config = *c;
   } else {
-    llvm::SmallString<256> manifest(jobDir);
-    llvm::sys::path::append(manifest, "manifest.json");
-    auto buf = llvm::MemoryBuffer::getFile(manifest);
-    if (!buf)
-      return fail("cannot read '" + manifest + "'");
-    auto json = llvm::json::parse((*buf)->getBuffer());
-    if (!json)
-      return fail("'" + manifest + "': " + llvm::toString(json.takeError()));
-    auto *obj = json->getAsObject();
-    auto *cfg = obj ? obj->get("config") : nullptr;
-    if (!cfg)
-      return fail("'" + manifest + "' has no training configuration");
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    os << *cfg;
-    auto c = varuna::parseTrainingConfig(os.str(), manifest);
+    auto c = varuna::loadJobTrainingConfig(jobDir);
     if (!c)
       return fail(llvm::toString(c.takeError()));
     config = *c;

@@ -102,6 +102,9 @@ llvm::Expected<TrainingConfig> parseTrainingConfig(llvm::StringRef text,
 /// Reads and parses a file; a file that cannot be read is an error naming
 /// the path and the OS error.
 llvm::Expected<TrainingConfig> loadTrainingConfig(llvm::StringRef path);
+/// The configuration a compiled job was built with: the "config" object of
+/// JOBDIR/manifest.json. Errors name the file.
+llvm::Expected<TrainingConfig> loadJobTrainingConfig(llvm::StringRef jobDir);
 
 /// "sgd" / "adamw" / "lamb" and "fp32" / "bf16" / "fp16" (inline: the
 /// runtime uses them without linking the compiler library).

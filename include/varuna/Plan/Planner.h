@@ -5,7 +5,8 @@
 // (and fits the memory limit), D = floor(devices / P), Nm = M / (D m)
 // micro-batches per replica; the stages' costs are the partition's sums,
 // the boundary messages the cut-point sizes, the data-parallel all-reduce a
-// ring over D of the stage's parameter bytes; each configuration is
+// ring over D of the stage's parameter bytes, the optimizer the slowest
+// stage's (its sections' measured steps); each configuration is
 // simulated (Simulator.h), on as many threads as there are cores, and the
 // rows come back fastest first.
 //
@@ -46,6 +47,7 @@ struct PlanSection {
   double backwardSeconds = 0; ///< per example
   double paramBytes = 0;
   double workingBytesPerExample = 0; ///< measured fwd + bwd peak; 0: unknown
+  double optimizerSeconds = 0;       ///< one step over its parameters
 };
 
 struct PlanInput {
@@ -64,7 +66,7 @@ struct PlanInput {
   LinkModel link;
   double allreduceBytesPerSecond = 1.25e9;
   double allreduceLatencySeconds = 0;
-  double optimizerSeconds = 0;
+  double optimizerSeconds = 0; ///< per step, on top of the slowest stage's
   int threads = 0; ///< simulations run in parallel; 0: one per core
 };
 

@@ -11,7 +11,9 @@
 // around ATen's CPU allocator): the bytes the forward leaves alive for the
 // backward and the peak above the section's inputs and parameters (the
 // working memory of one micro-batch; gradient buffers of the parameters
-// already exist then, so they are not in it). Communication (send time by size, all-reduce time by
+// already exist then, so they are not in it). Optimizer: with `optimizer`
+// set, each section's parameters take warmup + repeats steps of it (with
+// the gradients of the last backward), median time. Communication (send time by size, all-reduce time by
 // size) is measured by the tool with real ranks (runtime/Transport.h).
 //
 //===----------------------------------------------------------------------===//
@@ -19,15 +21,22 @@
 #ifndef VARUNA_TARGET_ATEN_CALIBRATE_H
 #define VARUNA_TARGET_ATEN_CALIBRATE_H
 
+#include "varuna/Compiler/TrainingConfig.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace varuna {
 
 struct CalibrationOptions {
+  /// The job's optimizer (and clip_grad_norm), to time its step per
+  /// section; none: not timed.
+  std::optional<OptimizerConfig> optimizer;
+  std::optional<double> clipGradNorm;
   std::vector<int64_t> microBatches{1, 2, 4};
   int warmup = 2;
   int repeats = 5;
@@ -41,6 +50,7 @@ struct SectionTiming {
   std::vector<double> backwardSeconds; ///< per micro-batch size
   std::vector<int64_t> heldBytes;      ///< per size: alive after forward
   std::vector<int64_t> peakBytes;      ///< per size: peak of fwd + bwd
+  double optimizerSeconds = 0;         ///< one step over its parameters
 };
 
 /// One entry per section; fails after a diagnostic.
