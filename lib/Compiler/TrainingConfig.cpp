@@ -60,6 +60,7 @@ bool varuna::operator==(const LossScaleConfig &a, const LossScaleConfig &b) {
 bool varuna::operator==(const TrainingConfig &a, const TrainingConfig &b) {
   return a.optimizer == b.optimizer && a.clipGradNorm == b.clipGradNorm &&
          a.precision == b.precision && a.lossScale == b.lossScale &&
+         a.needsOverflowCheck() == b.needsOverflowCheck() &&
          a.globalBatchSize == b.globalBatchSize &&
          a.microBatchSize == b.microBatchSize;
 }
@@ -83,7 +84,7 @@ json::Value TrainingConfig::toJSON() const {
                     {"precision", stringifyPrecision(precision)}};
   if (clipGradNorm)
     root["clip_grad_norm"] = *clipGradNorm;
-  if (precision != Precision::FP32)
+  if (needsOverflowCheck())
     root["loss_scale"] =
         json::Object{{"initial", lossScale.initial},
                      {"growth_factor", lossScale.growthFactor},
@@ -506,6 +507,7 @@ Expected<TrainingConfig> ConfigParser::parse(StringRef text) {
                                  "\"bf16\", but precision is \"fp32\"");
     if (Error e = parseLossScale(*x, cfg.lossScale))
       return std::move(e);
+    cfg.lossScaleGiven = true;
   }
 
   if (const json::Value *x = obj->get("global_batch_size")) {

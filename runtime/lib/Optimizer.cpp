@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "varuna/runtime/Optimizer.h"
+#include "varuna/runtime/LossScaler.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -434,4 +435,16 @@ double varuna::rt::clipGradNorm(const std::vector<at::Tensor> &grads,
         g.mul_(coef);
   }
   return total;
+}
+
+//===----------------------------------------------------------------------===//
+// LossScaler (LossScaler.h)
+//===----------------------------------------------------------------------===//
+
+bool varuna::rt::LossScaler::allFinite(const std::vector<at::Tensor> &grads) {
+  for (const at::Tensor &g : grads)
+    if (g.defined() && g.is_floating_point() &&
+        !at::isfinite(g).all().item<bool>())
+      return false;
+  return true;
 }

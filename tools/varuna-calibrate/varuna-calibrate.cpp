@@ -227,6 +227,7 @@ int main(int argc, char **argv) {
   options.microBatches = ms;
   if (auto config = varuna::loadJobTrainingConfig(jobDir)) {
     options.optimizer = config->optimizer;
+    options.precision = config->precision;
     options.clipGradNorm = config->clipGradNorm;
   } else {
     return fail(llvm::toString(config.takeError()));

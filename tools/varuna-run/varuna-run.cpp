@@ -270,6 +270,7 @@ int main(int argc, char **argv) {
   options.microBatch = microBatch;
   options.steps = steps;
   options.seed = seed;
+  options.precision = config.precision;
   options.metricsPath = metrics;
   options.dumpParamsDir = dumpParams;
   options.sections = sectionsMode;

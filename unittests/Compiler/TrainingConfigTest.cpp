@@ -115,6 +115,11 @@ TEST(TrainingConfig, SGDWithMomentumAndLAMB) {
       R"({"precision": "bf16", "loss_scale": {"growth_interval": 10.0},
           "global_batch_size": 640.0, "micro_batch_size": 1e1})");
   EXPECT_EQ(bf16.lossScale.growthInterval, 10);
+  EXPECT_TRUE(bf16.needsOverflowCheck()); // asked for
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << bf16.toJSON();
+  EXPECT_EQ(parseOK(os.str()), bf16); // the request survives the round trip
   EXPECT_EQ(bf16.globalBatchSize, 640);
   EXPECT_EQ(bf16.microBatchSize, 10);
 }

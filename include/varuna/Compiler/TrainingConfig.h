@@ -69,9 +69,11 @@ struct TrainingConfig {
   OptimizerConfig optimizer;
   std::optional<double> clipGradNorm; // > 0 when set
   Precision precision = Precision::FP32;
-  /// Dynamic loss scaling; used with fp16 (also accepted with bf16, an error
-  /// with fp32). Meaningless, and not emitted by toJSON, when fp32.
+  /// Dynamic loss scaling: always with fp16; with bf16 only when the file
+  /// gives "loss_scale" (lossScaleGiven); an error with fp32. Not emitted by
+  /// toJSON when unused.
   LossScaleConfig lossScale;
+  bool lossScaleGiven = false;
   std::optional<int64_t> globalBatchSize; // >= 1
   std::optional<int64_t> microBatchSize;  // >= 1, divides the global batch
 
@@ -82,8 +84,12 @@ struct TrainingConfig {
     return clipGradNorm.has_value() || optimizer.type == OptimizerKind::LAMB;
   }
   /// True when an overflow on any stage must skip the step on every stage:
-  /// fp16 with dynamic loss scaling. (bf16 has fp32's exponent range.)
-  bool needsOverflowCheck() const { return precision == Precision::FP16; }
+  /// Dynamic loss scaling, with its overflow check and skipped steps: fp16,
+  /// or bf16 when asked for. (bf16 has fp32's exponent range.)
+  bool needsOverflowCheck() const {
+    return precision == Precision::FP16 ||
+           (precision == Precision::BF16 && lossScaleGiven);
+  }
 
   /// The configuration as JSON with every default filled in. Keys the chosen
   /// optimizer or precision does not use, and unset optional fields, are

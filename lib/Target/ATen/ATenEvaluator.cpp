@@ -17,6 +17,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 
 using namespace mlir;
 
@@ -337,9 +338,55 @@ ATenEvaluator::runCompiled(unsigned k, func::FuncOp func,
   }
 }
 
+namespace {
+/// ATen's CPU autocast at `dtype` while alive; the state before it is put
+/// back after, and the cache of cast weights is dropped when the outermost
+/// scope ends (the weights change at the next optimizer step).
+class AutocastScope {
+public:
+  explicit AutocastScope(at::ScalarType dtype)
+      : wasEnabled(at::autocast::is_autocast_enabled(at::kCPU)),
+        oldDtype(at::autocast::get_autocast_dtype(at::kCPU)) {
+    at::autocast::set_autocast_enabled(at::kCPU, true);
+    at::autocast::set_autocast_dtype(at::kCPU, dtype);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (at::autocast::decrement_nesting() == 0)
+      at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(at::kCPU, wasEnabled);
+    at::autocast::set_autocast_dtype(at::kCPU, oldDtype);
+  }
+
+private:
+  bool wasEnabled;
+  at::ScalarType oldDtype;
+};
+} // namespace
+
 FailureOr<std::vector<at::Tensor>>
 ATenEvaluator::runFunction(func::FuncOp func, ArrayRef<at::Tensor> args,
                            ATenOpContext &ctx) {
+  if (!options.autocast)
+    return runFunctionBody(func, args, ctx);
+  FailureOr<std::vector<at::Tensor>> out = failure();
+  {
+    AutocastScope scope(*options.autocast);
+    out = runFunctionBody(func, args, ctx);
+  }
+  if (failed(out))
+    return failure();
+  for (auto [t, type] : llvm::zip(*out, func.getFunctionType().getResults()))
+    if (auto v = type.dyn_cast<VTensorType>())
+      if (auto want = toScalarType(v.getElementType()))
+        if (t.defined() && t.scalar_type() != *want)
+          t = t.to(*want);
+  return out;
+}
+
+FailureOr<std::vector<at::Tensor>>
+ATenEvaluator::runFunctionBody(func::FuncOp func, ArrayRef<at::Tensor> args,
+                               ATenOpContext &ctx) {
   if (options.compiled)
     if (auto k = func->getAttrOfType<IntegerAttr>("varuna.section"))
       return runCompiled(k.getInt(), func, args, ctx);
@@ -395,7 +442,8 @@ ATenEvaluator::runFunction(func::FuncOp func, ArrayRef<at::Tensor> args,
       std::vector<int64_t> want = concreteShape(type, ctx.batch);
       auto dtype = toScalarType(type.getElementType());
       if (out.sizes() != c10::IntArrayRef(want) || !dtype ||
-          out.scalar_type() != *dtype)
+          (out.scalar_type() != *dtype &&
+           !(options.autocast && at::isFloatingType(*dtype))))
         return op.emitError("ATen produced a ")
                << c10::toString(out.scalar_type()) << " tensor of shape "
                << shapeString(out.sizes()) << ", the result type "

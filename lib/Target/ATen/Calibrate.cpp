@@ -155,6 +155,7 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
   TrainOptions trainOptions;
   trainOptions.seed = options.seed;
   trainOptions.stageLibrary = options.stageLibrary;
+  trainOptions.precision = options.precision;
   double count = 0;
   auto created = createTrainingEvaluator(job, trainOptions, count);
   if (failed(created))

@@ -1,6 +1,7 @@
 //===- PipelineTrainer.cpp - One rank of a P x D pipeline -----------------===//
 
 #include "varuna/Target/ATen/PipelineTrainer.h"
+#include "varuna/runtime/LossScaler.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
@@ -67,6 +68,7 @@ public:
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
   int64_t deviations = 0; // tasks run ahead of the static order
+  std::optional<rt::LossScaler> scaler; // fp16 (and bf16 when asked)
   std::map<std::string, int> home; // checkpoint file of each parameter
   int firstSection = 0, endSection = 0, numSections = 0;
   NamedTensors named() const {
@@ -529,7 +531,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       live.erase(k);
       std::vector<at::Tensor> roots, grads;
       if (isLast()) {
-        roots.push_back(l.outputs[*evaluator.getLossIndex()] * l.count);
+        roots.push_back(l.outputs[*evaluator.getLossIndex()] *
+                        (l.count * (scaler ? scaler->scale() : 1.0)));
       } else {
         std::vector<at::Tensor> g = recvValues(kGradient, s, k, next, outTypes);
         for (auto [o, gi] : llvm::zip(l.outputs, g))
@@ -563,20 +566,44 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     sends.clear();
   }
 
-  // The loss and what it averages over, summed over every rank.
-  std::vector<at::Tensor> totals{
-      at::tensor({lossSum, countSum}, at::TensorOptions().dtype(at::kDouble))};
+  // The loss, what it averages over and (with loss scaling) the ranks whose
+  // gradients overflowed, summed over every rank in one all-reduce.
+  double scale = scaler ? scaler->scale() : 1.0;
+  double overflowed = 0;
+  if (scaler) {
+    std::vector<at::Tensor> mine;
+    for (at::Tensor &p : paramLeaves)
+      mine.push_back(p.grad());
+    overflowed = rt::LossScaler::allFinite(mine) ? 0 : 1;
+  }
+  std::vector<at::Tensor> totals{at::tensor(
+      {lossSum, countSum, overflowed}, at::TensorOptions().dtype(at::kDouble))};
   {
     auto span = trace.scope("allreduce loss", rt::Trace::Comm);
     transport.world().allreduceSum(totals);
   }
   double total = totals[0][1].item<double>();
   m.loss = totals[0][0].item<double>() / total;
+  if (scaler) {
+    // Every rank decides alike: skip the step everywhere on any overflow.
+    bool overflow = totals[0][2].item<double>() > 0;
+    m.lossScale = scale;
+    m.skipped = overflow;
+    scaler->update(overflow);
+    if (overflow) {
+      m.step = s;
+      m.seconds = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      m.examplesPerSecond = double(M) / m.seconds;
+      return success();
+    }
+  }
 
   std::vector<at::Tensor> grads;
   for (at::Tensor &p : paramLeaves) {
     at::Tensor g = p.grad();
-    grads.push_back(g.defined() ? g.div_(total) : at::zeros_like(p));
+    grads.push_back(g.defined() ? g.div_(total * scale) : at::zeros_like(p));
   }
   // Data parallelism: sum over the replicas of this stage, in one buffer
   // per dtype.
@@ -698,6 +725,8 @@ LogicalResult varuna::trainPipeline(
 
   Rank rank(job, *evaluator, options, pipeline, transport);
   rank.countSink = &count;
+  if (config.needsOverflowCheck())
+    rank.scaler.emplace(config.lossScale);
   rank.trace = rt::Trace(!options.tracePath.empty());
   try {
     if (failed(rank.setUp()))

@@ -1,6 +1,7 @@
 //===- ReferenceTrainer.cpp - Single-process training of a job ------------===//
 
 #include "varuna/Target/ATen/ReferenceTrainer.h"
+#include "varuna/runtime/LossScaler.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
@@ -50,6 +51,10 @@ varuna::createTrainingEvaluator(ModuleOp job, const TrainOptions &options,
   ATenEvalOptions evalOptions;
   evalOptions.seed = options.seed;
   evalOptions.onLossCount = [&count](double n) { count = n; };
+  if (options.precision == Precision::BF16)
+    evalOptions.autocast = at::kBFloat16;
+  else if (options.precision == Precision::FP16)
+    evalOptions.autocast = at::kHalf;
   if (!options.stageLibrary.empty()) {
     auto compiled = CompiledSections::load(job, options.stageLibrary);
     if (failed(compiled))
@@ -87,10 +92,15 @@ varuna::createTrainerOutputs(ModuleOp job, const TrainingConfig &config,
 }
 
 std::string varuna::metricsJsonLine(const StepMetrics &m) {
+  std::string scaling;
+  if (m.lossScale)
+    scaling = llvm::formatv(", \"loss_scale\": {0}, \"skipped\": {1}",
+                            *m.lossScale, m.skipped ? "true" : "false")
+                  .str();
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
-                       "{3:f6}}\n",
-                       m.step, m.loss, m.examplesPerSecond, m.seconds)
+                       "{3:f6}{4}}\n",
+                       m.step, m.loss, m.examplesPerSecond, m.seconds, scaling)
       .str();
 }
 
@@ -143,21 +153,22 @@ saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
 static FailureOr<double> wholeGraphStep(ATenEvaluator &evaluator,
                                         ArrayRef<at::Tensor> inputs,
                                         unsigned lossIndex, double &count,
-                                        bool compiled) {
+                                        bool compiled, double lossScale) {
   // Generated code exists per section: chain the sections (with autograd,
   // so one backward covers them all, as one stage holding them would).
   auto results = compiled ? evaluator.runSections(inputs) : evaluator.run(inputs);
   if (failed(results))
     return failure();
   at::Tensor loss = (*results)[lossIndex];
-  torch::autograd::backward({loss * count});
+  torch::autograd::backward({loss * (count * lossScale)});
   return loss.item<double>();
 }
 
 /// One micro-batch through the sections with every boundary activated.
 static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
                                       ArrayRef<at::Tensor> inputs,
-                                      unsigned lossIndex, double &count) {
+                                      unsigned lossIndex, double &count,
+                                      double lossScale) {
   std::vector<func::FuncOp> sections = evaluator.getSections();
   if (sections.empty())
     return evaluator.getGraph().emitError(
@@ -213,7 +224,7 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
       return failure();
     std::vector<at::Tensor> roots, grads;
     if (k == static_cast<int64_t>(sections.size()) - 1) {
-      roots.push_back((*out)[lossIndex] * count);
+      roots.push_back((*out)[lossIndex] * (count * lossScale));
       grads.push_back(at::Tensor());
     } else {
       for (auto [o, g] : llvm::zip(*out, outGrads))
@@ -295,11 +306,15 @@ LogicalResult varuna::trainReference(
   }
   int64_t micro = options.globalBatch / options.microBatch;
   rt::Trace trace(!options.tracePath.empty());
+  std::optional<rt::LossScaler> scaler;
+  if (config.needsOverflowCheck())
+    scaler.emplace(config.lossScale);
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     for (at::Tensor &p : leaves)
       p.mutable_grad() = at::Tensor();
     double lossSum = 0, total = 0;
+    double scale = scaler ? scaler->scale() : 1.0;
     try {
       for (int64_t j = 0; j < micro; ++j) {
         std::vector<at::Tensor> inputs;
@@ -311,9 +326,9 @@ LogicalResult varuna::trainReference(
         auto span = trace.scope("F+B " + std::to_string(j), rt::Trace::Compute);
         FailureOr<double> loss =
             options.sections
-                ? stitchedStep(*evaluator, inputs, *lossIndex, count)
+                ? stitchedStep(*evaluator, inputs, *lossIndex, count, scale)
                 : wholeGraphStep(*evaluator, inputs, *lossIndex, count,
-                                 !options.stageLibrary.empty());
+                                 !options.stageLibrary.empty(), scale);
         if (failed(loss))
           return failure();
         lossSum += *loss * count;
@@ -324,19 +339,25 @@ LogicalResult varuna::trainReference(
         at::Tensor g = p.grad();
         if (!g.defined())
           g = at::zeros_like(p);
-        grads.push_back(g.div_(total));
+        grads.push_back(g.div_(total * scale));
       }
+      bool overflow = scaler && !rt::LossScaler::allFinite(grads);
       std::optional<double> norm;
-      if (config.needsGlobalGradNorm())
-        norm = std::sqrt(rt::sumOfSquares(grads));
-      if (config.clipGradNorm &&
-          config.optimizer.type != OptimizerKind::LAMB)
-        rt::clipGradNorm(grads, *config.clipGradNorm, norm);
-      {
+      if (!overflow) {
+        if (config.needsGlobalGradNorm())
+          norm = std::sqrt(rt::sumOfSquares(grads));
+        if (config.clipGradNorm &&
+            config.optimizer.type != OptimizerKind::LAMB)
+          rt::clipGradNorm(grads, *config.clipGradNorm, norm);
         auto span = trace.scope("optimizer", rt::Trace::Compute);
         optimizer->step(leaves, grads, norm);
       }
       StepMetrics m;
+      if (scaler) {
+        m.lossScale = scale;
+        m.skipped = overflow;
+        scaler->update(overflow);
+      }
       m.step = step;
       m.loss = lossSum / total;
       m.seconds = std::chrono::duration<double>(

@@ -1,5 +1,7 @@
-"""compare_training.py ORACLE_DIR METRICS.jsonl PARAMS_DIR [RTOL]: per-step
-losses and final parameters of varuna-run equal the PyTorch oracle's.
+"""compare_training.py ORACLE_DIR METRICS.jsonl PARAMS_DIR [RTOL [PARAM_RTOL]]:
+per-step losses and final parameters of varuna-run equal the PyTorch
+oracle's (parameters within PARAM_RTOL, default RTOL), and so do the steps
+skipped for a loss-scale overflow when either side records them.
 ORACLE_DIR may also be `run:REF_METRICS.jsonl:REF_PARAMS_DIR`, another
 varuna-run (for LAMB, which torch.optim lacks: the single-process run, whose
 LAMB is checked against an independent implementation in test/Runtime).
@@ -17,14 +19,22 @@ import numpy as np
 
 oracle, metrics, params = sys.argv[1:4]
 rtol = float(sys.argv[4]) if len(sys.argv) > 4 else 1e-5
+prtol = float(sys.argv[5]) if len(sys.argv) > 5 else rtol
 if oracle.startswith("run:"):
     _, ref_metrics, ref_params = oracle.split(":")
-    want = [json.loads(line)["loss"] for line in open(ref_metrics)]
+    lines = [json.loads(line) for line in open(ref_metrics)]
+    want = [m["loss"] for m in lines]
+    want_skipped = [m["step"] for m in lines if m.get("skipped")]
     oracle_params = ref_params
 else:
-    want = json.load(open(os.path.join(oracle, "expected.json")))["losses"]
+    expected = json.load(open(os.path.join(oracle, "expected.json")))
+    want = expected["losses"]
+    want_skipped = expected.get("skipped", [])
     oracle_params = os.path.join(oracle, "params")
-got = [json.loads(line)["loss"] for line in open(metrics)]
+lines = [json.loads(line) for line in open(metrics)]
+got = [m["loss"] for m in lines]
+got_skipped = [m["step"] for m in lines if m.get("skipped")]
+assert got_skipped == want_skipped, f"skipped steps {got_skipped}, expected {want_skipped}"
 assert len(got) == len(want), (len(got), len(want))
 worst = 0.0
 for s, (a, b) in enumerate(zip(got, want)):
@@ -41,5 +51,6 @@ for f in sorted(os.listdir(oracle_params)):
     rel = float(np.abs(a - b).max() / max(np.abs(b).max(), 1.0))
     if rel > pworst:
         pworst, pname = rel, f
-    assert rel <= rtol, f"parameter {f}: max relative difference {rel:.2e}"
-print(f"ok: {len(got)} steps, loss max rel {worst:.2e}, params max rel {pworst:.2e} ({pname})")
+    assert rel <= prtol, f"parameter {f}: max relative difference {rel:.2e}"
+print(f"ok: {len(got)} steps, loss max rel {worst:.2e}, params max rel {pworst:.2e} ({pname})"
+      + (f", skipped {got_skipped}" if got_skipped else ""))

@@ -1,14 +1,18 @@
 """PyTorch training oracle for varuna-run.
 
     train_oracle.py MODEL OUTDIR --steps S --batch M [--optimizer sgd|adamw|lamb]
-                    [--clip X] [--samples N]
+                    [--clip X] [--samples N] [--precision fp32|bf16|fp16]
+                    [--loss-scale INITIAL,BACKOFF]
 
 Builds the zoo model (same seed, hence the same initial weights as the
 exported test model), writes a dataset OUTDIR/data/<input>.npy (N samples,
 fixed seed), a training configuration OUTDIR/train.json, trains S steps with
 plain PyTorch -- step s on samples [s*M, (s+1)*M) mod N, the whole batch in
 one forward, torch.optim -- and writes OUTDIR/expected.json (loss per step)
-and OUTDIR/params/<name>.npy (final parameters)."""
+and OUTDIR/params/<name>.npy (final parameters). With --precision bf16 or
+fp16 the forward runs under torch.autocast("cpu", dtype); fp16 (and bf16
+with --loss-scale) scales the loss with torch.amp.GradScaler, and
+expected.json also lists the steps it skipped."""
 import argparse
 import json
 import os
@@ -28,6 +32,9 @@ ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--samples", type=int, default=40)
 ap.add_argument("--optimizer", default="adamw")
 ap.add_argument("--clip", type=float, default=None)
+ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+ap.add_argument("--loss-scale", default=None,
+                help="INITIAL,BACKOFF of the dynamic loss scale")
 args = ap.parse_args()
 
 torch.manual_seed(0)
@@ -66,21 +73,47 @@ else:
 config = {"optimizer": opt_cfg}
 if args.clip:
     config["clip_grad_norm"] = args.clip
+dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
+scaler = None
+if args.precision != "fp32":
+    config["precision"] = args.precision
+if args.precision == "fp16" or args.loss_scale:
+    initial, backoff = (float(x) for x in (args.loss_scale or "65536,0.5").split(","))
+    config["loss_scale"] = {"initial": initial, "backoff_factor": backoff,
+                            "growth_factor": 2.0, "growth_interval": 2000}
+    scaler = torch.amp.GradScaler("cpu", init_scale=initial, backoff_factor=backoff,
+                                  growth_factor=2.0, growth_interval=2000)
 json.dump(config, open(os.path.join(args.outdir, "train.json"), "w"))
 
-losses = []
+losses, skipped = [], []
 n = args.samples
 for step in range(args.steps):
     idx = [(step * args.batch + j) % n for j in range(args.batch)]
     batch = [torch.from_numpy(data[name][idx]) for name in names]
     opt.zero_grad()
-    loss = model(*batch)
-    loss.backward()
-    if args.clip:
-        torch.nn.utils.clip_grad_norm_(params, args.clip)
-    opt.step()
+    if dtype is None:
+        loss = model(*batch)
+    else:
+        with torch.autocast("cpu", dtype=dtype):
+            loss = model(*batch)
+    if scaler is None:
+        loss.backward()
+        if args.clip:
+            torch.nn.utils.clip_grad_norm_(params, args.clip)
+        opt.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+        if args.clip:
+            torch.nn.utils.clip_grad_norm_(params, args.clip)
+        before = scaler.get_scale()
+        scaler.step(opt)
+        scaler.update()
+        if scaler.get_scale() < before:
+            skipped.append(step)
     losses.append(loss.item())
-json.dump({"losses": losses}, open(os.path.join(args.outdir, "expected.json"), "w"))
+json.dump({"losses": losses, "skipped": skipped},
+          open(os.path.join(args.outdir, "expected.json"), "w"))
 os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
 for name, p in model.named_parameters():
     np.save(os.path.join(args.outdir, "params", name + ".npy"), p.detach().numpy())

@@ -115,6 +115,14 @@ struct ATenEvalOptions {
   /// The job's generated stage code (CompiledSections.h): when set, every
   /// section runs through its generated body instead of being interpreted.
   std::shared_ptr<const CompiledSections> compiled;
+  /// Mixed precision (the training configuration's bf16 / fp16): every
+  /// function runs under ATen's CPU autocast with this dtype -- matmuls,
+  /// convolutions and the like compute in it, parameters stay fp32 (the
+  /// master weights), autograd casts gradients back -- and its results are
+  /// cast to their declared types, so values crossing a cut point (and the
+  /// loss) keep the IR's types whether or not a stage boundary is there.
+  /// Result dtype checks are off then (shapes are still checked).
+  std::optional<at::ScalarType> autocast;
 };
 
 class ATenEvaluator {
@@ -175,6 +183,9 @@ private:
   mlir::FailureOr<std::vector<at::Tensor>>
   runFunction(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> args,
               ATenOpContext &ctx);
+  mlir::FailureOr<std::vector<at::Tensor>>
+  runFunctionBody(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> args,
+                  ATenOpContext &ctx);
   at::Tensor loadParam(ParamOp param);
   mlir::FailureOr<std::vector<at::Tensor>>
   runCompiled(unsigned k, mlir::func::FuncOp func,

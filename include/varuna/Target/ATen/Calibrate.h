@@ -33,6 +33,8 @@
 namespace varuna {
 
 struct CalibrationOptions {
+  /// The job's precision: sections are timed as training runs them.
+  Precision precision = Precision::FP32;
   /// The job's optimizer (and clip_grad_norm), to time its step per
   /// section; none: not timed.
   std::optional<OptimizerConfig> optimizer;

@@ -37,6 +37,9 @@
 namespace varuna {
 
 struct TrainOptions {
+  /// The training configuration's precision: bf16 / fp16 run every section
+  /// under ATen's CPU autocast (ATenEvalOptions::autocast).
+  Precision precision = Precision::FP32;
   int64_t globalBatch = 0; // M
   int64_t microBatch = 0;  // m
   int64_t steps = 0;
@@ -71,6 +74,10 @@ struct TrainOptions {
 struct StepMetrics {
   int64_t step = 0;
   double loss = 0, seconds = 0, examplesPerSecond = 0, gradNorm = 0;
+  /// With dynamic loss scaling: the scale the step used, and whether its
+  /// gradients overflowed (then no parameter changed).
+  std::optional<double> lossScale;
+  bool skipped = false;
 };
 
 /// An error about running `job` (not about a line of its IR): reported at
