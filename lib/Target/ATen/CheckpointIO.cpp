@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -100,8 +101,15 @@ sectionTensors(int k, const std::map<std::string, int> &home,
 }
 
 rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
-                                at::Generator &generator) {
+                                at::Generator &generator,
+                                const rt::LossScaler *scaler) {
   rt::TrainingState meta;
+  if (scaler) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", scaler->scale());
+    meta["loss_scale"] = buf;
+    meta["loss_scale_good_steps"] = std::to_string(scaler->goodSteps());
+  }
   meta["step"] = std::to_string(step);
   meta["optimizer_step"] = std::to_string(optimizer.stepCount());
   at::Tensor rng = generator.get_state();
@@ -126,7 +134,8 @@ std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
 int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     const std::map<std::string, int> &home,
                     NamedTensors &params, rt::Optimizer &optimizer,
-                    at::Generator &generator, bool strict) {
+                    at::Generator &generator, bool strict,
+                    rt::LossScaler *scaler) {
   std::map<std::string, at::Tensor *> byName;
   std::set<int> files;
   for (auto &[name, t] : params) {
@@ -201,6 +210,9 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                                   at::TensorOptions().dtype(at::kByte));
   std::memcpy(rngState.data_ptr(), rngBytes.data(), rngBytes.size());
   generator.set_state(rngState);
+  if (scaler && meta.count("loss_scale"))
+    scaler->restore(std::stod(field("loss_scale")),
+                    std::stoll(field("loss_scale_good_steps")));
   return std::stoll(field("step"));
 }
 

@@ -248,7 +248,8 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
     }
     std::string err = rt::commitCheckpoint(
         dir, step, files,
-        trainingState(step, optimizer, evaluator.getGenerator()));
+        trainingState(step, optimizer, evaluator.getGenerator(),
+                      scaler ? &*scaler : nullptr));
     if (!err.empty())
       throw std::runtime_error("checkpoint at step " + std::to_string(step) +
                                ": " + err);
@@ -748,7 +749,8 @@ LogicalResult varuna::trainPipeline(
       if (auto ckpt = latestCheckpoint(options.checkpointDir, log)) {
         NamedTensors mine = rank.named();
         first = restoreFrom(*ckpt, rank.home, mine, *optimizer,
-                            evaluator->getGenerator(), /*strict=*/false);
+                            evaluator->getGenerator(), /*strict=*/false,
+                            rank.scaler ? &*rank.scaler : nullptr);
         log << "varuna-run: resumed from " << ckpt->path << " (step " << first
             << ") with " << P << " x " << D << " ranks\n";
       }

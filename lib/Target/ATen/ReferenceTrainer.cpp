@@ -135,7 +135,7 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
 static std::string
 saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
                const std::vector<std::pair<std::string, at::Tensor>> &params,
-               const rt::Optimizer &optimizer) {
+               const rt::Optimizer &optimizer, const rt::LossScaler *scaler) {
   std::vector<func::FuncOp> sections = evaluator.getSections();
   std::map<std::string, int> home = checkpointHomes(sections);
   rt::OptimizerState state = optimizer.state();
@@ -145,7 +145,7 @@ saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
     files[k] = sectionTensors(k, home, params, state);
   return rt::writeCheckpoint(
       dir, step, files,
-      trainingState(step, optimizer, evaluator.getGenerator()));
+      trainingState(step, optimizer, evaluator.getGenerator(), scaler));
 }
 
 /// Forward and backward of the whole graph; returns the loss. `count` (set
@@ -286,6 +286,9 @@ LogicalResult varuna::trainReference(
   std::unique_ptr<rt::Optimizer> optimizer = std::move(outputs->optimizer);
   std::unique_ptr<std::ofstream> metrics = std::move(outputs->metrics);
 
+  std::optional<rt::LossScaler> scaler;
+  if (config.needsOverflowCheck())
+    scaler.emplace(config.lossScale);
   int64_t first = 0;
   if (options.resume) {
     if (options.checkpointDir.empty())
@@ -296,7 +299,7 @@ LogicalResult varuna::trainReference(
       if (ckpt) {
         first = restoreFrom(*ckpt, checkpointHomes(evaluator->getSections()),
                             *params, *optimizer, evaluator->getGenerator(),
-                            /*strict=*/true);
+                            /*strict=*/true, scaler ? &*scaler : nullptr);
         llvm::errs() << "varuna-run: resumed from " << ckpt->path << " (step "
                      << first << ")\n";
       }
@@ -306,9 +309,6 @@ LogicalResult varuna::trainReference(
   }
   int64_t micro = options.globalBatch / options.microBatch;
   rt::Trace trace(!options.tracePath.empty());
-  std::optional<rt::LossScaler> scaler;
-  if (config.needsOverflowCheck())
-    scaler.emplace(config.lossScale);
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     for (at::Tensor &p : leaves)
@@ -370,7 +370,8 @@ LogicalResult varuna::trainReference(
       onStep(m);
       if (options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) {
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
-                                         step + 1, *params, *optimizer);
+                                         step + 1, *params, *optimizer,
+                                         scaler ? &*scaler : nullptr);
         if (!err.empty())
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
       }

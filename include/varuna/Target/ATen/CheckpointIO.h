@@ -15,6 +15,7 @@
 #define VARUNA_TARGET_ATEN_CHECKPOINTIO_H
 
 #include "varuna/runtime/Checkpoint.h"
+#include "varuna/runtime/LossScaler.h"
 #include "varuna/runtime/Optimizer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -44,9 +45,11 @@ std::vector<rt::TensorBytes>
 sectionTensors(int k, const std::map<std::string, int> &home,
                const NamedTensors &params, const rt::OptimizerState &state);
 
-/// step, optimizer_step and the generator's state, for the manifest.
+/// step, optimizer_step and the generator's state, for the manifest; with
+/// dynamic loss scaling also loss_scale and loss_scale_good_steps.
 rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
-                                at::Generator &generator);
+                                at::Generator &generator,
+                                const rt::LossScaler *scaler = nullptr);
 
 /// The newest complete checkpoint of `dir` (skipped torn or corrupt ones
 /// are reported to `log` as warnings), or nullopt (reported too).
@@ -54,13 +57,15 @@ std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
                                                    llvm::raw_ostream &log);
 
 /// Copies the checkpointed values into `params` (read from their homes'
-/// files), loads the optimizer state of those parameters and the generator
-/// state, and returns the steps completed. `strict`: a tensor of the files
+/// files), loads the optimizer state of those parameters, the generator
+/// state and (when both have one) the loss scale, and returns the steps
+/// completed. `strict`: a tensor of the files
 /// read that is not in `params` is an error too (single-process resume).
 int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     const std::map<std::string, int> &home,
                     NamedTensors &params, rt::Optimizer &optimizer,
-                    at::Generator &generator, bool strict);
+                    at::Generator &generator, bool strict,
+                    rt::LossScaler *scaler = nullptr);
 
 } // namespace varuna
 
