@@ -24,8 +24,9 @@
 //    two moments); a micro-batch's working memory during its recomputed
 //    backward seq x h x (34 + 5 a seq / h) bytes per example and layer
 //    (Megatron's activation estimate; a = h / 96 heads).
-//  * Global batch 8192, micro-batch 4 (Table 3) or as given for Table 5; a
-//    batch that D x m does not divide is rounded down to a multiple.
+//  * Global batch 8192, micro-batch 4 (Table 3) or 8 (Table 5); when D does
+//    not divide the 2048 micro-batches the most loaded replica's share sets
+//    the pace, as in varuna-run.
 //
 // Usage: paper-whatif [--gbps G]
 //
@@ -89,10 +90,9 @@ PlanInput gptInput(const Model &model, int devices, int64_t microBatch,
   return in;
 }
 
-/// One P x D, the batch rounded down to a multiple of D x m.
+/// One P x D.
 double examplesPerGpu(PlanInput in, int P, int D, ScheduleKind kind) {
   in.schedule = kind;
-  in.globalBatch -= in.globalBatch % (int64_t(D) * in.microBatch);
   std::string error;
   SimulationConfig c = configFor(in, P, D, error);
   if (!error.empty()) {
@@ -149,8 +149,8 @@ int main(int argc, char **argv) {
                                           }))
       ++smallest;
     const PlanRow &best = plan.rows.front();
-    std::printf("  %3d GPUs  planSweep (16 GB, P >= %d fits, D dividing the "
-                "batch): %dx%d, %.2f per GPU, %.1f GB\n",
+    std::printf("  %3d GPUs  planSweep (16 GB, P >= %d fits, D = G / P): "
+                "%dx%d, %.2f per GPU, %.1f GB\n",
                 G, smallest, best.stages, best.replicas,
                 best.examplesPerSecond / (best.stages * best.replicas),
                 best.peakStageBytes / 1e9);

@@ -1,12 +1,12 @@
 //===- simulate_bench.cpp - Time the pipeline simulator and planner -------===//
 //
 // The numbers: simulating one configuration of 128 devices, P = 36,
-// global batch 8192 (D = 3, micro-batch 4: 682 micro-batches per replica,
-// 8184 examples)
+// global batch 8192 (D = 3, micro-batch 4: 683 micro-batches for the most
+// loaded replica)
 // under 10 ms (the paper's simulator: 0.4-0.7 s per configuration); the
 // whole sweep over P for G = 300 devices (planSweep, exactly what
-// `varuna-plan --devices 300` runs: P = 1..72 of a 72-layer GPT, D = the
-// largest <= 300 / P dividing the batch, micro-batch 4) under 200 ms.
+// `varuna-plan --devices 300` runs: P = 1..72 of a 72-layer GPT, D =
+// floor(300 / P), micro-batch 4) under 200 ms.
 //
 // The model: 72 GPT layers of hidden size 3072 (the paper's 8.3B shape),
 // 1 ms forward and 2 ms backward per example and layer, seeded +-10% per
@@ -70,10 +70,8 @@ template <typename F> static double medianMs(int runs, F &&f) {
 int main(int argc, char **argv) {
   int runs = argc > 1 ? std::atoi(argv[1]) : 5;
   std::string error;
-  // 8192 is not a multiple of D x m = 12: 682 micro-batches per replica.
-  PlanInput oneInput = gptInput(72, 128);
-  oneInput.globalBatch = 3 * 4 * 682;
-  SimulationConfig one = configFor(oneInput, 36, 3, error);
+  // 2048 micro-batches of 4 over 3 replicas: 683 for the most loaded.
+  SimulationConfig one = configFor(gptInput(72, 128), 36, 3, error);
   if (!error.empty()) {
     std::fprintf(stderr, "simulate-bench: %s\n", error.c_str());
     return 1;

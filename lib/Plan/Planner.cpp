@@ -20,19 +20,22 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     error = "the job has no partition into " + std::to_string(P) + " stages";
     return c;
   }
-  if (D < 1 || in.microBatch < 1 ||
-      in.globalBatch % (int64_t(D) * in.microBatch)) {
+  if (D < 1 || in.microBatch < 1 || in.globalBatch % in.microBatch ||
+      in.globalBatch / in.microBatch < D) {
     error = "the batch " + std::to_string(in.globalBatch) +
-            " is not a multiple of " + std::to_string(D) + " replicas x " +
-            std::to_string(in.microBatch);
+            " is not a multiple of the micro-batch " +
+            std::to_string(in.microBatch) + " with one for each of " +
+            std::to_string(D) + " replicas";
     return c;
   }
   const std::vector<int64_t> &b = it->second;
   double m = double(in.microBatch);
   c.schedule = in.schedule;
   c.numStages = P;
-  c.numMicroBatches =
-      static_cast<int>(in.globalBatch / (int64_t(D) * in.microBatch));
+  // The most loaded replica's share (the runtime deals the micro-batches
+  // out as evenly as they go): the step waits for it.
+  int64_t all = in.globalBatch / in.microBatch;
+  c.numMicroBatches = static_cast<int>((all + D - 1) / D);
   c.link = in.link;
   c.optimizerSeconds = in.optimizerSeconds;
   double slowestOptimizer = 0;
@@ -152,9 +155,9 @@ PlanResult planSweep(const PlanInput &in) {
       res.skipped.push_back(tag + "no partition in the job");
       continue;
     }
-    int D = in.devices / P;
-    while (D > 1 && in.globalBatch % (int64_t(D) * in.microBatch))
-      --D; // the largest D that divides the batch into micro-batches
+    // D = floor(G / P), but no more replicas than micro-batches.
+    int D = static_cast<int>(std::min<int64_t>(
+        in.devices / P, std::max<int64_t>(1, in.globalBatch / in.microBatch)));
     std::string error;
     SimulationConfig c = configFor(in, P, D, error);
     if (!error.empty()) {

@@ -184,10 +184,11 @@ int main(int argc, char **argv) {
     return fail("--batch " + llvm::Twine(batch) +
                 " is not a positive multiple of --micro-batch " +
                 llvm::Twine(microBatch));
-  if (batch % (replicas * microBatch))
-    return fail("--batch " + llvm::Twine(batch) + " is not a multiple of "
-                "--replicas x --micro-batch (" + llvm::Twine(replicas) +
-                " x " + llvm::Twine(microBatch) + ")");
+  if (batch / microBatch < replicas)
+    return fail("--batch " + llvm::Twine(batch) + " has " +
+                llvm::Twine(batch / microBatch) + " micro-batches of " +
+                llvm::Twine(microBatch) + ", fewer than the " +
+                llvm::Twine(replicas) + " replicas");
   std::optional<varuna::plan::ScheduleKind> scheduleKind;
   for (auto k : {varuna::plan::ScheduleKind::Varuna,
                  varuna::plan::ScheduleKind::GPipe,

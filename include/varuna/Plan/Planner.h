@@ -2,8 +2,9 @@
 //
 // The auto-configuration of DESIGN.md section 4 on per-example section
 // costs: for every P from 1 to min(sections, devices) that has a partition
-// (and fits the memory limit), D = floor(devices / P), Nm = M / (D m)
-// micro-batches per replica; the stages' costs are the partition's sums,
+// (and fits the memory limit), D = floor(devices / P) (at most M / m),
+// Nm = ceil(M / (D m)) micro-batches for the most loaded replica (the
+// runtime deals M / m micro-batches out as evenly as they go); the stages' costs are the partition's sums,
 // the boundary messages the cut-point sizes, the data-parallel all-reduce a
 // ring over D of the stage's parameter bytes, the optimizer the slowest
 // stage's (its sections' measured steps); each configuration is

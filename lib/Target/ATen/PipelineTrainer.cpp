@@ -383,9 +383,14 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
                          const TrainingConfig &config,
                          rt::Optimizer &optimizer, StepMetrics &m) {
   auto start = std::chrono::steady_clock::now();
+  // The global batch's micro-batches, dealt out in contiguous runs: when D
+  // does not divide their number the first replicas take one more (the loss
+  // and the gradients are normalized by the global count, so the step is
+  // the same synchronous step either way).
   int64_t M = options.globalBatch, mb = options.microBatch;
-  int64_t perReplica = M / pipeline.replicas;
-  int numMicro = static_cast<int>(perReplica / mb);
+  int64_t allMicro = M / mb, D = pipeline.replicas;
+  int numMicro = static_cast<int>(allMicro / D + (replica < allMicro % D));
+  int64_t firstMicro = replica * (allMicro / D) + std::min<int64_t>(replica, allMicro % D);
   plan::ScheduleResult sched = plan::schedule(pipeline.schedule, P(), numMicro, pipeline.timing);
   if (!sched)
     return jobError(job, "schedule: ") << sched.error(), failure();
@@ -401,7 +406,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   auto inputsOf = [&](int k) {
     llvm::StringMap<at::Tensor> byName;
     std::vector<rt::BatchTensor> rows =
-        data.batch(s, M, replica * perReplica + k * mb, mb);
+        data.batch(s, M, (firstMicro + k) * mb, mb);
     for (auto [name, b] : llvm::zip(inputNames, rows))
       byName[name] = tensorFromNpy(b.array);
     return byName;
@@ -684,10 +689,12 @@ LogicalResult varuna::checkPipeline(ModuleOp job, const TrainOptions &options,
   if (P < 1 || D < 1)
     return jobError(job, "--stages and --replicas must be at least 1");
   if (options.microBatch < 1 || options.globalBatch < 1 ||
-      options.globalBatch % (D * options.microBatch))
+      options.globalBatch % options.microBatch ||
+      options.globalBatch / options.microBatch < D)
     return jobError(job, "the global batch (")
-           << options.globalBatch << ") must be a multiple of --replicas ("
-           << D << ") x --micro-batch (" << options.microBatch << ")";
+           << options.globalBatch << ") must be a multiple of --micro-batch ("
+           << options.microBatch << ") with at least one micro-batch for each "
+           << "of the " << D << " replicas";
   if (options.resume && options.checkpointDir.empty())
     return jobError(job, "--resume needs --checkpoint-dir");
   if (options.sections)
