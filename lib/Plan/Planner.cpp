@@ -11,6 +11,25 @@
 namespace varuna {
 namespace plan {
 
+/// A ring all-reduce of `bytes` over D replicas (PlanInput::allreduceRings).
+static double allreduceSeconds(const PlanInput &in, int D, double bytes) {
+  if (D < 2)
+    return 0;
+  double latency = in.allreduceLatencySeconds;
+  double bw = in.allreduceBytesPerSecond;
+  const PlanInput::Ring *use = nullptr;
+  for (const PlanInput::Ring &r : in.allreduceRings)
+    if (r.ranks >= 2 && r.bytesPerSecond > 0 &&
+        (!use || (r.ranks <= D ? use->ranks > D || r.ranks > use->ranks
+                               : use->ranks > D && r.ranks < use->ranks)))
+      use = &r;
+  if (use) {
+    latency = use->latencySeconds * double(D - 1) / double(use->ranks - 1);
+    bw = use->bytesPerSecond;
+  }
+  return latency + 2.0 * (D - 1) / D * bytes / bw;
+}
+
 SimulationConfig configFor(const PlanInput &in, int P, int D,
                            std::string &error) {
   SimulationConfig c;
@@ -56,10 +75,7 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     slowestOptimizer = std::max(slowestOptimizer, optimizer);
     cost.recompute = cost.forward;
     c.stages.push_back(cost);
-    c.allreduceSeconds.push_back(
-        D > 1 ? in.allreduceLatencySeconds +
-                    2.0 * (D - 1) / D * params / in.allreduceBytesPerSecond
-              : 0);
+    c.allreduceSeconds.push_back(allreduceSeconds(in, D, params));
     if (s + 1 < P) {
       int64_t cut = b[s + 1] - 1;
       double bytes = cut >= 0 && cut < static_cast<int64_t>(

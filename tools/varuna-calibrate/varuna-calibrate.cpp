@@ -2,13 +2,14 @@
 //
 //   varuna-calibrate JOBDIR [-o FILE] [--micro-batches 1,2,4] [--repeats 5]
 //                    [--warmup 2] [--compute-threads 1] [--concurrent N]
-//                    [--no-comm]
+//                    [--ring-sizes 2,4] [--no-comm]
 //
 // Writes JOBDIR/calibration.json (docs/simulator.md): per section and
 // micro-batch size the forward and backward seconds, memory and optimizer
 // step (Target/ATen/Calibrate.h, through the job's generated code), and --
 // from two ranks on this machine over the same Gloo transport training uses
-// -- the one-way send time and the 2-rank all-reduce time by message size.
+// -- the one-way send time by message size, and the all-reduce time by size
+// on rings of --ring-sizes ranks (default 2 and 4).
 // Sections are timed by N processes at once (default: one per core), each
 // on its own core's share, as in training, where every core runs a rank;
 // the file holds the mean of their medians.
@@ -51,6 +52,9 @@ static cl::opt<int> warmup("warmup", cl::init(2), cl::desc("Untimed runs"));
 static cl::opt<int> threads("compute-threads", cl::init(1),
                             cl::desc("Threads while timing sections (what one "
                                      "rank gets when ranks fill the cores)"));
+static cl::list<int> ringSizes(
+    "ring-sizes", cl::CommaSeparated,
+    cl::desc("All-reduce ring sizes to time (2,4; ranks on this machine)"));
 static cl::opt<bool> noComm("no-comm", cl::init(false),
                             cl::desc("Skip the communication measurements"));
 static cl::opt<int> concurrent(
@@ -69,49 +73,86 @@ static int fail(const llvm::Twine &msg) {
   return 1;
 }
 
+/// --ring-sizes, with 2 always among them (the planner's baseline).
+static std::vector<int> ringSizesOrDefault() {
+  std::vector<int> r(ringSizes.begin(), ringSizes.end());
+  if (r.empty())
+    r = {2, 4};
+  if (std::find(r.begin(), r.end(), 2) == r.end())
+    r.push_back(2);
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-/// Rank mode: ping-pong and all-reduce between two ranks.
+/// Rank mode: ping-pong between ranks 0 and 1, then all-reduces on rings of
+/// each size of --ring-sizes (ranks 0 .. R-1; the others wait).
 static int measureComm() {
   using Clock = std::chrono::steady_clock;
   try {
     auto opts = varuna::rt::transportOptionsFromEnv();
     opts.timeout = std::chrono::seconds(60);
     auto t = varuna::rt::connectGloo(opts);
-    int me = t->rank(), peer = 1 - me;
-    llvm::json::Array sendBytes, sendSeconds, arBytes, arSeconds;
-    for (int64_t bytes : {1024LL, 16384LL, 262144LL, 1048576LL, 4194304LL,
-                          16777216LL}) {
+    int me = t->rank();
+    const std::vector<int64_t> sizes = {1024, 16384, 262144, 1048576, 4194304,
+                                        16777216};
+    llvm::json::Array sendBytes, sendSeconds;
+    for (int64_t bytes : sizes) {
       at::Tensor buf = at::zeros({bytes / 4}, at::kFloat);
-      std::vector<double> oneWay, ar;
+      std::vector<double> oneWay;
       for (int it = 0; it < warmup + repeats; ++it) {
         t->world().barrier();
         auto a = Clock::now();
         if (me == 0) {
-          t->send(buf, peer, 1)->wait();
-          t->recv(buf, peer, 2)->wait();
-        } else {
-          t->recv(buf, peer, 1)->wait();
-          t->send(buf, peer, 2)->wait();
+          t->send(buf, 1, 1)->wait();
+          t->recv(buf, 1, 2)->wait();
+        } else if (me == 1) {
+          t->recv(buf, 0, 1)->wait();
+          t->send(buf, 0, 2)->wait();
         }
         double rt = std::chrono::duration<double>(Clock::now() - a).count();
-        t->world().barrier();
-        std::vector<at::Tensor> v{buf};
-        a = Clock::now();
-        t->world().allreduceSum(v);
-        double r = std::chrono::duration<double>(Clock::now() - a).count();
-        if (it >= warmup) {
+        if (it >= warmup)
           oneWay.push_back(rt / 2);
-          ar.push_back(r);
-        }
       }
       sendBytes.push_back(bytes);
       sendSeconds.push_back(median(oneWay));
-      arBytes.push_back(bytes);
-      arSeconds.push_back(median(ar));
+    }
+    llvm::json::Array rings;
+    llvm::json::Object ring2;
+    for (int R : ringSizesOrDefault()) {
+      std::vector<int> members;
+      for (int r = 0; r < R; ++r)
+        members.push_back(r);
+      if (me < R) {
+        auto g = t->group("ring" + std::to_string(R), members);
+        llvm::json::Array arBytes, arSeconds;
+        for (int64_t bytes : sizes) {
+          std::vector<at::Tensor> v{at::zeros({bytes / 4}, at::kFloat)};
+          std::vector<double> ar;
+          for (int it = 0; it < warmup + repeats; ++it) {
+            g->barrier();
+            auto a = Clock::now();
+            g->allreduceSum(v);
+            if (it >= warmup)
+              ar.push_back(
+                  std::chrono::duration<double>(Clock::now() - a).count());
+          }
+          arBytes.push_back(bytes);
+          arSeconds.push_back(median(ar));
+        }
+        llvm::json::Object o{{"ranks", R},
+                             {"bytes", std::move(arBytes)},
+                             {"seconds", std::move(arSeconds)}};
+        if (R == 2)
+          ring2 = o;
+        rings.push_back(std::move(o));
+      }
+      t->world().barrier();
     }
     if (me == 0) {
       std::error_code ec;
@@ -121,10 +162,8 @@ static int measureComm() {
       os << llvm::json::Value(llvm::json::Object{
           {"send", llvm::json::Object{{"bytes", std::move(sendBytes)},
                                       {"seconds", std::move(sendSeconds)}}},
-          {"allreduce",
-           llvm::json::Object{{"ranks", 2},
-                              {"bytes", std::move(arBytes)},
-                              {"seconds", std::move(arSeconds)}}}});
+          {"allreduce", std::move(ring2)},
+          {"allreduce_rings", std::move(rings)}});
     }
   } catch (const std::exception &e) {
     return fail(e.what());
@@ -316,7 +355,11 @@ int main(int argc, char **argv) {
                    jobDir, "--comm-out", part, "--repeats",
                    std::to_string(repeats), "--warmup",
                    std::to_string(warmup)};
-    launch.worldSize = 2;
+    std::string rings;
+    for (int r : ringSizesOrDefault())
+      rings += (rings.empty() ? "" : ",") + std::to_string(r);
+    launch.argv.push_back("--ring-sizes=" + rings);
+    launch.worldSize = ringSizesOrDefault().back();
     launch.env = {"OMP_NUM_THREADS=1"};
     if (varuna::rt::launchLocalRanks(launch) != 0)
       return fail("the communication measurement failed");

@@ -260,6 +260,16 @@ int main(int argc, char **argv) {
       in.allreduceBytesPerSecond = 1.0 / perByte;
       in.allreduceLatencySeconds = lat;
     }
+    if (const llvm::json::Array *rings = co->getArray("allreduce_rings"))
+      for (const llvm::json::Value &v : *rings) {
+        const llvm::json::Object *r = v.getAsObject();
+        int R = r ? int(r->getInteger("ranks").value_or(0)) : 0;
+        if (R < 2)
+          continue;
+        auto [lat, perByte] = fitLine(r);
+        in.allreduceRings.push_back(
+            {R, lat, 2.0 * (R - 1) / R / perByte});
+      }
   }
   bool known = false;
   for (ScheduleKind k : {ScheduleKind::Varuna, ScheduleKind::GPipe,

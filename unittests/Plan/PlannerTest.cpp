@@ -146,3 +146,26 @@ TEST(Planner, ChooseMicroBatch) {
   EXPECT_EQ(chooseMicroBatch({{3, 1.0}}), 3);
   EXPECT_EQ(chooseMicroBatch({}), 0);
 }
+
+// Measured rings: D replicas use the largest measured ring <= D (the
+// smallest when none is), latency scaled by (D-1)/(R-1). One stage of 1 MB
+// of parameters, rings of 2 (1 ms, 1 GB/s) and 4 (3 ms, 0.5 GB/s):
+//   D = 2: 1 ms + 1 x 1 MB / 1 GB/s = 2 ms;
+//   D = 3: ring 2: 2 ms + 4/3 x 1 ms = 3.333 ms;
+//   D = 8: ring 4: 3 ms x 7/3 + 7/4 x 1 MB / 0.5 GB/s = 7 + 3.5 = 10.5 ms.
+TEST(Planner, MeasuredRings) {
+  PlanInput in;
+  in.sections = {{1e-3, 2e-3, 1e6}};
+  in.boundaries[1] = {0, 1};
+  in.globalBatch = 64;
+  in.microBatch = 1;
+  in.allreduceRings = {{4, 3e-3, 0.5e9}, {2, 1e-3, 1e9}};
+  std::string error;
+  for (auto [D, want] : {std::pair{2, 2e-3}, std::pair{3, 2e-3 + 4e-3 / 3},
+                         std::pair{8, 10.5e-3}}) {
+    SimulationConfig c = configFor(in, 1, D, error);
+    ASSERT_TRUE(error.empty()) << error;
+    EXPECT_NEAR(c.allreduceSeconds[0], want, 1e-12) << "D=" << D;
+  }
+  EXPECT_EQ(configFor(in, 1, 1, error).allreduceSeconds[0], 0);
+}

@@ -67,6 +67,15 @@ struct PlanInput {
   LinkModel link;
   double allreduceBytesPerSecond = 1.25e9;
   double allreduceLatencySeconds = 0;
+  /// Measured rings (varuna-calibrate): an all-reduce over R ranks takes
+  /// latency + 2 (R-1)/R x bytes / bytesPerSecond. When given, D replicas
+  /// use the largest measured R <= D (the smallest if none), the latency
+  /// scaled by (D-1)/(R-1); else the two numbers above.
+  struct Ring {
+    int ranks;
+    double latencySeconds, bytesPerSecond;
+  };
+  std::vector<Ring> allreduceRings;
   double optimizerSeconds = 0; ///< per step, on top of the slowest stage's
   int threads = 0; ///< simulations run in parallel; 0: one per core
 };
