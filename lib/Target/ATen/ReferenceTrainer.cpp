@@ -204,6 +204,10 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
 
   // Backward from the last section: recompute, then hand the gradients of the
   // received activations to the previous section.
+  // Each recompute replays its forward's random stream; the stream is put
+  // back after, so the next micro-batch's forward goes on where this one's
+  // ended (as a pipeline stage does).
+  at::Tensor streamAt = evaluator.getGenerator().get_state();
   std::vector<at::Tensor> outGrads;
   for (int64_t k = sections.size() - 1; k >= 0; --k) {
     func::FuncOp s = sections[k];
@@ -250,6 +254,7 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
       if (r >= 0 && args[i].requires_grad())
         outGrads[r] = args[i].grad();
   }
+  evaluator.getGenerator().set_state(streamAt);
   return loss;
 }
 
