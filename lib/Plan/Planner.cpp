@@ -17,12 +17,17 @@ static double allreduceSeconds(const PlanInput &in, int D, double bytes) {
     return 0;
   double latency = in.allreduceLatencySeconds;
   double bw = in.allreduceBytesPerSecond;
-  const PlanInput::Ring *use = nullptr;
-  for (const PlanInput::Ring &r : in.allreduceRings)
-    if (r.ranks >= 2 && r.bytesPerSecond > 0 &&
-        (!use || (r.ranks <= D ? use->ranks > D || r.ranks > use->ranks
-                               : use->ranks > D && r.ranks < use->ranks)))
-      use = &r;
+  // The largest measured ring of at most D ranks, else the smallest one.
+  const PlanInput::Ring *below = nullptr, *smallest = nullptr;
+  for (const PlanInput::Ring &r : in.allreduceRings) {
+    if (r.ranks < 2 || r.bytesPerSecond <= 0)
+      continue;
+    if (r.ranks <= D && (!below || r.ranks > below->ranks))
+      below = &r;
+    if (!smallest || r.ranks < smallest->ranks)
+      smallest = &r;
+  }
+  const PlanInput::Ring *use = below ? below : smallest;
   if (use) {
     latency = use->latencySeconds * double(D - 1) / double(use->ranks - 1);
     bw = use->bytesPerSecond;

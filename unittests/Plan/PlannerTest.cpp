@@ -169,3 +169,16 @@ TEST(Planner, MeasuredRings) {
   }
   EXPECT_EQ(configFor(in, 1, 1, error).allreduceSeconds[0], 0);
 }
+
+// With only a ring larger than D measured, D uses it (latency scaled down).
+TEST(Planner, MeasuredRingLargerThanD) {
+  PlanInput in;
+  in.sections = {{1e-3, 2e-3, 1e6}};
+  in.boundaries[1] = {0, 1};
+  in.globalBatch = 64;
+  in.microBatch = 1;
+  in.allreduceRings = {{4, 3e-3, 0.5e9}};
+  std::string error;
+  // D = 2: 3 ms x 1/3 + 1 x 1 MB / 0.5 GB/s = 1 + 2 = 3 ms.
+  EXPECT_NEAR(configFor(in, 1, 2, error).allreduceSeconds[0], 3e-3, 1e-12);
+}
