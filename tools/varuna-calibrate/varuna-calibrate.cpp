@@ -239,6 +239,12 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "Varuna calibration\n");
   if (repeats < 1 || warmup < 0 || threads < 1)
     return fail("--repeats and --compute-threads must be positive");
+  for (int r : ringSizes)
+    if (r < 2)
+      return fail("--ring-sizes must be at least 2 (got " + llvm::Twine(r) +
+                  ")");
+  if (concurrent < 0)
+    return fail("--concurrent must not be negative");
   if (std::getenv("RANK") && !commOut.empty())
     return measureComm();
 
