@@ -11,8 +11,21 @@
 namespace varuna {
 namespace plan {
 
-/// A ring all-reduce of `bytes` over D replicas (PlanInput::allreduceRings).
-static double allreduceSeconds(const PlanInput &in, int D, double bytes) {
+/// How much slower each of k all-reduces of one host is than one alone
+/// (PlanInput::devicesPerHost, concurrent).
+static double concurrencySlowdown(const PlanInput &in, int k) {
+  if (k <= 1)
+    return 1;
+  if (in.concurrent.rings >= 2 && in.concurrent.slowdown > 0)
+    return std::max(1.0, 1 + (in.concurrent.slowdown - 1) * (k - 1) /
+                                 (in.concurrent.rings - 1));
+  return double(k);
+}
+
+/// A ring all-reduce of `bytes` over D replicas (PlanInput::allreduceRings),
+/// `k` of them at once on each host.
+static double allreduceSeconds(const PlanInput &in, int D, double bytes,
+                               int k) {
   if (D < 2)
     return 0;
   double latency = in.allreduceLatencySeconds;
@@ -32,7 +45,8 @@ static double allreduceSeconds(const PlanInput &in, int D, double bytes) {
     latency = use->latencySeconds * double(D - 1) / double(use->ranks - 1);
     bw = use->bytesPerSecond;
   }
-  return latency + 2.0 * (D - 1) / D * bytes / bw;
+  return latency +
+         2.0 * (D - 1) / D * bytes / bw * concurrencySlowdown(in, k);
 }
 
 SimulationConfig configFor(const PlanInput &in, int P, int D,
@@ -80,7 +94,8 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     slowestOptimizer = std::max(slowestOptimizer, optimizer);
     cost.recompute = cost.forward;
     c.stages.push_back(cost);
-    c.allreduceSeconds.push_back(allreduceSeconds(in, D, params));
+    c.allreduceSeconds.push_back(allreduceSeconds(
+        in, D, params, std::min(std::max(in.devicesPerHost, 1), P)));
     if (s + 1 < P) {
       int64_t cut = b[s + 1] - 1;
       double bytes = cut >= 0 && cut < static_cast<int64_t>(

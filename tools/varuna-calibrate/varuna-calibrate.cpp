@@ -8,8 +8,10 @@
 // micro-batch size the forward and backward seconds, memory and optimizer
 // step (Target/ATen/Calibrate.h, through the job's generated code), and --
 // from two ranks on this machine over the same Gloo transport training uses
-// -- the one-way send time by message size, and the all-reduce time by size
-// on rings of --ring-sizes ranks (default 2 and 4).
+// -- the one-way send time by message size, the all-reduce time by size on
+// rings of --ring-sizes ranks (default 2 and 4), and that of k rings of 2
+// all-reducing at once (k = the largest ring size / 2), as the k devices of
+// one host do.
 // Sections are timed by N processes at once (default: one per core), each
 // on its own core's share, as in training, where every core runs a rank;
 // the file holds the mean of their medians.
@@ -154,16 +156,49 @@ static int measureComm() {
       }
       t->world().barrier();
     }
+    // k rings of 2 at once ({0,1}, {2,3}, ...), as k devices of one host
+    // all-reduce their stages' gradients together: rank 0's times.
+    int k = t->size() / 2;
+    llvm::json::Object concurrent;
+    if (k >= 2) {
+      std::unique_ptr<varuna::rt::Group> g;
+      if (me < 2 * k) // an odd last rank only waits
+        g = t->group("pair" + std::to_string(me / 2),
+                     {me / 2 * 2, me / 2 * 2 + 1});
+      llvm::json::Array arBytes, arSeconds;
+      for (int64_t bytes : sizes) {
+        std::vector<at::Tensor> v{at::zeros({bytes / 4}, at::kFloat)};
+        std::vector<double> ar;
+        for (int it = 0; it < warmup + repeats; ++it) {
+          t->world().barrier();
+          auto a = Clock::now();
+          if (g)
+            g->allreduceSum(v);
+          if (it >= warmup)
+            ar.push_back(
+                std::chrono::duration<double>(Clock::now() - a).count());
+        }
+        arBytes.push_back(bytes);
+        arSeconds.push_back(median(ar));
+      }
+      concurrent = llvm::json::Object{{"rings", k},
+                                      {"ranks", 2},
+                                      {"bytes", std::move(arBytes)},
+                                      {"seconds", std::move(arSeconds)}};
+    }
     if (me == 0) {
       std::error_code ec;
       llvm::raw_fd_ostream os(commOut, ec);
       if (ec)
         return fail("cannot write '" + commOut + "'");
-      os << llvm::json::Value(llvm::json::Object{
+      llvm::json::Object out{
           {"send", llvm::json::Object{{"bytes", std::move(sendBytes)},
                                       {"seconds", std::move(sendSeconds)}}},
           {"allreduce", std::move(ring2)},
-          {"allreduce_rings", std::move(rings)}});
+          {"allreduce_rings", std::move(rings)}};
+      if (k >= 2)
+        out["allreduce_concurrent"] = std::move(concurrent);
+      os << llvm::json::Value(std::move(out));
     }
   } catch (const std::exception &e) {
     return fail(e.what());

@@ -2,7 +2,8 @@
 //
 //   varuna-plan JOBDIR --devices G --batch M [--micro-batch m]
 //               [--schedule varuna|gpipe|1f1b] [--memory BYTES]
-//               [--optimizer-state-copies N] [--calibration FILE]
+//               [--optimizer-state-copies N] [--devices-per-host K]
+//               [--calibration FILE]
 //               [--flops-per-second F] [--link-gbps B] [--latency-us L]
 //               [-o plan.json]
 //   varuna-plan JOBDIR --simulate --stages P --replicas D --batch M ...
@@ -46,6 +47,10 @@ static cl::opt<std::string> scheduleName("schedule", cl::init("varuna"),
                                          cl::desc("varuna, gpipe or 1f1b"));
 static cl::opt<double> memory("memory", cl::init(0),
                               cl::desc("Device memory in bytes (0: any)"));
+static cl::opt<int> devicesPerHost(
+    "devices-per-host", cl::init(1),
+    cl::desc("Devices per host: their stages' all-reduces share its network "
+             "(1: one device per host, the paper's spot VMs)"));
 static cl::opt<double> stateCopies(
     "optimizer-state-copies", cl::init(2),
     cl::desc("Optimizer state per parameter, for memory (Adam: 2, SGD: 0)"));
@@ -240,6 +245,9 @@ int main(int argc, char **argv) {
   in.globalBatch = batch;
   in.memoryLimitBytes = memory;
   in.stateCopies = stateCopies;
+  in.devicesPerHost = devicesPerHost;
+  if (devicesPerHost < 1)
+    return fail("--devices-per-host must be at least 1");
   in.scheduleLatency = scheduleLatency;
   if (microBatch < 0 || stateCopies < 0)
     return fail("--micro-batch and --optimizer-state-copies must not be "
@@ -259,6 +267,32 @@ int main(int argc, char **argv) {
       auto [lat, perByte] = fitLine(ar);
       in.allreduceBytesPerSecond = 1.0 / perByte;
       in.allreduceLatencySeconds = lat;
+    }
+    if (const llvm::json::Object *cc = co->getObject("allreduce_concurrent")) {
+      // Per-ring time of k rings at once over one ring's, at the sizes both
+      // measured from 1 MB up (where bandwidth, not latency, decides).
+      const llvm::json::Object *one = co->getObject("allreduce");
+      auto numbers = [](const llvm::json::Object *o, const char *key) {
+        std::vector<double> v;
+        if (const llvm::json::Array *a = o ? o->getArray(key) : nullptr)
+          for (const llvm::json::Value &x : *a)
+            v.push_back(x.getAsNumber().value_or(0));
+        return v;
+      };
+      std::vector<double> b = numbers(cc, "bytes"), t = numbers(cc, "seconds"),
+                          b1 = numbers(one, "bytes"),
+                          t1 = numbers(one, "seconds");
+      double sum = 0, sum1 = 0;
+      for (size_t i = 0; i < b.size() && i < t.size(); ++i)
+        for (size_t j = 0; j < b1.size() && j < t1.size(); ++j)
+          if (b[i] == b1[j] && b[i] >= 1 << 20) {
+            sum += t[i];
+            sum1 += t1[j];
+          }
+      if (sum1 > 0) {
+        in.concurrent.rings = int(cc->getInteger("rings").value_or(0));
+        in.concurrent.slowdown = sum / sum1;
+      }
     }
     if (const llvm::json::Array *rings = co->getArray("allreduce_rings"))
       for (const llvm::json::Value &v : *rings) {

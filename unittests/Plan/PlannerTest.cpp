@@ -182,3 +182,26 @@ TEST(Planner, MeasuredRingLargerThanD) {
   // D = 2: 3 ms x 1/3 + 1 x 1 MB / 0.5 GB/s = 1 + 2 = 3 ms.
   EXPECT_NEAR(configFor(in, 1, 2, error).allreduceSeconds[0], 3e-3, 1e-12);
 }
+
+// Devices per host: min(K, P) stages of a replica all-reduce at once on a
+// host. One 2-stage pipeline, 1 MB per stage, 1 GB/s, D = 2 (factor 1):
+// alone 1 ms; K = 2 with no measurement: x 2 = 2 ms; measured 3 rings at
+// once 1.5x slower: for 2 rings 1 + 0.5 x 1/2 = 1.25 -> 1.25 ms; K = 8 is
+// capped at P = 2 stages.
+TEST(Planner, DevicesPerHost) {
+  PlanInput in;
+  in.sections = {{1e-3, 2e-3, 1e6}, {1e-3, 2e-3, 1e6}};
+  in.boundaries[2] = {0, 1, 2};
+  in.globalBatch = 64;
+  in.microBatch = 1;
+  in.allreduceBytesPerSecond = 1e9;
+  std::string error;
+  auto seconds = [&] { return configFor(in, 2, 2, error).allreduceSeconds[0]; };
+  EXPECT_NEAR(seconds(), 1e-3, 1e-12);
+  in.devicesPerHost = 2;
+  EXPECT_NEAR(seconds(), 2e-3, 1e-12);
+  in.concurrent = {3, 1.5};
+  EXPECT_NEAR(seconds(), 1.25e-3, 1e-12);
+  in.devicesPerHost = 8;
+  EXPECT_NEAR(seconds(), 1.25e-3, 1e-12);
+}

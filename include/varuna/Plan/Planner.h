@@ -76,6 +76,17 @@ struct PlanInput {
     double latencySeconds, bytesPerSecond;
   };
   std::vector<Ring> allreduceRings;
+  /// Devices per host (K): in Varuna's layout a host holds consecutive
+  /// ranks, i.e. min(K, P) stages of one replica, whose all-reduces run at
+  /// once and share the host's network. Their bandwidth is divided by the
+  /// slowdown measured for concurrent rings (rings of 2 all-reducing
+  /// together vs one alone), interpolated linearly in the number of rings;
+  /// without a measurement by that number.
+  int devicesPerHost = 1;
+  struct Concurrent {
+    int rings = 0;          ///< how many rings of 2 ran at once (0: none)
+    double slowdown = 1;    ///< their per-ring time / one ring's, large sizes
+  } concurrent;
   double optimizerSeconds = 0; ///< per step, on top of the slowest stage's
   int threads = 0; ///< simulations run in parallel; 0: one per core
 };
