@@ -124,6 +124,28 @@ static int measureComm() {
       sendBytes.push_back(bytes);
       sendSeconds.push_back(median(oneWay));
     }
+    // One all-reduce per size on `g` (none: this rank only keeps pace),
+    // each timed after `sync`: {"bytes": [...], "seconds": [medians]}.
+    auto timeAllreduce = [&](varuna::rt::Group *g, varuna::rt::Group &sync) {
+      llvm::json::Array arBytes, arSeconds;
+      for (int64_t bytes : sizes) {
+        std::vector<at::Tensor> v{at::zeros({bytes / 4}, at::kFloat)};
+        std::vector<double> ar;
+        for (int it = 0; it < warmup + repeats; ++it) {
+          sync.barrier();
+          auto a = Clock::now();
+          if (g)
+            g->allreduceSum(v);
+          if (it >= warmup)
+            ar.push_back(
+                std::chrono::duration<double>(Clock::now() - a).count());
+        }
+        arBytes.push_back(bytes);
+        arSeconds.push_back(median(ar));
+      }
+      return llvm::json::Object{{"bytes", std::move(arBytes)},
+                                {"seconds", std::move(arSeconds)}};
+    };
     llvm::json::Array rings;
     llvm::json::Object ring2;
     for (int R : ringSizesOrDefault()) {
@@ -132,24 +154,8 @@ static int measureComm() {
         members.push_back(r);
       if (me < R) {
         auto g = t->group("ring" + std::to_string(R), members);
-        llvm::json::Array arBytes, arSeconds;
-        for (int64_t bytes : sizes) {
-          std::vector<at::Tensor> v{at::zeros({bytes / 4}, at::kFloat)};
-          std::vector<double> ar;
-          for (int it = 0; it < warmup + repeats; ++it) {
-            g->barrier();
-            auto a = Clock::now();
-            g->allreduceSum(v);
-            if (it >= warmup)
-              ar.push_back(
-                  std::chrono::duration<double>(Clock::now() - a).count());
-          }
-          arBytes.push_back(bytes);
-          arSeconds.push_back(median(ar));
-        }
-        llvm::json::Object o{{"ranks", R},
-                             {"bytes", std::move(arBytes)},
-                             {"seconds", std::move(arSeconds)}};
+        llvm::json::Object o = timeAllreduce(g.get(), *g);
+        o["ranks"] = R;
         if (R == 2)
           ring2 = o;
         rings.push_back(std::move(o));
@@ -165,26 +171,9 @@ static int measureComm() {
       if (me < 2 * k) // an odd last rank only waits
         g = t->group("pair" + std::to_string(me / 2),
                      {me / 2 * 2, me / 2 * 2 + 1});
-      llvm::json::Array arBytes, arSeconds;
-      for (int64_t bytes : sizes) {
-        std::vector<at::Tensor> v{at::zeros({bytes / 4}, at::kFloat)};
-        std::vector<double> ar;
-        for (int it = 0; it < warmup + repeats; ++it) {
-          t->world().barrier();
-          auto a = Clock::now();
-          if (g)
-            g->allreduceSum(v);
-          if (it >= warmup)
-            ar.push_back(
-                std::chrono::duration<double>(Clock::now() - a).count());
-        }
-        arBytes.push_back(bytes);
-        arSeconds.push_back(median(ar));
-      }
-      concurrent = llvm::json::Object{{"rings", k},
-                                      {"ranks", 2},
-                                      {"bytes", std::move(arBytes)},
-                                      {"seconds", std::move(arSeconds)}};
+      concurrent = timeAllreduce(g.get(), t->world());
+      concurrent["rings"] = k;
+      concurrent["ranks"] = 2;
     }
     if (me == 0) {
       std::error_code ec;
