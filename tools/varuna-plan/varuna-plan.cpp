@@ -98,20 +98,42 @@ static std::string bytesText(double b) {
   return buf;
 }
 
+/// The numbers of a JSON array (a missing one: none; a non-number: 0).
+static std::vector<double> doubles(const llvm::json::Array *a) {
+  std::vector<double> out;
+  if (a)
+    for (const llvm::json::Value &v : *a)
+      out.push_back(v.getAsNumber().value_or(0));
+  return out;
+}
+
+static std::vector<int64_t> ints(const llvm::json::Array *a) {
+  std::vector<int64_t> out;
+  if (a)
+    for (const llvm::json::Value &v : *a)
+      out.push_back(v.getAsInteger().value_or(0));
+  return out;
+}
+
+/// `o`'s "bytes" and "seconds" (a varuna-calibrate measurement).
+static std::pair<std::vector<double>, std::vector<double>>
+bytesAndSeconds(const llvm::json::Object *o) {
+  if (!o)
+    return {};
+  return {doubles(o->getArray("bytes")), doubles(o->getArray("seconds"))};
+}
+
 /// Least-squares fit of seconds = a + bytes * b over (bytes, seconds).
 static std::pair<double, double> fitLine(const llvm::json::Object *o) {
-  const llvm::json::Array *x = o ? o->getArray("bytes") : nullptr;
-  const llvm::json::Array *y = o ? o->getArray("seconds") : nullptr;
-  if (!x || !y || x->size() != y->size() || x->size() < 2)
+  auto [x, y] = bytesAndSeconds(o);
+  if (x.size() != y.size() || x.size() < 2)
     return {0, 0};
-  double n = x->size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x->size(); ++i) {
-    double a = (*x)[i].getAsNumber().value_or(0);
-    double b = (*y)[i].getAsNumber().value_or(0);
-    sx += a;
-    sy += b;
-    sxx += a * a;
-    sxy += a * b;
+  double n = x.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sx += x[i];
+    sy += y[i];
+    sxx += x[i] * x[i];
+    sxy += x[i] * y[i];
   }
   double slope = (n * sxy - sx * sy) / std::max(1e-30, n * sxx - sx * sx);
   double icpt = (sy - slope * sx) / n;
@@ -122,11 +144,7 @@ static std::pair<double, double> fitLine(const llvm::json::Object *o) {
 /// the measured value, else linear between (or beyond) the nearest two.
 static double atMicroBatch(const std::vector<double> &ms,
                            const llvm::json::Array *secs, double m) {
-  if (!secs)
-    return 0;
-  std::vector<double> t;
-  for (const llvm::json::Value &v : *secs)
-    t.push_back(v.getAsNumber().value_or(0));
+  std::vector<double> t = doubles(secs);
   if (t.size() != ms.size() || t.empty())
     return 0;
   if (ms.size() == 1)
@@ -136,14 +154,6 @@ static double atMicroBatch(const std::vector<double> &ms,
     ++i;
   double w = (m - ms[i - 1]) / (ms[i] - ms[i - 1]);
   return std::max(0.0, t[i - 1] + w * (t[i] - t[i - 1]));
-}
-
-static std::vector<int64_t> ints(const llvm::json::Array *a) {
-  std::vector<int64_t> out;
-  if (a)
-    for (const llvm::json::Value &v : *a)
-      out.push_back(v.getAsInteger().value_or(0));
-  return out;
 }
 
 int main(int argc, char **argv) {
@@ -271,17 +281,8 @@ int main(int argc, char **argv) {
     if (const llvm::json::Object *cc = co->getObject("allreduce_concurrent")) {
       // Per-ring time of k rings at once over one ring's, at the sizes both
       // measured from 1 MB up (where bandwidth, not latency, decides).
-      const llvm::json::Object *one = co->getObject("allreduce");
-      auto numbers = [](const llvm::json::Object *o, const char *key) {
-        std::vector<double> v;
-        if (const llvm::json::Array *a = o ? o->getArray(key) : nullptr)
-          for (const llvm::json::Value &x : *a)
-            v.push_back(x.getAsNumber().value_or(0));
-        return v;
-      };
-      std::vector<double> b = numbers(cc, "bytes"), t = numbers(cc, "seconds"),
-                          b1 = numbers(one, "bytes"),
-                          t1 = numbers(one, "seconds");
+      auto [b, t] = bytesAndSeconds(cc);
+      auto [b1, t1] = bytesAndSeconds(co->getObject("allreduce"));
       double sum = 0, sum1 = 0;
       for (size_t i = 0; i < b.size() && i < t.size(); ++i)
         for (size_t j = 0; j < b1.size() && j < t1.size(); ++j)
