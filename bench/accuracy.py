@@ -15,36 +15,18 @@ import os
 import re
 import statistics
 import subprocess
-import sys
-import tempfile
-import warnings
 
-warnings.filterwarnings("ignore")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-import varuna  # noqa: E402
-from varuna import models  # noqa: E402
+import benchlib
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-ap.add_argument("--layers", type=int, default=4)
-ap.add_argument("--hidden", type=int, default=256)
-ap.add_argument("--seq", type=int, default=128)
-ap.add_argument("--vocab", type=int, default=1024)
+benchlib.gpt_options(ap, layers=4, hidden=256, seq=128, vocab=1024)
 ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--steps", type=int, default=12)
 ap.add_argument("--markdown", action="store_true")
 args = ap.parse_args()
 
-work = tempfile.mkdtemp(prefix="varuna-accuracy-")
-model, example, names = models.make("gpt", batch=2, layers=args.layers, hidden=args.hidden,
-                                    heads=4, seq=args.seq, vocab=args.vocab)
-varuna.export(model, example, os.path.join(work, "gpt.onnx"))
-b = os.path.join(args.build, "bin")
-job = os.path.join(work, "job")
-subprocess.run([os.path.join(b, "varuna-compile"), os.path.join(work, "gpt.onnx"), "-o", job],
-               check=True, stdout=subprocess.DEVNULL)
-subprocess.run([os.path.join(b, "varuna-calibrate"), job, "--micro-batches", "1,2,4",
+work, job, _ = benchlib.compiled_gpt(args, "varuna-accuracy-", batch=2)
+subprocess.run([benchlib.tool(args, "varuna-calibrate"), job, "--micro-batches", "1,2,4",
                 "--repeats", "9"],
                check=True, stdout=subprocess.DEVNULL)
 
@@ -54,13 +36,13 @@ configs = [  # (P, D, m, schedule)
 ]
 rows = []
 for P, D, m, s in configs:
-    out = subprocess.run([os.path.join(b, "varuna-plan"), job, "--simulate", "--stages", str(P),
+    out = subprocess.run([benchlib.tool(args, "varuna-plan"), job, "--simulate", "--stages", str(P),
                           "--replicas", str(D), "--batch", str(args.batch), "--micro-batch",
                           str(m), "--schedule", s, "--schedule-latency", "0"], check=True, capture_output=True,
                          text=True).stdout
     predicted = float(re.search(r": ([0-9.]+) s per mini-batch", out).group(1))
     metrics = os.path.join(work, "m.jsonl")
-    subprocess.run([os.path.join(b, "varuna-run"), job, "--stages", str(P), "--replicas",
+    subprocess.run([benchlib.tool(args, "varuna-run"), job, "--stages", str(P), "--replicas",
                     str(D), "--batch", str(args.batch), "--micro-batch", str(m), "--schedule",
                     s, "--steps", str(args.steps), "--synthetic", "--synthetic-vocab",
                     str(args.vocab), "--metrics", metrics], check=True,

@@ -26,22 +26,11 @@ import math
 import os
 import statistics
 import subprocess
-import sys
-import tempfile
-import warnings
 
-warnings.filterwarnings("ignore")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-import varuna  # noqa: E402
-from varuna import models  # noqa: E402
+import benchlib
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-ap.add_argument("--layers", type=int, default=8)
-ap.add_argument("--hidden", type=int, default=128)
-ap.add_argument("--seq", type=int, default=64)
-ap.add_argument("--vocab", type=int, default=512)
+benchlib.gpt_options(ap, layers=8, hidden=128, seq=64, vocab=512)
 ap.add_argument("--latency-ms", type=float, default=5)
 ap.add_argument("--jitter-ms", type=float, default=5)
 ap.add_argument("--bandwidth-mbps", type=float, default=0,
@@ -53,20 +42,13 @@ ap.add_argument("--steps", type=int, default=12)
 ap.add_argument("--repeats", type=int, default=3)
 args = ap.parse_args()
 
-work = tempfile.mkdtemp(prefix="varuna-jitter-")
-model, example, names = models.make("gpt", batch=2, layers=args.layers, hidden=args.hidden,
-                                    heads=4, seq=args.seq, vocab=args.vocab)
-varuna.export(model, example, os.path.join(work, "gpt.onnx"))
-bin_dir = os.path.join(args.build, "bin")
-subprocess.run([os.path.join(bin_dir, "varuna-compile"), os.path.join(work, "gpt.onnx"),
-                "-o", os.path.join(work, "job")], check=True, stdout=subprocess.DEVNULL)
-
+work, job, _ = benchlib.compiled_gpt(args, "varuna-jitter-", batch=2)
 
 if args.schedule_latency < 0:
     # What varuna-plan plans for: one message over one stage's forward.
-    subprocess.run([os.path.join(bin_dir, "varuna-calibrate"), os.path.join(work, "job"),
+    subprocess.run([benchlib.tool(args, "varuna-calibrate"), job,
                     "--micro-batches", "2", "--no-comm"], check=True, stdout=subprocess.DEVNULL)
-    cal = json.load(open(os.path.join(work, "job", "calibration.json")))
+    cal = json.load(open(os.path.join(job, "calibration.json")))
     forward = sum(sec["forward_seconds"][0] for sec in cal["sections"]) / 4
     args.schedule_latency = math.ceil(args.latency_ms * 1e-3 / forward)
     print(f"stage forward {forward * 1e3:.2f} ms per micro-batch: Varuna's order planned "
@@ -75,7 +57,7 @@ if args.schedule_latency < 0:
 
 def run(schedule, condition, seed):
     metrics = os.path.join(work, "m.jsonl")
-    cmd = [os.path.join(bin_dir, "varuna-run"), os.path.join(work, "job"), "--stages", "4",
+    cmd = [benchlib.tool(args, "varuna-run"), job, "--stages", "4",
            "--schedule", schedule, "--batch", "16", "--micro-batch", "2",
            "--steps", str(args.steps), "--synthetic", "--synthetic-vocab", str(args.vocab),
            "--metrics", metrics]

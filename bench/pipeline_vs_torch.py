@@ -18,14 +18,9 @@ import json
 import os
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
-import warnings
 
-warnings.filterwarnings("ignore")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import benchlib
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -33,7 +28,6 @@ import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-import varuna  # noqa: E402
 from varuna import models  # noqa: E402
 
 
@@ -111,34 +105,23 @@ def free_port():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--heads", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--vocab", type=int, default=1024)
+    benchlib.gpt_options(ap, layers=8, hidden=256, seq=128, vocab=1024)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     args = ap.parse_args()
-    cfg = dict(layers=args.layers, hidden=args.hidden, heads=args.heads, seq=args.seq,
-               vocab=args.vocab)
-    work = tempfile.mkdtemp(prefix="varuna-pipe-bench-")
-    model, example, names = models.make("gpt", batch=args.micro_batch, **cfg)
-    varuna.export(model, example, os.path.join(work, "gpt.onnx"))
-    bin_dir = os.path.join(args.build, "bin")
-    subprocess.run([os.path.join(bin_dir, "varuna-compile"), os.path.join(work, "gpt.onnx"),
-                    "-o", os.path.join(work, "job")], check=True, stdout=subprocess.DEVNULL)
+    cfg = benchlib.gpt_config(args)
+    work, job, _ = benchlib.compiled_gpt(args, "varuna-pipe-bench-", batch=args.micro_batch)
     json.dump({"optimizer": {"type": "adamw", "lr": 1e-4}},
               open(os.path.join(work, "train.json"), "w"))
-    manifest = json.load(open(os.path.join(work, "job", "manifest.json")))
+    manifest = json.load(open(os.path.join(job, "manifest.json")))
     bounds = next(p["boundaries"] for p in manifest["partitions"] if p["stages"] == 2)
     # Section 0 is the embedding with the first layer, the last holds the head.
     split = bounds[1]
 
     def varuna_run(extra, tag):
         metrics = os.path.join(work, f"m-{tag}.jsonl")
-        subprocess.run([os.path.join(bin_dir, "varuna-run"), os.path.join(work, "job"),
+        subprocess.run([benchlib.tool(args, "varuna-run"), job,
                         "--batch", str(args.batch), "--micro-batch", str(args.micro_batch),
                         "--steps", str(args.steps), "--synthetic", "--synthetic-vocab",
                         str(args.vocab), "--config", os.path.join(work, "train.json"),

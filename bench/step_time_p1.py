@@ -13,37 +13,22 @@ import json
 import os
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
-import warnings
 
-warnings.filterwarnings("ignore")
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-import varuna  # noqa: E402
-from varuna import models  # noqa: E402
+import benchlib
+from varuna import models
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
-ap.add_argument("--layers", type=int, default=4)
-ap.add_argument("--hidden", type=int, default=256)
-ap.add_argument("--heads", type=int, default=4)
-ap.add_argument("--seq", type=int, default=128)
-ap.add_argument("--vocab", type=int, default=1024)
+benchlib.gpt_options(ap, layers=4, hidden=256, seq=128, vocab=1024)
 ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--micro-batch", type=int, default=4)
 ap.add_argument("--steps", type=int, default=20)
 args = ap.parse_args()
 threads = torch.get_num_threads()
-cfg = dict(layers=args.layers, hidden=args.hidden, heads=args.heads, seq=args.seq,
-           vocab=args.vocab)
-work = tempfile.mkdtemp(prefix="varuna-bench-")
-model, example, names = models.make("gpt", batch=args.micro_batch, **cfg)
-varuna.export(model, example, os.path.join(work, "gpt.onnx"))
+work, job, names = benchlib.compiled_gpt(args, "varuna-bench-", batch=args.micro_batch)
 rng = np.random.default_rng(0)
 n = args.batch * 4
 os.makedirs(os.path.join(work, "data"))
@@ -54,7 +39,7 @@ json.dump({"optimizer": {"type": "adamw", "lr": 1e-4}},
           open(os.path.join(work, "train.json"), "w"))
 
 # PyTorch eager: micro-batches with gradient accumulation, like varuna-run.
-model, _, _ = models.make("gpt", **cfg)
+model, _, _ = models.make("gpt", **benchlib.gpt_config(args))
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 times = []
 micro = args.batch // args.micro_batch
@@ -69,14 +54,10 @@ for step in range(args.steps):
     times.append(time.perf_counter() - t)
 torch_step = statistics.median(times[3:])
 
-bin_dir = os.path.join(args.build, "bin")
-subprocess.run([os.path.join(bin_dir, "varuna-compile"), os.path.join(work, "gpt.onnx"),
-                "-o", os.path.join(work, "job")], check=True, stdout=subprocess.DEVNULL)
-
 
 def varuna_run(engine):
     metrics = os.path.join(work, f"m-{engine}.jsonl")
-    subprocess.run([os.path.join(bin_dir, "varuna-run"), os.path.join(work, "job"),
+    subprocess.run([benchlib.tool(args, "varuna-run"), job,
                     "--engine", engine,
                     "--batch", str(args.batch), "--micro-batch", str(args.micro_batch),
                     "--steps", str(args.steps), "--data", os.path.join(work, "data"),

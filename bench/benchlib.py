@@ -1,0 +1,57 @@
+"""The Python benchmarks' shared set-up: the repository's python/ on the
+import path, the GPT shape options every benchmark takes, and a GPT-style
+model exported and compiled into a fresh work directory.
+
+    import benchlib
+    ap = argparse.ArgumentParser()
+    benchlib.gpt_options(ap, layers=4, hidden=256, seq=128, vocab=1024)
+    args = ap.parse_args()
+    work, job, names = benchlib.compiled_gpt(args, "varuna-x-", batch=2)
+    subprocess.run([benchlib.tool(args, "varuna-run"), job, ...])"""
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+warnings.filterwarnings("ignore")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import varuna  # noqa: E402
+from varuna import models  # noqa: E402
+
+
+def gpt_options(ap, layers, hidden, seq, vocab, heads=4):
+    """--build and the GPT's shape, with these defaults."""
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--layers", type=int, default=layers)
+    ap.add_argument("--hidden", type=int, default=hidden)
+    ap.add_argument("--heads", type=int, default=heads)
+    ap.add_argument("--seq", type=int, default=seq)
+    ap.add_argument("--vocab", type=int, default=vocab)
+
+
+def gpt_config(args):
+    """The keyword arguments of models.make("gpt", ...) for args' shape."""
+    return dict(layers=args.layers, hidden=args.hidden, heads=args.heads, seq=args.seq,
+                vocab=args.vocab)
+
+
+def tool(args, name):
+    """The path of a built tool (build/bin/NAME)."""
+    return os.path.join(args.build, "bin", name)
+
+
+def compiled_gpt(args, prefix, batch):
+    """Exports the GPT of args' shape (example batch `batch`) to WORK/gpt.onnx
+    in a new temporary directory and compiles it to WORK/job; returns (WORK,
+    WORK/job, the graph's input names)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    model, example, names = models.make("gpt", batch=batch, **gpt_config(args))
+    onnx = os.path.join(work, "gpt.onnx")
+    varuna.export(model, example, onnx)
+    job = os.path.join(work, "job")
+    subprocess.run([tool(args, "varuna-compile"), onnx, "-o", job], check=True,
+                   stdout=subprocess.DEVNULL)
+    return work, job, names
