@@ -305,6 +305,27 @@ sectionArguments(func::FuncOp s, ArrayRef<at::Tensor> received,
 }
 
 FailureOr<std::vector<at::Tensor>>
+forwardSections(ATenEvaluator &evaluator, ArrayRef<func::FuncOp> sections,
+                const llvm::StringMap<at::Tensor> &inputs, int64_t batch,
+                std::vector<SectionStash> &stash) {
+  at::NoGradGuard noGrad;
+  stash.assign(sections.size(), SectionStash());
+  std::vector<at::Tensor> sent;
+  for (auto [k, s] : llvm::enumerate(sections)) {
+    auto args = sectionArguments(s, sent, inputs);
+    if (failed(args))
+      return failure();
+    stash[k].args = std::move(*args);
+    stash[k].rng = evaluator.getGenerator().get_state();
+    auto out = evaluator.runSection(s, stash[k].args, batch);
+    if (failed(out))
+      return failure();
+    sent = std::move(*out);
+  }
+  return sent;
+}
+
+FailureOr<std::vector<at::Tensor>>
 ATenEvaluator::runCompiled(unsigned k, func::FuncOp func,
                            ArrayRef<at::Tensor> args, ATenOpContext &ctx) {
   const CompiledSections &compiled = *options.compiled;

@@ -182,21 +182,9 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
            llvm::zip(evaluator.getInputNames(), data.batch(0, m, 0, m)))
         inputs[name] = tensorFromNpy(b.array);
       // Each section's arguments, from one forward pass of the chain.
-      std::vector<std::vector<at::Tensor>> args(sections.size());
-      std::vector<at::Tensor> sent;
-      {
-        at::NoGradGuard noGrad;
-        for (auto [k, s] : llvm::enumerate(sections)) {
-          auto a = sectionArguments(s, sent, inputs);
-          if (failed(a))
-            return failure();
-          args[k] = std::move(*a);
-          auto o = evaluator.runSection(s, args[k], m);
-          if (failed(o))
-            return failure();
-          sent = std::move(*o);
-        }
-      }
+      std::vector<SectionStash> stash;
+      if (failed(forwardSections(evaluator, sections, inputs, m, stash)))
+        return failure();
       for (auto [k, s] : llvm::enumerate(sections)) {
         std::vector<double> fwd, bwd;
         // Iteration `measureMemory` (after the warm-up and the timed runs)
@@ -204,7 +192,7 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
         int measureMemory = options.warmup + options.repeats;
         for (int it = 0; it <= measureMemory; ++it) {
           std::vector<at::Tensor> leaves;
-          for (const at::Tensor &t : args[k]) {
+          for (const at::Tensor &t : stash[k].args) {
             at::Tensor l = t.detach();
             if (l.is_floating_point())
               l.requires_grad_(true);

@@ -180,27 +180,11 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
     byName[name] = t;
 
   // Forward without autograd: stash each section's arguments and RNG state.
-  struct Stash {
-    std::vector<at::Tensor> args;
-    at::Tensor rng;
-  };
-  std::vector<Stash> stash(sections.size());
-  std::vector<at::Tensor> sent;
-  {
-    at::NoGradGuard noGrad;
-    for (auto [k, s] : llvm::enumerate(sections)) {
-      auto args = sectionArguments(s, sent, byName);
-      if (failed(args))
-        return failure();
-      stash[k].args = std::move(*args);
-      stash[k].rng = evaluator.getGenerator().get_state();
-      auto out = evaluator.runSection(s, stash[k].args, batch);
-      if (failed(out))
-        return failure();
-      sent = std::move(*out);
-    }
-  }
-  double loss = sent[lossIndex].item<double>();
+  std::vector<SectionStash> stash;
+  auto sent = forwardSections(evaluator, sections, byName, batch, stash);
+  if (failed(sent))
+    return failure();
+  double loss = (*sent)[lossIndex].item<double>();
 
   // Backward from the last section: recompute, then hand the gradients of the
   // received activations to the previous section.

@@ -200,6 +200,23 @@ private:
   std::vector<std::vector<ParamOp>> compiledParams; // per section
 };
 
+/// What a forward pass of the section chain leaves for recomputing each
+/// section: its arguments and the generator's state before it ran.
+struct SectionStash {
+  std::vector<at::Tensor> args;
+  at::Tensor rng;
+};
+
+/// Runs `sections` one after the other without autograd on the graph
+/// inputs `inputs` at micro-batch size `batch` (each receiving what the
+/// previous one sent), filling `stash` with one entry per section; returns
+/// the last section's results. Fails after a diagnostic.
+mlir::FailureOr<std::vector<at::Tensor>>
+forwardSections(ATenEvaluator &evaluator,
+                llvm::ArrayRef<mlir::func::FuncOp> sections,
+                const llvm::StringMap<at::Tensor> &inputs, int64_t batch,
+                std::vector<SectionStash> &stash);
+
 } // namespace varuna
 
 #endif // VARUNA_TARGET_ATEN_ATENEVALUATOR_H
