@@ -55,3 +55,13 @@ def compiled_gpt(args, prefix, batch):
     subprocess.run([tool(args, "varuna-compile"), onnx, "-o", job], check=True,
                    stdout=subprocess.DEVNULL)
     return work, job, names
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p

@@ -94,15 +94,6 @@ def torch_worker(rank, args, cfg, split, schedule_name, port, out):
     dist.destroy_process_group()
 
 
-def free_port():
-    import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def main():
     ap = argparse.ArgumentParser()
     benchlib.gpt_options(ap, layers=8, hidden=256, seq=128, vocab=1024)
@@ -135,7 +126,7 @@ def main():
         results[f"varuna P=2 {s}"] = varuna_run(["--stages", "2", "--schedule", s], "p2" + s)
     for s in ("1f1b", "gpipe"):
         out = os.path.join(work, f"torch-{s}.json")
-        mp.spawn(torch_worker, args=(args, cfg, split, s, free_port(), out), nprocs=2)
+        mp.spawn(torch_worker, args=(args, cfg, split, s, benchlib.free_port(), out), nprocs=2)
         t = json.load(open(out))[2:]
         results[f"torch.distributed.pipelining P=2 {s}"] = args.batch / statistics.median(t)
 

@@ -94,8 +94,13 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     slowestOptimizer = std::max(slowestOptimizer, optimizer);
     cost.recompute = cost.forward;
     c.stages.push_back(cost);
-    c.allreduceSeconds.push_back(allreduceSeconds(
-        in, D, params, std::min(std::max(in.devicesPerHost, 1), P)));
+    int buckets = in.bucketBytes > 0 && D > 1
+                      ? std::max(1, int(std::ceil(params / in.bucketBytes)))
+                      : 1;
+    c.allreduceBuckets.push_back(buckets);
+    c.allreduceSeconds.push_back(
+        buckets * allreduceSeconds(in, D, params / buckets,
+                                   std::min(std::max(in.devicesPerHost, 1), P)));
     if (s + 1 < P) {
       int64_t cut = b[s + 1] - 1;
       double bytes = cut >= 0 && cut < static_cast<int64_t>(

@@ -46,6 +46,7 @@ struct StageState {
   std::vector<uint64_t> candidates; // bit per position: an R/B whose
                                     // inputs are known (not yet run)
   double freeAt = 0, busy = 0, lastEnd = 0;
+  double lastBackwardStart = 0, lastBackwardEnd = 0;
   bool running = false;
 };
 
@@ -294,6 +295,10 @@ SimulationResult simulate(const SimulationConfig &c) {
     x.freeAt = end;
     x.busy += end - now;
     x.lastEnd = std::max(x.lastEnd, end);
+    if (t.kind == TaskKind::Backward && end >= x.lastBackwardEnd) {
+      x.lastBackwardStart = now;
+      x.lastBackwardEnd = end;
+    }
     if (c.recordTimeline)
       res.timeline.push_back({s, t, now, end});
     int k = t.microBatch;
@@ -342,7 +347,21 @@ SimulationResult simulate(const SimulationConfig &c) {
   double finish = 0;
   for (int s = 0; s < P; ++s) {
     double ar = c.allreduceSeconds.empty() ? 0 : c.allreduceSeconds[s];
-    finish = std::max(finish, st[s].lastEnd + ar);
+    int n = c.allreduceBuckets.empty() ? 1 : std::max(c.allreduceBuckets[s], 1);
+    double done = st[s].lastEnd + ar;
+    if (n > 1 && ar > 0) {
+      // Bucket j is final (j+1)/n into the last backward; they are reduced
+      // one after another.
+      const StageState &x = st[s];
+      double t = x.lastBackwardStart;
+      for (int j = 0; j < n; ++j)
+        t = std::max(t, x.lastBackwardStart + (x.lastBackwardEnd -
+                                               x.lastBackwardStart) *
+                                                  (j + 1) / n) +
+            ar / n;
+      done = std::max(x.lastEnd, t);
+    }
+    finish = std::max(finish, done);
   }
   res.minibatchSeconds = finish + c.optimizerSeconds;
   for (int s = 0; s < P; ++s)

@@ -40,7 +40,8 @@ def render(trace: dict, width: int = 1200) -> str:
            'F forward, R recompute, B backward, grey communication</text>']
     for i, (pid, tid) in enumerate(rows):
         y = top + i * row_h
-        label = f"{names.get(pid, f'rank {pid}')} {'comm' if tid else 'compute'}"
+        lane = ("compute", "comm", "all-reduce")[tid] if tid < 3 else f"lane {tid}"
+        label = f"{names.get(pid, f'rank {pid}')} {lane}"
         out.append(f'<text x="5" y="{y + 15}">{escape(label)}</text>')
         for e in events:
             if (e["pid"], e.get("tid", 0)) != (pid, tid):

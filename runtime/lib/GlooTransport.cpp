@@ -53,20 +53,30 @@ void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
   }
 }
 
+/// One or more c10d work items waited as one.
 class GlooPending : public Pending {
 public:
+  GlooPending(std::vector<c10::intrusive_ptr<c10d::Work>> w, std::string what,
+              std::chrono::milliseconds timeout)
+      : works(std::move(w)), what(std::move(what)), timeout(timeout) {}
   GlooPending(c10::intrusive_ptr<c10d::Work> w, std::string what,
               std::chrono::milliseconds timeout)
-      : work(std::move(w)), what(std::move(what)), timeout(timeout) {}
+      : GlooPending(std::vector<c10::intrusive_ptr<c10d::Work>>{std::move(w)},
+                    std::move(what), timeout) {}
   void wait() override {
-    if (work)
-      waitWork(work, what, timeout);
-    work.reset();
+    for (auto &w : works)
+      waitWork(w, what, timeout);
+    works.clear();
   }
-  bool test() override { return !work || work->isCompleted(); }
+  bool test() override {
+    for (auto &w : works)
+      if (!w->isCompleted())
+        return false;
+    return true;
+  }
 
 private:
-  c10::intrusive_ptr<c10d::Work> work;
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
   std::string what;
   std::chrono::milliseconds timeout;
 };
@@ -80,13 +90,24 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allreduceSum(std::vector<at::Tensor> &tensors) override {
-    if (size_ == 1 || tensors.empty())
-      return;
-    for (at::Tensor &t : tensors) {
-      std::vector<at::Tensor> one{t};
-      waitWork(pg->allreduce(one), "allreduce over group '" + name + "'",
-               timeout);
-    }
+    allreduceSumAsync(tensors)->wait();
+  }
+  std::unique_ptr<Pending>
+  allreduceSumAsync(std::vector<at::Tensor> &tensors) override {
+    // c10d's multi-tensor allreduce means one tensor per device: one work
+    // item per tensor, queued in order.
+    std::string what = "allreduce over group '" + name + "'";
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    if (size_ > 1)
+      for (at::Tensor &t : tensors) {
+        std::vector<at::Tensor> one{t};
+        try {
+          works.push_back(pg->allreduce(one));
+        } catch (const std::exception &e) {
+          throw Error("Gloo", what, detail::messageOf(e), __FILE__, __LINE__);
+        }
+      }
+    return std::make_unique<GlooPending>(std::move(works), what, timeout);
   }
   void barrier() override {
     if (size_ > 1)

@@ -87,6 +87,16 @@ struct Comm {
     }
     VARUNA_CHECK_CUDA(cudaEventDestroy(event));
   }
+  /// Makes the communicator's stream wait for the work already queued on
+  /// the device's default stream (where ATen computes the tensors we send
+  /// or reduce): without it NCCL could read a tensor still being written.
+  void follow() {
+    cudaEvent_t e;
+    VARUNA_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    VARUNA_CHECK_CUDA(cudaEventRecord(e, cudaStreamLegacy));
+    VARUNA_CHECK_CUDA(cudaStreamWaitEvent(stream, e, 0));
+    VARUNA_CHECK_CUDA(cudaEventDestroy(e));
+  }
   cudaEvent_t record() {
     cudaEvent_t e;
     VARUNA_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -158,18 +168,24 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allreduceSum(std::vector<at::Tensor> &tensors) override {
-    if (size_ == 1)
-      return;
+    allreduceSumAsync(tensors)->wait();
+  }
+  std::unique_ptr<Pending>
+  allreduceSumAsync(std::vector<at::Tensor> &tensors) override {
     std::string what = "allreduce over group '" + comm.name + "'";
+    if (size_ == 1 || tensors.empty())
+      return std::make_unique<NcclPending>(comm, nullptr, what);
+    for (at::Tensor &t : tensors)
+      checkDevice(t, what);
+    comm.follow();
     VARUNA_CHECK_NCCL(ncclGroupStart());
     for (at::Tensor &t : tensors) {
-      checkDevice(t, what);
       VARUNA_CHECK_NCCL(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(),
                                       ncclType(t.scalar_type()), ncclSum,
                                       comm.comm, comm.stream));
     }
     VARUNA_CHECK_NCCL(ncclGroupEnd());
-    comm.wait(comm.record(), what);
+    return std::make_unique<NcclPending>(comm, comm.record(), what);
   }
   void barrier() override {
     if (size_ == 1)
@@ -208,6 +224,7 @@ public:
                                 int tag) override {
     std::string what = "send to rank " + std::to_string(dst);
     checkDevice(t, what);
+    worldComm.follow();
     VARUNA_CHECK_NCCL(ncclSend(t.data_ptr(), t.numel(),
                                ncclType(t.scalar_type()), dst, worldComm.comm,
                                worldComm.stream));
@@ -216,6 +233,7 @@ public:
   std::unique_ptr<Pending> recv(at::Tensor &t, int src, int tag) override {
     std::string what = "recv from rank " + std::to_string(src);
     checkDevice(t, what);
+    worldComm.follow(); // the buffer may be fresh from the default stream
     VARUNA_CHECK_NCCL(ncclRecv(t.data_ptr(), t.numel(),
                                ncclType(t.scalar_type()), src, worldComm.comm,
                                worldComm.stream));

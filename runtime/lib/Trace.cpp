@@ -46,8 +46,8 @@ void Trace::write(const std::string &path, int pid,
        << ", \"args\": {\"name\": \"" << escape(processName) << "\"}},\n";
     os << "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " << pid
        << ", \"args\": {\"sort_index\": " << pid << "}},\n";
-    const char *lanes[] = {"compute", "communication"};
-    for (int l = 0; l < 2; ++l)
+    const char *lanes[] = {"compute", "communication", "all-reduce"};
+    for (int l = 0; l < 3; ++l)
       os << "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " << pid
          << ", \"tid\": " << l << ", \"args\": {\"name\": \"" << lanes[l]
          << "\"}},\n";

@@ -74,6 +74,10 @@ static cl::opt<int64_t> scheduleLatency(
     "schedule-latency", cl::init(-1),
     cl::desc("Message latency Varuna's static order plans for, in forward "
              "times (as varuna-run's; default: from the link)"));
+static cl::opt<double> bucketMB(
+    "bucket-mb", cl::init(25),
+    cl::desc("Data-parallel gradient bucket size in MiB, as varuna-run's "
+             "(buckets overlap the last backward; default 25)"));
 static cl::opt<int> replicas("replicas", cl::init(1),
                              cl::desc("D (--simulate)"));
 static cl::opt<std::string> timeline(
@@ -259,6 +263,9 @@ int main(int argc, char **argv) {
   if (devicesPerHost < 1)
     return fail("--devices-per-host must be at least 1");
   in.scheduleLatency = scheduleLatency;
+  if (!(bucketMB > 0))
+    return fail("--bucket-mb must be positive");
+  in.bucketBytes = bucketMB * 1048576.0;
   if (microBatch < 0 || stateCopies < 0)
     return fail("--micro-batch and --optimizer-state-copies must not be "
                 "negative");
@@ -440,6 +447,8 @@ int main(int argc, char **argv) {
                << " --schedule " << scheduleName;
   if (best.scheduleLatency > 0)
     llvm::outs() << " --schedule-latency " << best.scheduleLatency;
+  if (bucketMB.getNumOccurrences())
+    llvm::outs() << " --bucket-mb " << llvm::format("%g", double(bucketMB));
   llvm::outs() << "\n";
   if (!output.empty()) {
     std::error_code ec;
@@ -451,6 +460,7 @@ int main(int argc, char **argv) {
                          {"micro_batch", best.microBatch},
                          {"schedule", scheduleName},
                          {"schedule_latency", best.scheduleLatency},
+                         {"bucket_mb", double(bucketMB)},
                          {"estimated_seconds", best.seconds},
                          {"source", cal ? "calibration" : "static estimates"}};
     os << llvm::json::Value(std::move(o)) << "\n";

@@ -125,15 +125,21 @@ static cl::opt<bool> strictSchedule(
     cl::desc("Follow the static task order exactly (no run-time deviation "
              "when a message is late)"));
 
+static cl::opt<double> bucketMB(
+    "bucket-mb", cl::init(25),
+    cl::desc("Data-parallel gradient buckets of at most this many MiB, each "
+             "all-reduced during the last backward once its gradients are "
+             "final (default 25)"));
+
 static cl::opt<int64_t> scheduleLatency(
     "schedule-latency", cl::init(0),
     cl::desc("Message latency the static schedule plans for, in forward "
              "times of one micro-batch (0: none)"));
 
 static cl::opt<std::string> planPath(
-    "plan", cl::desc("Take --stages, --replicas, --micro-batch, --schedule "
-                     "and --schedule-latency from this varuna-plan output "
-                     "(JSON)"));
+    "plan", cl::desc("Take --stages, --replicas, --micro-batch, --schedule, "
+                     "--schedule-latency and --bucket-mb from this "
+                     "varuna-plan output (JSON)"));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
@@ -173,7 +179,8 @@ int main(int argc, char **argv) {
         !take(replicas, *field("replicas")) ||
         !take(microBatch, *field("micro_batch")) ||
         !take(scheduleName, schedule->str()) ||
-        !take(scheduleLatency, field("schedule_latency").value_or(0)))
+        !take(scheduleLatency, field("schedule_latency").value_or(0)) ||
+        !take(bucketMB, o->getNumber("bucket_mb").value_or(bucketMB)))
       return fail("the command line contradicts the plan '" + planPath + "'");
   }
   if (stages < 1 || replicas < 1)
@@ -339,6 +346,9 @@ int main(int argc, char **argv) {
   if (scheduleLatency < 0)
     return fail("--schedule-latency must be non-negative");
   pipeline.timing.latency = scheduleLatency;
+  if (!(bucketMB > 0))
+    return fail("--bucket-mb must be positive");
+  pipeline.bucketBytes = static_cast<size_t>(bucketMB * 1048576.0);
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;
 

@@ -170,6 +170,27 @@ TEST(Planner, MeasuredRings) {
   EXPECT_EQ(configFor(in, 1, 1, error).allreduceSeconds[0], 0);
 }
 
+// Buckets: 1 MB of gradients in buckets of 0.3 MB -> 4 buckets of 0.25 MB,
+// each 1 ms + 0.25 MB / 1 GB/s = 1.25 ms on a ring of 2 -> 5 ms in all; one
+// replica has neither buckets nor an all-reduce.
+TEST(Planner, GradientBuckets) {
+  PlanInput in;
+  in.sections = {{1e-3, 2e-3, 1e6}};
+  in.boundaries[1] = {0, 1};
+  in.globalBatch = 64;
+  in.microBatch = 1;
+  in.allreduceRings = {{2, 1e-3, 1e9}};
+  in.bucketBytes = 0.3e6;
+  std::string error;
+  SimulationConfig c = configFor(in, 1, 2, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(c.allreduceBuckets, std::vector<int>{4});
+  EXPECT_NEAR(c.allreduceSeconds[0], 5e-3, 1e-12);
+  c = configFor(in, 1, 1, error);
+  EXPECT_EQ(c.allreduceBuckets, std::vector<int>{1});
+  EXPECT_EQ(c.allreduceSeconds[0], 0);
+}
+
 // With only a ring larger than D measured, D uses it (latency scaled down).
 TEST(Planner, MeasuredRingLargerThanD) {
   PlanInput in;

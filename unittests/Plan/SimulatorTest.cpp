@@ -91,6 +91,30 @@ TEST(Simulator, LatencyAllReduceOptimizer) {
   EXPECT_DOUBLE_EQ(r.minibatchSeconds, 8.25);
 }
 
+// Gradient buckets overlap the last backward. P=1, Nm=1: F0 [0,1], B0 [1,3].
+//   1 bucket of 1 s after B0: 4.
+//   2 buckets of 0.5 s, final at 2 and 3: [2,2.5], [3,3.5] -> 3.5.
+//   4 buckets of 1 s (4 s in all), final at 1.5, 2, 2.5, 3: one after
+//   another from 1.5 -> 5.5 (one bucket: 3 + 4 = 7).
+TEST(Simulator, BucketsOverlapLastBackward) {
+  SimulationConfig c = unit(ScheduleKind::Varuna, 1, 1, true);
+  c.allreduceSeconds = {1.0};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 4.0);
+  c.allreduceBuckets = {2};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 3.5);
+  c.allreduceSeconds = {4.0};
+  c.allreduceBuckets = {4};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 5.5);
+  c.allreduceBuckets = {1};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 7.0);
+  // Only the last backward counts: Nm = 2, B1 [4,6] (F0 F1 B0 B1 on one
+  // stage, B0 [2,4]): 2 buckets of 0.5 s final at 5 and 6 -> 6.5.
+  c = unit(ScheduleKind::GPipe, 1, 2, false);
+  c.allreduceSeconds = {1.0};
+  c.allreduceBuckets = {2};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 6.5);
+}
+
 // Bandwidth: 1 MB activations over 1 MB/s links are serialized: GPipe's two
 // forwards at stage 0 end at 1 and 2, their activations arrive at 2 and 3.
 TEST(Simulator, BandwidthSerializesTransfers) {

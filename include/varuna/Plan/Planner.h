@@ -88,6 +88,10 @@ struct PlanInput {
     double slowdown = 1;    ///< their per-ring time / one ring's, large sizes
   } concurrent;
   double optimizerSeconds = 0; ///< per step, on top of the slowest stage's
+  /// varuna-run --bucket-mb in bytes: a stage's gradients are all-reduced
+  /// in ceil(bytes / bucketBytes) buckets (each paying the latency) that
+  /// overlap its last backward; 0: one, after it.
+  double bucketBytes = 25.0 * 1048576;
   int threads = 0; ///< simulations run in parallel; 0: one per core
 };
 

@@ -10,9 +10,13 @@
 // activation is there and the stage holds fewer micro-batches than the
 // static order does at its peak. Activations and gradients travel over
 // per-direction links with latency, bandwidth (transfers on one link are
-// serialized) and seeded uniform jitter. After its last backward a stage
-// all-reduces its gradients over the replicas (allreduceSeconds[s],
-// overlapping the other stages' work); then the optimizer runs.
+// serialized) and seeded uniform jitter. A stage all-reduces its gradients
+// over the replicas (allreduceSeconds[s], overlapping the other stages'
+// work) in allreduceBuckets[s] buckets, as the runtime does
+// (rt::GradientBuckets): bucket j of n is final (j+1)/n of the way through
+// the stage's last backward and is reduced then, or when bucket j-1 is done
+// if later, taking allreduceSeconds[s] / n; one bucket starts after the
+// last backward. Then the optimizer runs.
 //
 // Inputs are per-micro-batch seconds (from varuna-calibrate, or static
 // estimates); the output is the mini-batch time, each stage's busy
@@ -57,6 +61,7 @@ struct SimulationConfig {
   bool deviate = true; ///< Varuna's schedule only, as in the runtime
   TimingModel scheduleTiming;           ///< what the static orders assume
   std::vector<double> allreduceSeconds; ///< per stage; empty: none
+  std::vector<int> allreduceBuckets;    ///< per stage; empty: 1 each
   double optimizerSeconds = 0;
   bool recordTimeline = false;
 };

@@ -6,6 +6,7 @@
 #include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/Transforms/GraphUtils.h"
+#include "varuna/runtime/GradientBuckets.h"
 #include "varuna/runtime/Optimizer.h"
 #include "varuna/runtime/Trace.h"
 
@@ -116,6 +117,7 @@ private:
   std::vector<VTensorType> inTypes;   // received values (by recv index)
   std::vector<VTensorType> outTypes;  // sent values (the last section's results)
   std::unique_ptr<rt::Group> stageGroup; // this stage across replicas
+  std::unique_ptr<rt::GradientBuckets> buckets; // D > 1
   std::vector<std::pair<std::string, std::unique_ptr<rt::Group>>> tieGroups;
   std::vector<std::pair<std::unique_ptr<rt::Pending>, at::Tensor>> sends;
   struct PostedValue {
@@ -194,6 +196,9 @@ LogicalResult Rank::setUp() {
       ranks.push_back(rankOf(st, r));
     stageGroup = transport.group("stage" + std::to_string(st), ranks);
   }
+  if (stageGroup->size() > 1)
+    buckets = std::make_unique<rt::GradientBuckets>(
+        paramLeaves, *stageGroup, pipeline.bucketBytes, &trace);
   for (auto &[name, stages] : readers) {
     if (stages.size() < 2)
       continue;
@@ -414,6 +419,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
 
   std::map<int, Stash> stash;
   std::map<int, Live> live;
+  int backwardsDone = 0;
   double lossSum = 0, countSum = 0;
   int prev = rankOf(stage - 1, replica), next = rankOf(stage + 1, replica);
   // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
@@ -547,6 +553,11 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
             grads.push_back(gi);
           }
       }
+      // The last backward finalizes the gradients: data-parallel buckets
+      // start as their gradients become final.
+      bool lastBackward = ++backwardsDone == numMicro;
+      if (buckets && lastBackward)
+        buckets->arm();
       if (!roots.empty()) {
         auto span = trace.scope("B" + std::to_string(k), rt::Trace::Compute);
         if (grads.empty())
@@ -561,6 +572,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
             sendValue(kGradient, s, k, prev, i,
                       g.defined() ? g : at::zeros_like(leaf));
           }
+      if (buckets && lastBackward)
+        buckets->launchRest();
       break;
     }
     }
@@ -573,7 +586,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   }
 
   // The loss, what it averages over and (with loss scaling) the ranks whose
-  // gradients overflowed, summed over every rank in one all-reduce.
+  // gradients overflowed, summed over every rank in one all-reduce (while
+  // the gradient buckets are in flight: they leave the gradients alone).
   double scale = scaler ? scaler->scale() : 1.0;
   double overflowed = 0;
   if (scaler) {
@@ -587,6 +601,11 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   {
     auto span = trace.scope("allreduce loss", rt::Trace::Comm);
     transport.world().allreduceSum(totals);
+  }
+  // Data parallelism: the stage's gradients summed over its replicas.
+  if (buckets) {
+    auto span = trace.scope("wait gradient buckets", rt::Trace::Comm);
+    buckets->wait();
   }
   double total = totals[0][1].item<double>();
   m.loss = totals[0][0].item<double>() / total;
@@ -610,27 +629,6 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   for (at::Tensor &p : paramLeaves) {
     at::Tensor g = p.grad();
     grads.push_back(g.defined() ? g.div_(total * scale) : at::zeros_like(p));
-  }
-  // Data parallelism: sum over the replicas of this stage, in one buffer
-  // per dtype.
-  if (stageGroup && stageGroup->size() > 1) {
-    auto span = trace.scope("allreduce gradients", rt::Trace::Comm);
-    std::map<at::ScalarType, std::vector<size_t>> byType;
-    for (size_t i = 0; i < grads.size(); ++i)
-      byType[grads[i].scalar_type()].push_back(i);
-    for (auto &[type, idx] : byType) {
-      std::vector<at::Tensor> flat;
-      for (size_t i : idx)
-        flat.push_back(grads[i].reshape({-1}));
-      std::vector<at::Tensor> buf{at::cat(flat)};
-      stageGroup->allreduceSum(buf);
-      int64_t off = 0;
-      for (size_t i : idx) {
-        int64_t n = grads[i].numel();
-        grads[i].copy_(buf[0].narrow(0, off, n).view_as(grads[i]));
-        off += n;
-      }
-    }
   }
   // Ties: the copies' gradients summed over the stages that hold them.
   for (auto &[name, group] : tieGroups) {

@@ -56,6 +56,10 @@ struct PipelineOptions {
   /// micro-batch forward): a message latency makes the Varuna order start
   /// more forwards before the first backward.
   plan::TimingModel timing;
+  /// Data-parallel gradients (D > 1) are summed in buckets of at most this
+  /// many bytes, each started during the last backward as soon as its
+  /// gradients are final (rt::GradientBuckets). 25 MiB: DDP's default.
+  size_t bucketBytes = size_t(25) << 20;
 };
 
 /// What can be checked before any rank starts: P x D, the batch, a partition

@@ -4,8 +4,9 @@
 // all-reduces, optimizer) with the machine's monotonic clock, so the spans of
 // the ranks of one machine line up. The rank writes them as a Chrome-trace /
 // Perfetto JSON file (one "process" per rank, named "stage s / replica r",
-// one "thread" per lane: compute, communication); mergeTraces joins the
-// ranks' files into the job's timeline -- the paper's Gantt chart (Fig. 7).
+// one "thread" per lane: compute, communication, background all-reduces);
+// mergeTraces joins the ranks' files into the job's timeline -- the paper's
+// Gantt chart (Fig. 7).
 // Torch-free.
 //
 //===----------------------------------------------------------------------===//
@@ -23,7 +24,8 @@ namespace varuna::rt {
 class Trace {
 public:
   using Clock = std::chrono::steady_clock;
-  enum Lane : int { Compute = 0, Comm = 1 };
+  /// Background all-reduces (gradient buckets) overlap the other two.
+  enum Lane : int { Compute = 0, Comm = 1, AllReduce = 2 };
 
   explicit Trace(bool enabled = false) : enabled(enabled) {}
   bool isEnabled() const { return enabled; }

@@ -64,6 +64,11 @@ public:
   virtual int size() const = 0;
   /// In-place element-wise sum over the group's ranks.
   virtual void allreduceSum(std::vector<at::Tensor> &tensors) = 0;
+  /// The same, started in the background: the tensors must stay alive and
+  /// untouched until the Pending is waited. Every member must start the
+  /// group's collectives in the same order (they match by order).
+  virtual std::unique_ptr<Pending>
+  allreduceSumAsync(std::vector<at::Tensor> &tensors) = 0;
   virtual void barrier() = 0;
 };
 
