@@ -9,7 +9,7 @@ set -euo pipefail
 APT_PACKAGES=(
   llvm-16-dev libmlir-16-dev mlir-16-tools llvm-16-tools clang-16
   libonnx-dev libprotobuf-dev protobuf-compiler libgloo-dev
-  ninja-build cmake
+  ninja-build cmake iproute2
 )
 
 # PyPI packages (exact versions).

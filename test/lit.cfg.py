@@ -31,6 +31,22 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.varuna_tools_dir, append_path=True)
 
 config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%scripts", os.path.join(config.varuna_src_root, "scripts")))
+
+# Emulated hosts (scripts/netns.sh) need root and iproute2: probe once.
+def _can_make_netns():
+    name = "varuna-lit-probe-%d" % os.getpid()
+    try:
+        if subprocess.call(["ip", "netns", "add", name], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) != 0:
+            return False
+        subprocess.call(["ip", "netns", "del", name])
+        return subprocess.call(["tc", "-V"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL) == 0
+    except OSError:
+        return False
+if _can_make_netns():
+    config.available_features.add("netns")
 
 # Generate the test models once (the generator is idempotent and fast when
 # everything is up to date).

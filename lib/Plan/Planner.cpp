@@ -25,14 +25,17 @@ static double concurrencySlowdown(const PlanInput &in, int k) {
 /// A ring all-reduce of `bytes` over D replicas (PlanInput::allreduceRings),
 /// `k` of them at once on each host.
 static double allreduceSeconds(const PlanInput &in, int D, double bytes,
-                               int k) {
+                               int k, bool acrossHosts) {
   if (D < 2)
     return 0;
   double latency = in.allreduceLatencySeconds;
   double bw = in.allreduceBytesPerSecond;
+  const std::vector<PlanInput::Ring> &rings =
+      acrossHosts && !in.remoteRings.empty() ? in.remoteRings
+                                             : in.allreduceRings;
   // The largest measured ring of at most D ranks, else the smallest one.
   const PlanInput::Ring *below = nullptr, *smallest = nullptr;
-  for (const PlanInput::Ring &r : in.allreduceRings) {
+  for (const PlanInput::Ring &r : rings) {
     if (r.ranks < 2 || r.bytesPerSecond <= 0)
       continue;
     if (r.ranks <= D && (!below || r.ranks > below->ranks))
@@ -77,6 +80,17 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
   c.link = in.link;
   c.optimizerSeconds = in.optimizerSeconds;
   double slowestOptimizer = 0;
+  // Varuna's layout: K consecutive ranks per host, rank = r P + s.
+  const int K = std::max(in.devicesPerHost, 1);
+  auto host = [&](int rank) { return rank / K; };
+  if (in.remoteLink)
+    for (int s = 0; s + 1 < P; ++s) {
+      bool crosses = false;
+      for (int r = 0; r < D && !crosses; ++r)
+        crosses = host(r * P + s) != host(r * P + s + 1);
+      c.links.push_back(crosses ? *in.remoteLink : in.link);
+      c.links.back().jitterSeconds = in.link.jitterSeconds;
+    }
   for (int s = 0; s < P; ++s) {
     StageCost cost;
     double params = 0, optimizer = 0;
@@ -100,7 +114,7 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     c.allreduceBuckets.push_back(buckets);
     c.allreduceSeconds.push_back(
         buckets * allreduceSeconds(in, D, params / buckets,
-                                   std::min(std::max(in.devicesPerHost, 1), P)));
+                                   std::min(K, P), host(s) != host((D - 1) * P + s)));
     if (s + 1 < P) {
       int64_t cut = b[s + 1] - 1;
       double bytes = cut >= 0 && cut < static_cast<int64_t>(
@@ -113,14 +127,16 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
   c.optimizerSeconds += slowestOptimizer;
   int64_t T = std::max<int64_t>(in.scheduleLatency, 0);
   if (in.scheduleLatency < 0 && in.schedule == ScheduleKind::Varuna && P > 1) {
-    double forward = 0, bytes = 0;
+    double forward = 0, message = 0;
     for (const StageCost &s : c.stages)
       forward += s.forward / P;
-    for (double b : c.boundaryBytes)
-      bytes = std::max(bytes, b);
-    double message = in.link.latencySeconds +
-                     (in.link.bytesPerSecond > 0 ? bytes / in.link.bytesPerSecond
-                                                 : 0);
+    for (size_t b = 0; b < c.boundaryBytes.size(); ++b) {
+      const LinkModel &l = c.links.empty() ? in.link : c.links[b];
+      message = std::max(message, l.latencySeconds +
+                                      (l.bytesPerSecond > 0
+                                           ? c.boundaryBytes[b] / l.bytesPerSecond
+                                           : 0));
+    }
     if (forward > 0)
       T = static_cast<int64_t>(
           std::ceil(std::min(message / forward, double(c.numMicroBatches))));

@@ -118,6 +118,10 @@ SimulationResult simulate(const SimulationConfig &c) {
     res.error = "boundaryBytes needs numStages - 1 entries";
     return res;
   }
+  if (!c.links.empty() && static_cast<int>(c.links.size()) != P - 1) {
+    res.error = "links needs numStages - 1 entries";
+    return res;
+  }
   ScheduleResult sched = schedule(c.schedule, P, Nm, c.scheduleTiming);
   if (!sched) {
     res.error = sched.error();
@@ -149,15 +153,17 @@ SimulationResult simulate(const SimulationConfig &c) {
   }
   std::mt19937_64 rng(c.seed);
   std::vector<double> linkFreeDown(P, 0), linkFreeUp(P, 0);
-  auto transfer = [&](double depart, double bytes, double &linkFree) {
+  // A message over boundary b (between stages b and b + 1).
+  auto transfer = [&](int b, double depart, double bytes, double &linkFree) {
+    const LinkModel &l = c.links.empty() ? c.link : c.links[b];
     double start = std::max(depart, linkFree);
-    double t = c.link.bytesPerSecond > 0 ? bytes / c.link.bytesPerSecond : 0;
+    double t = l.bytesPerSecond > 0 ? bytes / l.bytesPerSecond : 0;
     linkFree = start + t;
     double j = 0;
-    if (c.link.jitterSeconds > 0)
-      j = std::uniform_real_distribution<double>(-c.link.jitterSeconds,
-                                                 c.link.jitterSeconds)(rng);
-    return start + t + std::max(0.0, c.link.latencySeconds + j);
+    if (l.jitterSeconds > 0)
+      j = std::uniform_real_distribution<double>(-l.jitterSeconds,
+                                                 l.jitterSeconds)(rng);
+    return start + t + std::max(0.0, l.latencySeconds + j);
   };
 
   // The deviation belongs to Varuna's schedule (as in the runtime).
@@ -309,7 +315,7 @@ SimulationResult simulate(const SimulationConfig &c) {
       maybeCandidate(s, k);
       if (s + 1 < P) {
         double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s];
-        double at = transfer(end, bytes, linkFreeDown[s]);
+        double at = transfer(s, end, bytes, linkFreeDown[s]);
         st[s + 1].mb[k].actArrive = at;
         // With the deviation, the next forward may run out of order.
         arrive(s + 1, Task{TaskKind::Forward, k}, at,
@@ -322,7 +328,7 @@ SimulationResult simulate(const SimulationConfig &c) {
       --x.held;
       if (s > 0) {
         double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s - 1];
-        double at = transfer(end, bytes, linkFreeUp[s]);
+        double at = transfer(s - 1, end, bytes, linkFreeUp[s]);
         st[s - 1].mb[k].gradArrive = at;
         bool candidate = maybeCandidate(s - 1, k);
         arrive(s - 1, Task{TaskKind::Backward, k}, at, candidate);

@@ -10,6 +10,11 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -121,12 +126,60 @@ private:
   std::chrono::milliseconds timeout;
 };
 
+/// The local address this host reaches `host` from: a UDP socket
+/// "connected" to it (no packet is sent) is bound by the kernel to the
+/// source address of the route. Empty if `host` does not resolve.
+std::string localAddressTowards(const std::string &host, int port) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) ||
+      !res)
+    return "";
+  std::string out;
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    char buf[INET_ADDRSTRLEN];
+    if (getsockname(fd, reinterpret_cast<sockaddr *>(&local), &len) == 0 &&
+        inet_ntop(AF_INET, &local.sin_addr, buf, sizeof buf))
+      out = buf;
+  }
+  if (fd >= 0)
+    close(fd);
+  freeaddrinfo(res);
+  return out;
+}
+
+/// The Gloo device (the address this rank's peers connect to):
+/// GLOO_SOCKET_IFNAME names an interface, as in PyTorch; else the address
+/// this host reaches MASTER_ADDR from -- the loopback when the job is on
+/// this machine, this host's own address on the route to rank 0 otherwise
+/// (binding to MASTER_ADDR itself, as we once did, fails on any other host
+/// or network namespace).
+std::shared_ptr<::gloo::transport::Device>
+makeDevice(const TransportOptions &o) {
+  std::string what = "choosing the network interface";
+  try {
+    if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
+      return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+    std::string host = o.masterAddr == "localhost" ? "127.0.0.1" : o.masterAddr;
+    std::string local = localAddressTowards(host, o.masterPort);
+    if (local.empty())
+      throw std::runtime_error("MASTER_ADDR '" + o.masterAddr +
+                               "' does not resolve to an IPv4 address");
+    return c10d::ProcessGroupGloo::createDeviceForHostname(local);
+  } catch (const std::exception &e) {
+    throw Error("Gloo", what, detail::messageOf(e), __FILE__, __LINE__);
+  }
+}
+
 class GlooTransport : public Transport {
 public:
   explicit GlooTransport(const TransportOptions &o) : options(o) {
     store = detail::connectStore(o, "Gloo");
-    device = c10d::ProcessGroupGloo::createDeviceForHostname(
-        o.masterAddr == "localhost" ? "127.0.0.1" : o.masterAddr);
+    device = makeDevice(o);
     std::vector<int> all(o.worldSize);
     for (int i = 0; i < o.worldSize; ++i)
       all[i] = i;

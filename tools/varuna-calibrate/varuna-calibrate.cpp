@@ -3,6 +3,7 @@
 //   varuna-calibrate JOBDIR [-o FILE] [--micro-batches 1,2,4] [--repeats 5]
 //                    [--warmup 2] [--compute-threads 1] [--concurrent N]
 //                    [--ring-sizes 2,4] [--no-comm]
+//   (as ranks on several hosts) varuna-calibrate JOBDIR --across-hosts
 //
 // Writes JOBDIR/calibration.json (docs/simulator.md): per section and
 // micro-batch size the forward and backward seconds, memory and optimizer
@@ -63,6 +64,12 @@ static cl::opt<int> concurrent(
     "concurrent", cl::init(0),
     cl::desc("Processes timing the sections at once (default: one per core; "
              "1: this process alone)"));
+static cl::opt<bool> acrossHosts(
+    "across-hosts", cl::init(false),
+    cl::desc("Run as ranks on several hosts (started by torchrun, srun or "
+             "scripts/netns.sh, which set RANK, WORLD_SIZE, MASTER_ADDR, "
+             "MASTER_PORT): time sends and all-reduces between them and add "
+             "them to the calibration as \"across_hosts\" (rank 0 writes)"));
 static cl::opt<std::string> commOut(
     "comm-out", cl::Hidden, cl::desc("(rank mode) where rank 0 writes"));
 static cl::opt<std::string> sectionsOut(
@@ -93,8 +100,10 @@ static double median(std::vector<double> v) {
 }
 
 /// Rank mode: ping-pong between ranks 0 and 1, then all-reduces on rings of
-/// each size of --ring-sizes (ranks 0 .. R-1; the others wait).
-static int measureComm() {
+/// each size of `ringSizes` (ranks 0 .. R-1; the others wait); rank 0
+/// writes them to `outPath`.
+static int measureComm(const std::vector<int> &ringSizes,
+                       const std::string &outPath) {
   using Clock = std::chrono::steady_clock;
   try {
     auto opts = varuna::rt::transportOptionsFromEnv();
@@ -148,7 +157,7 @@ static int measureComm() {
     };
     llvm::json::Array rings;
     llvm::json::Object ring2;
-    for (int R : ringSizesOrDefault()) {
+    for (int R : ringSizes) {
       std::vector<int> members;
       for (int r = 0; r < R; ++r)
         members.push_back(r);
@@ -177,9 +186,9 @@ static int measureComm() {
     }
     if (me == 0) {
       std::error_code ec;
-      llvm::raw_fd_ostream os(commOut, ec);
+      llvm::raw_fd_ostream os(outPath, ec);
       if (ec)
-        return fail("cannot write '" + commOut + "'");
+        return fail("cannot write '" + outPath + "'");
       llvm::json::Object out{
           {"send", llvm::json::Object{{"bytes", std::move(sendBytes)},
                                       {"seconds", std::move(sendSeconds)}}},
@@ -192,6 +201,92 @@ static int measureComm() {
   } catch (const std::exception &e) {
     return fail(e.what());
   }
+  return 0;
+}
+
+/// Reads a JSON object file; an error names the file.
+static llvm::Expected<llvm::json::Object> readObject(const std::string &path) {
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return llvm::createStringError(buf.getError(), "cannot read '" + path +
+                                                       "': " +
+                                                       buf.getError().message());
+  auto v = llvm::json::parse((*buf)->getBuffer());
+  if (!v)
+    return llvm::createStringError(
+        std::make_error_code(std::errc::invalid_argument),
+        "'" + path + "' is not JSON: " + llvm::toString(v.takeError()));
+  if (!v->getAsObject())
+    return llvm::createStringError(
+        std::make_error_code(std::errc::invalid_argument),
+        "'" + path + "' is not a JSON object");
+  return std::move(*v->getAsObject());
+}
+
+/// Writes `o` to `path` through a temporary file and a rename, so a reader
+/// never sees half a file.
+static int writeObjectAtomically(llvm::json::Object o, const std::string &path) {
+  std::string tmp = path + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(tmp, ec);
+    if (ec)
+      return fail("cannot write '" + tmp + "': " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(o))) << "\n";
+  }
+  if (auto ec = llvm::sys::fs::rename(tmp, path))
+    return fail("cannot rename '" + tmp + "': " + ec.message());
+  return 0;
+}
+
+/// --across-hosts: this process is one rank of WORLD_SIZE >= 2 on different
+/// hosts. All time sends (ranks 0 and 1) and all-reduces (rings of the
+/// --ring-sizes that fit the world); rank 0 adds them to its host's
+/// calibration file as "across_hosts" (that file must exist: run
+/// varuna-calibrate on one host first).
+static int calibrateAcrossHosts() {
+  const char *rank = std::getenv("RANK");
+  const char *world = std::getenv("WORLD_SIZE");
+  if (!rank || !world)
+    return fail("--across-hosts runs as one rank of several: start it with "
+                "torchrun, srun or scripts/netns.sh (RANK and WORLD_SIZE are "
+                "not set)");
+  int size = std::atoi(world);
+  if (size < 2)
+    return fail("--across-hosts needs at least 2 ranks (WORLD_SIZE is " +
+                llvm::Twine(world) + ")");
+  std::string path = output.empty() ? (jobDir + "/calibration.json") : output;
+  bool writer = std::string(rank) == "0";
+  if (writer && !llvm::sys::fs::exists(path))
+    return fail("'" + path + "' does not exist: run varuna-calibrate " +
+                jobDir + " on one host first (the other ranks will time out "
+                "waiting for this one)");
+  std::vector<int> rings;
+  for (int r : ringSizesOrDefault())
+    if (r <= size)
+      rings.push_back(r);
+  std::string part = path + ".across.tmp";
+  if (int rc = measureComm(rings, part))
+    return rc;
+  if (!writer)
+    return 0;
+  auto comm = readObject(part);
+  auto cal = comm ? readObject(path) : llvm::Expected<llvm::json::Object>(
+                                           llvm::json::Object{});
+  llvm::sys::fs::remove(part);
+  if (!comm)
+    return fail(llvm::toString(comm.takeError()));
+  if (!cal)
+    return fail(llvm::toString(cal.takeError()));
+  llvm::json::Object across{{"ranks", size}};
+  for (const char *key : {"send", "allreduce_rings"})
+    if (llvm::json::Value *v = comm->get(key))
+      across[key] = std::move(*v);
+  (*cal)["across_hosts"] = std::move(across);
+  if (int rc = writeObjectAtomically(std::move(*cal), path))
+    return rc;
+  llvm::outs() << "added sends and all-reduces across " << size
+               << " hosts to " << path << "\n";
   return 0;
 }
 
@@ -270,7 +365,9 @@ int main(int argc, char **argv) {
   if (concurrent < 0)
     return fail("--concurrent must not be negative");
   if (std::getenv("RANK") && !commOut.empty())
-    return measureComm();
+    return measureComm(ringSizesOrDefault(), commOut);
+  if (acrossHosts)
+    return calibrateAcrossHosts();
 
   std::vector<int64_t> ms(microBatches.begin(), microBatches.end());
   if (ms.empty())
@@ -393,27 +490,16 @@ int main(int argc, char **argv) {
     launch.env = {"OMP_NUM_THREADS=1"};
     if (varuna::rt::launchLocalRanks(launch) != 0)
       return fail("the communication measurement failed");
-    auto buf = llvm::MemoryBuffer::getFile(part);
-    auto comm = buf ? llvm::json::parse((*buf)->getBuffer())
-                    : llvm::Expected<llvm::json::Value>(
-                          llvm::createStringError(std::errc::io_error, "missing"));
+    auto comm = readObject(part);
     if (!comm)
-      return fail("cannot read the communication measurements: " +
+      return fail("the communication measurements: " +
                   llvm::toString(comm.takeError()));
-    for (auto &kv : *comm->getAsObject())
+    for (auto &kv : *comm)
       out[kv.first] = kv.second;
     llvm::sys::fs::remove(part);
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(tmp, ec);
-    if (ec)
-      return fail("cannot write '" + tmp + "': " + ec.message());
-    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(out))) << "\n";
-  }
-  if (auto ec = llvm::sys::fs::rename(tmp, path))
-    return fail("cannot rename '" + tmp + "': " + ec.message());
+  if (int rc = writeObjectAtomically(std::move(out), path))
+    return rc;
   llvm::outs() << "wrote " << path << " ("
                << sectionCount << " sections x " << ms.size()
                << " micro-batch sizes"

@@ -302,16 +302,27 @@ int main(int argc, char **argv) {
         in.concurrent.slowdown = sum / sum1;
       }
     }
-    if (const llvm::json::Array *rings = co->getArray("allreduce_rings"))
-      for (const llvm::json::Value &v : *rings) {
-        const llvm::json::Object *r = v.getAsObject();
-        int R = r ? int(r->getInteger("ranks").value_or(0)) : 0;
-        if (R < 2)
-          continue;
-        auto [lat, perByte] = fitLine(r);
-        in.allreduceRings.push_back(
-            {R, lat, 2.0 * (R - 1) / R / perByte});
+    auto readRings = [&](const llvm::json::Array *rings,
+                         std::vector<PlanInput::Ring> &out) {
+      if (rings)
+        for (const llvm::json::Value &v : *rings) {
+          const llvm::json::Object *r = v.getAsObject();
+          int R = r ? int(r->getInteger("ranks").value_or(0)) : 0;
+          if (R < 2)
+            continue;
+          auto [lat, perByte] = fitLine(r);
+          out.push_back({R, lat, 2.0 * (R - 1) / R / perByte});
+        }
+    };
+    readRings(co->getArray("allreduce_rings"), in.allreduceRings);
+    // Measured between hosts (varuna-calibrate --across-hosts).
+    if (const llvm::json::Object *across = co->getObject("across_hosts")) {
+      if (const llvm::json::Object *send = across->getObject("send")) {
+        auto [lat, perByte] = fitLine(send);
+        in.remoteLink = LinkModel{lat, 1.0 / perByte, 0};
       }
+      readRings(across->getArray("allreduce_rings"), in.remoteRings);
+    }
   }
   bool known = false;
   for (ScheduleKind k : {ScheduleKind::Varuna, ScheduleKind::GPipe,
@@ -331,6 +342,12 @@ int main(int argc, char **argv) {
                                  in.link.latencySeconds * 1e6,
                                  in.link.bytesPerSecond * 8 / 1e9,
                                  in.allreduceBytesPerSecond * 8 / 1e9);
+  if (in.remoteLink)
+    llvm::outs() << llvm::format("across hosts (--devices-per-host %d): links "
+                                 "%.0f us + %.2f Gbit/s\n",
+                                 in.devicesPerHost,
+                                 in.remoteLink->latencySeconds * 1e6,
+                                 in.remoteLink->bytesPerSecond * 8 / 1e9);
   else
     llvm::outs() << "planning from the compiler's static cost estimates (no "
                     "calibration file): "

@@ -191,6 +191,43 @@ TEST(Planner, GradientBuckets) {
   EXPECT_EQ(c.allreduceSeconds[0], 0);
 }
 
+// Measured across hosts: used where Varuna's layout (K consecutive ranks
+// per host, rank = r P + s) crosses a host. P = 2, D = 2: with K = 1 every
+// boundary and ring crosses; with K = 2 each replica is one host (the
+// boundary stays local, the stage rings {0, 2} and {1, 3} cross); with
+// K = 4 nothing crosses. Local: 1 GB/s links and rings; remote: 0.1 GB/s.
+TEST(Planner, AcrossHosts) {
+  PlanInput in;
+  in.sections = {{1e-3, 2e-3, 1e6}, {1e-3, 2e-3, 1e6}};
+  in.cutBytesPerExample = {1e5};
+  in.boundaries[2] = {0, 1, 2};
+  in.globalBatch = 64;
+  in.microBatch = 1;
+  in.link = {0, 1e9, 0};
+  in.allreduceRings = {{2, 0, 1e9}};
+  in.remoteLink = LinkModel{0, 1e8, 0};
+  in.remoteRings = {{2, 0, 1e8}};
+  std::string error;
+  auto check = [&](int K, double linkBw, double ringSeconds) {
+    in.devicesPerHost = K;
+    SimulationConfig c = configFor(in, 2, 2, error);
+    ASSERT_TRUE(error.empty()) << error;
+    ASSERT_EQ(c.links.size(), 1u) << "K=" << K;
+    EXPECT_EQ(c.links[0].bytesPerSecond, linkBw) << "K=" << K;
+    EXPECT_NEAR(c.allreduceSeconds[0], ringSeconds, 1e-12) << "K=" << K;
+  };
+  // 1 MB over a ring of 2: 1 x 1 MB / bandwidth (x2 for K = 2's two
+  // concurrent rings on a host without a concurrency measurement).
+  check(1, 1e8, 1e-2);
+  check(2, 1e9, 2e-2);
+  check(4, 1e9, 2e-3);
+  // Without remote measurements nothing changes.
+  in.remoteLink.reset();
+  in.remoteRings.clear();
+  in.devicesPerHost = 1;
+  EXPECT_TRUE(configFor(in, 2, 2, error).links.empty());
+}
+
 // With only a ring larger than D measured, D uses it (latency scaled down).
 TEST(Planner, MeasuredRingLargerThanD) {
   PlanInput in;

@@ -37,6 +37,7 @@
 #include "varuna/Plan/Simulator.h"
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,14 @@ struct PlanInput {
   /// together vs one alone), interpolated linearly in the number of rings;
   /// without a measurement by that number.
   int devicesPerHost = 1;
+  /// Measured across hosts (varuna-calibrate --across-hosts): the link and
+  /// the rings used where Varuna's layout -- devicesPerHost consecutive
+  /// ranks per host, replica r's stage s on rank r P + s -- puts the two
+  /// ends of a stage boundary, or the members of a stage's ring, on
+  /// different hosts in any replica. Absent: `link` and the rings above
+  /// everywhere.
+  std::optional<LinkModel> remoteLink;
+  std::vector<Ring> remoteRings;
   struct Concurrent {
     int rings = 0;          ///< how many rings of 2 ran at once (0: none)
     double slowdown = 1;    ///< their per-ring time / one ring's, large sizes
@@ -114,8 +123,8 @@ struct PlanResult {
 
 /// The simulation config of one (P, D) from `in` (for --simulate). With
 /// in.scheduleLatency < 0 and Varuna's schedule, the static order plans for
-/// the time of one boundary message (latency + the largest activation over
-/// the bandwidth) in units of the mean stage's forward time, rounded up: on
+/// the time of the slowest boundary message (its link's latency + its
+/// activation over the link's bandwidth) in units of the mean stage's forward time, rounded up: on
 /// a slow link it starts more forwards before the first backward, as
 /// varuna-run --schedule-latency does with the same number. (Rounding a
 /// message time below one forward down to 0 lost up to 10% in the paper

@@ -57,6 +57,9 @@ struct SimulationConfig {
   std::vector<double> boundaryBytes;    ///< numStages - 1: one activation
                                         ///< (and one gradient) message
   LinkModel link;
+  /// Per boundary (numStages - 1; between stage b and b + 1), e.g. links
+  /// that cross hosts and links that do not; empty: `link` for all.
+  std::vector<LinkModel> links;
   uint64_t seed = 0;
   bool deviate = true; ///< Varuna's schedule only, as in the runtime
   TimingModel scheduleTiming;           ///< what the static orders assume

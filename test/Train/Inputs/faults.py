@@ -12,6 +12,12 @@ no-peer:       only rank 0 of 2 starts; it must give up at the rendezvous
   after its --timeout, saying so.
 port-in-use:   MASTER_PORT is taken by another socket; rank 0 must fail with
   a clear error instead of hanging.
+random-kill:   seeded trials of a 2x2 run that checkpoints every step; a
+  random rank is killed (SIGKILL) at a random moment -- during the
+  rendezvous, a step, an all-reduce or a checkpoint write. Every time the
+  launcher must stop within 10 s naming the rank, leave no rank behind, and
+  the newest complete checkpoint (if any; "step-K" holds the state after K
+  steps) must resume under 2x1 with step K.
 Prints what happened; exits 1 if the behaviour is not the expected one."""
 import os
 import random
@@ -112,6 +118,56 @@ elif scenario == "port-in-use":
     print(r.stderr.strip()[:300])
     if r.returncode != 1 or "rendezvous at 127.0.0.1:" not in r.stderr:
         fail("expected exit 1 and a rendezvous error naming the address")
+elif scenario == "random-kill":
+    import shutil
+    rng = random.Random(int(os.environ.get("VARUNA_FAULT_SEED", "7")))
+    ckpt = job + ".ckpt"
+    for trial in range(4):
+        shutil.rmtree(ckpt, ignore_errors=True)
+        p = subprocess.Popen(["varuna-run", job, "--stages", "2", "--replicas", "2",
+                              "--batch", "8", "--micro-batch", "2", "--synthetic",
+                              "--steps", "100000", "--timeout", "30",
+                              "--checkpoint-dir", ckpt, "--checkpoint-every", "1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        delay = rng.uniform(0.2, 4.0)
+        time.sleep(delay)
+        ranks = children(p.pid)
+        if p.poll() is not None or len(ranks) != 4:
+            fail(f"trial {trial}: expected 4 running ranks, found {ranks} "
+                 f"(exit {p.poll()}): {p.stderr.read()[-300:]}")
+        victim = rng.randrange(4)
+        t = time.time()
+        os.kill(ranks[victim], signal.SIGKILL)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail(f"trial {trial}: the launcher did not stop within 10 s")
+        err = p.stderr.read()
+        left = [r for r in ranks if os.path.exists(f"/proc/{r}") and
+                open(f"/proc/{r}/stat").read().split()[2] != "Z"]
+        if p.returncode != 1 or "was killed by signal" not in err or left:
+            fail(f"trial {trial}: exit {p.returncode}, ranks left {left}: {err[-300:]}")
+        latest = subprocess.run(["varuna-ckpt", "latest", ckpt], capture_output=True,
+                                text=True)
+        step = None
+        if latest.returncode == 0:
+            step = int(latest.stdout.split()[1])
+            r = subprocess.run(["varuna-run", job, "--stages", "2", "--batch", "8",
+                                "--micro-batch", "2", "--synthetic", "--steps",
+                                str(step + 2), "--timeout", "30", "--checkpoint-dir",
+                                ckpt, "--resume"], capture_output=True, text=True,
+                               timeout=120)
+            first = next((line for line in r.stdout.splitlines()
+                          if line.startswith("step ")), "")
+            if r.returncode != 0 or not first.startswith(f"step {step} "):
+                fail(f"trial {trial}: resuming from step {step} failed: "
+                     f"{first!r} {r.stderr[-300:]}")
+        print(f"trial {trial}: rank {victim} killed after {delay:.1f} s, launcher "
+              f"stopped in {time.time() - t:.2f} s, newest checkpoint "
+              f"{'none' if step is None else step}" +
+              ("" if step is None else ", resumed under 2x1"))
+    shutil.rmtree(ckpt, ignore_errors=True)
 else:
     fail("unknown scenario " + scenario)
 print("ok:", scenario)
