@@ -78,6 +78,9 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
   int64_t all = in.globalBatch / in.microBatch;
   c.numMicroBatches = static_cast<int>((all + D - 1) / D);
   c.link = in.link;
+  c.sharedCores = in.sharedCores;
+  c.oversubscribedSlowdown = in.oversubscribedSlowdown;
+  c.replicasSharing = D;
   c.optimizerSeconds = in.optimizerSeconds;
   double slowestOptimizer = 0;
   // Varuna's layout: K consecutive ranks per host, rank = r P + s.

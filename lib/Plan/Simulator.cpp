@@ -99,9 +99,81 @@ private:
   std::vector<Node> node; ///< [1, leaves): matches; [leaves, 2 leaves): stages
 };
 
+/// How many of the replica's stages compute at each moment of a previous
+/// simulation: breakpoints (time, count from then on), sorted.
+using BusyProfile = std::vector<std::pair<double, int>>;
+
+BusyProfile busyProfile(const std::vector<SimSpan> &timeline) {
+  std::vector<std::pair<double, int>> edges;
+  for (const SimSpan &s : timeline) {
+    edges.push_back({s.start, 1});
+    edges.push_back({s.end, -1});
+  }
+  std::sort(edges.begin(), edges.end());
+  BusyProfile out;
+  int count = 0;
+  for (auto [t, d] : edges) {
+    count += d;
+    if (!out.empty() && out.back().first == t)
+      out.back().second = count;
+    else
+      out.push_back({t, count});
+  }
+  return out;
+}
+
+/// The time `work` seconds of dedicated-core compute take from `start` when
+/// `ranksPerStage` x (stages computing, per `profile`, at least 1) ranks
+/// share `cores` cores, `over` times slower still when they outnumber them.
+double sharedDuration(const BusyProfile &profile, double start, double work,
+                      double ranksPerStage, double cores, double over) {
+  auto it = std::upper_bound(
+      profile.begin(), profile.end(), start,
+      [](double t, const std::pair<double, int> &p) { return t < p.first; });
+  size_t i = it == profile.begin() ? 0 : size_t(it - profile.begin()) - 1;
+  double t = start, left = work;
+  while (true) {
+    int n = i < profile.size() && profile[i].first <= t ? profile[i].second : 1;
+    double ranks = ranksPerStage * std::max(n, 1);
+    double rate = ranks > cores ? cores / ranks / over : 1.0;
+    double until = i + 1 < profile.size() ? profile[i + 1].first : 1e300;
+    if (t + left / rate <= until)
+      return t + left / rate - start;
+    left -= (until - t) * rate;
+    t = until;
+    ++i;
+  }
+}
+
+SimulationResult simulateOnce(const SimulationConfig &c,
+                              const BusyProfile *profile);
+
 } // namespace
 
+// With shared cores, a task's slowdown depends on what else computes while
+// it runs, which depends on the slowdowns: the first pass fixes each task's
+// slowdown at its start; each further pass integrates the rate over the
+// previous pass's profile of computing stages (a fixed-point iteration; the
+// last pass is returned).
 SimulationResult simulate(const SimulationConfig &c) {
+  if (c.sharedCores <= 0)
+    return simulateOnce(c, nullptr);
+  SimulationConfig traced = c;
+  traced.recordTimeline = true;
+  SimulationResult r = simulateOnce(traced, nullptr);
+  for (int pass = 0; pass < 4 && r.ok(); ++pass) {
+    BusyProfile profile = busyProfile(r.timeline);
+    r = simulateOnce(traced, &profile);
+  }
+  if (!c.recordTimeline)
+    r.timeline.clear();
+  return r;
+}
+
+namespace {
+
+SimulationResult simulateOnce(const SimulationConfig &c,
+                              const BusyProfile *profile) {
   SimulationResult res;
   int P = c.numStages, Nm = c.numMicroBatches;
   if (P < 1 || Nm < 1) {
@@ -297,7 +369,19 @@ SimulationResult simulate(const SimulationConfig &c) {
     while (x.next < x.order.size() && x.done[x.next])
       ++x.next;
     --remaining;
-    double end = now + duration(s, t.kind);
+    double cost = duration(s, t.kind);
+    if (profile) {
+      cost = sharedDuration(*profile, now, cost, c.replicasSharing,
+                            c.sharedCores, c.oversubscribedSlowdown);
+    } else if (c.sharedCores > 0) {
+      int computing = 1;
+      for (int o = 0; o < P; ++o)
+        computing += o != s && st[o].freeAt > now;
+      double ranks = double(c.replicasSharing) * computing;
+      if (ranks > c.sharedCores)
+        cost *= ranks / c.sharedCores * c.oversubscribedSlowdown;
+    }
+    double end = now + cost;
     x.freeAt = end;
     x.busy += end - now;
     x.lastEnd = std::max(x.lastEnd, end);
@@ -376,6 +460,8 @@ SimulationResult simulate(const SimulationConfig &c) {
                                    : 0);
   return res;
 }
+
+} // namespace
 
 std::string timelineJson(const SimulationResult &r, int numStages) {
   std::string out = "{\"traceEvents\": [\n";

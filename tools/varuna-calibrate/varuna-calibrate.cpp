@@ -15,7 +15,9 @@
 // one host do.
 // Sections are timed by N processes at once (default: one per core), each
 // on its own core's share, as in training, where every core runs a rank;
-// the file holds the mean of their medians.
+// the file holds the mean of their medians. Then by 2N processes: the
+// slowdown beyond an even share of the cores when ranks outnumber them
+// ("oversubscribed"; --no-oversubscribed skips it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,6 +42,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 namespace cl = llvm::cl;
@@ -70,6 +73,10 @@ static cl::opt<bool> acrossHosts(
              "scripts/netns.sh, which set RANK, WORLD_SIZE, MASTER_ADDR, "
              "MASTER_PORT): time sends and all-reduces between them and add "
              "them to the calibration as \"across_hosts\" (rank 0 writes)"));
+static cl::opt<bool> noOversubscribed(
+    "no-oversubscribed", cl::init(false),
+    cl::desc("Skip timing the sections with twice as many processes as "
+             "cores (the slowdown when ranks outnumber cores)"));
 static cl::opt<std::string> commOut(
     "comm-out", cl::Hidden, cl::desc("(rank mode) where rank 0 writes"));
 static cl::opt<std::string> sectionsOut(
@@ -350,6 +357,65 @@ static llvm::json::Array meanOfParts(std::vector<llvm::json::Array> &parts) {
   return merged;
 }
 
+static unsigned cores() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+/// Sum of every section's forward + backward seconds at every size.
+static double computeSeconds(const llvm::json::Array &sections) {
+  double sum = 0;
+  for (const llvm::json::Value &v : sections)
+    if (const llvm::json::Object *o = v.getAsObject())
+      for (const char *key : {"forward_seconds", "backward_seconds"})
+        if (const llvm::json::Array *a = o->getArray(key))
+          for (const llvm::json::Value &x : *a)
+            sum += x.getAsNumber().value_or(0);
+  return sum;
+}
+
+/// `processes` copies of this tool time the sections at the same time (rank
+/// mode, --sections-out); their section lists, merged.
+static llvm::Expected<llvm::json::Array>
+timeSectionsConcurrently(const char *argv0, int processes,
+                         const std::vector<int64_t> &ms) {
+  auto error = [](const llvm::Twine &msg) {
+    return llvm::createStringError(std::make_error_code(std::errc::io_error),
+                                   msg);
+  };
+  std::string base = (output.empty() ? jobDir + "/calibration.json"
+                                     : std::string(output)) +
+                     ".sections";
+  std::vector<std::string> args = {
+      llvm::sys::fs::getMainExecutable(argv0, (void *)&fail), jobDir,
+      "--repeats", std::to_string(repeats), "--warmup",
+      std::to_string(warmup), "--compute-threads", std::to_string(threads),
+      "--sections-out", base};
+  std::string sizes;
+  for (int64_t m : ms)
+    sizes += (sizes.empty() ? "" : ",") + std::to_string(m);
+  args.push_back("--micro-batches=" + sizes);
+  varuna::rt::LaunchOptions launch;
+  launch.argv = args;
+  launch.worldSize = processes;
+  launch.env = {"OMP_NUM_THREADS=" + std::to_string(threads)};
+  if (varuna::rt::launchLocalRanks(launch) != 0)
+    return error("timing the sections with " + llvm::Twine(processes) +
+                 " processes failed");
+  std::vector<llvm::json::Array> parts;
+  for (int r = 0; r < processes; ++r) {
+    std::string part = base + "." + std::to_string(r);
+    auto buf = llvm::MemoryBuffer::getFile(part);
+    auto parsed = buf ? llvm::json::parse((*buf)->getBuffer())
+                      : llvm::Expected<llvm::json::Value>(error("missing"));
+    if (!parsed)
+      return error("cannot read '" + part +
+                   "': " + llvm::toString(parsed.takeError()));
+    if (!parsed->getAsArray())
+      return error("'" + part + "' is not a list of sections");
+    parts.push_back(std::move(*parsed->getAsArray()));
+    llvm::sys::fs::remove(part);
+  }
+  return meanOfParts(parts);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
@@ -406,9 +472,9 @@ int main(int argc, char **argv) {
     options.stageLibrary = abs.str().str();
   }
   auto t0 = std::chrono::steady_clock::now();
-  int processes = concurrent > 0 ? concurrent.getValue()
-                                 : std::max(1u, std::thread::hardware_concurrency());
+  int processes = concurrent > 0 ? concurrent.getValue() : int(cores());
   llvm::json::Array sections;
+  std::optional<llvm::json::Object> oversubscribed;
   if (!sectionsOut.empty() || processes == 1) {
     auto timings = varuna::calibrateSections(*job, options);
     if (mlir::failed(timings))
@@ -425,42 +491,24 @@ int main(int argc, char **argv) {
       return 0;
     }
   } else {
-    // N copies of this tool time the sections at the same time.
-    std::string base = (output.empty() ? jobDir + "/calibration.json"
-                                       : std::string(output)) +
-                       ".sections";
-    std::vector<std::string> args = {
-        llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail), jobDir,
-        "--repeats", std::to_string(repeats), "--warmup",
-        std::to_string(warmup), "--compute-threads", std::to_string(threads),
-        "--sections-out", base};
-    std::string sizes;
-    for (int64_t m : ms)
-      sizes += (sizes.empty() ? "" : ",") + std::to_string(m);
-    args.push_back("--micro-batches=" + sizes);
-    varuna::rt::LaunchOptions launch;
-    launch.argv = args;
-    launch.worldSize = processes;
-    launch.env = {"OMP_NUM_THREADS=" + std::to_string(threads)};
-    if (varuna::rt::launchLocalRanks(launch) != 0)
-      return fail("timing the sections failed");
-    std::vector<llvm::json::Array> parts;
-    for (int r = 0; r < processes; ++r) {
-      std::string part = base + "." + std::to_string(r);
-      auto buf = llvm::MemoryBuffer::getFile(part);
-      auto parsed = buf ? llvm::json::parse((*buf)->getBuffer())
-                        : llvm::Expected<llvm::json::Value>(
-                              llvm::createStringError(std::errc::io_error,
-                                                      "missing"));
-      if (!parsed)
-        return fail("cannot read '" + part +
-                    "': " + llvm::toString(parsed.takeError()));
-      if (!parsed->getAsArray())
-        return fail("'" + part + "' is not a list of sections");
-      parts.push_back(std::move(*parsed->getAsArray()));
-      llvm::sys::fs::remove(part);
+    auto timed = timeSectionsConcurrently(argv[0], processes, ms);
+    if (!timed)
+      return fail(llvm::toString(timed.takeError()));
+    sections = std::move(*timed);
+    // Twice as many processes as cores: how much slower than sharing the
+    // cores evenly (2x) a task runs when ranks outnumber cores (context
+    // switches, caches): the planner's --shared-cores model uses it.
+    if (!noOversubscribed && processes >= int(cores())) {
+      auto over = timeSectionsConcurrently(argv[0], 2 * processes, ms);
+      if (!over)
+        return fail(llvm::toString(over.takeError()));
+      double base = computeSeconds(sections), more = computeSeconds(*over);
+      if (base > 0)
+        oversubscribed = llvm::json::Object{
+            {"processes", 2 * processes},
+            {"cores", cores()},
+            {"slowdown", more / base / (2.0 * processes / cores())}};
     }
-    sections = meanOfParts(parts);
   }
   size_t sectionCount = sections.size();
   llvm::json::Array mbs;
@@ -473,6 +521,8 @@ int main(int argc, char **argv) {
                                                                  : "generated"},
                          {"micro_batches", std::move(mbs)},
                          {"sections", std::move(sections)}};
+  if (oversubscribed)
+    out["oversubscribed"] = std::move(*oversubscribed);
 
   std::string path = output.empty() ? (jobDir + "/calibration.json") : output;
   if (!noComm) {

@@ -78,6 +78,11 @@ static cl::opt<double> bucketMB(
     "bucket-mb", cl::init(25),
     cl::desc("Data-parallel gradient bucket size in MiB, as varuna-run's "
              "(buckets overlap the last backward; default 25)"));
+static cl::opt<int> sharedCores(
+    "shared-cores", cl::init(0),
+    cl::desc("All ranks run on one machine with this many cores (more "
+             "ranks than cores slow each other down); default: a device "
+             "per rank"));
 static cl::opt<int> replicas("replicas", cl::init(1),
                              cl::desc("D (--simulate)"));
 static cl::opt<std::string> timeline(
@@ -262,6 +267,9 @@ int main(int argc, char **argv) {
   in.devicesPerHost = devicesPerHost;
   if (devicesPerHost < 1)
     return fail("--devices-per-host must be at least 1");
+  if (sharedCores < 0)
+    return fail("--shared-cores must not be negative");
+  in.sharedCores = sharedCores;
   in.scheduleLatency = scheduleLatency;
   if (!(bucketMB > 0))
     return fail("--bucket-mb must be positive");
@@ -315,6 +323,9 @@ int main(int argc, char **argv) {
         }
     };
     readRings(co->getArray("allreduce_rings"), in.allreduceRings);
+    if (const llvm::json::Object *o = co->getObject("oversubscribed"))
+      in.oversubscribedSlowdown =
+          std::max(1.0, o->getNumber("slowdown").value_or(1.0));
     // Measured between hosts (varuna-calibrate --across-hosts).
     if (const llvm::json::Object *across = co->getObject("across_hosts")) {
       if (const llvm::json::Object *send = across->getObject("send")) {
@@ -335,20 +346,20 @@ int main(int argc, char **argv) {
     return fail("--schedule must be varuna, gpipe or 1f1b, not '" +
                 scheduleName + "'");
 
-  if (cal)
+  if (cal) {
     llvm::outs() << "planning from the measurements in " << calPath
                  << llvm::format(" (links: %.0f us + %.2f Gbit/s; all-reduce "
                                  "%.2f Gbit/s)\n",
                                  in.link.latencySeconds * 1e6,
                                  in.link.bytesPerSecond * 8 / 1e9,
                                  in.allreduceBytesPerSecond * 8 / 1e9);
-  if (in.remoteLink)
-    llvm::outs() << llvm::format("across hosts (--devices-per-host %d): links "
-                                 "%.0f us + %.2f Gbit/s\n",
-                                 in.devicesPerHost,
-                                 in.remoteLink->latencySeconds * 1e6,
-                                 in.remoteLink->bytesPerSecond * 8 / 1e9);
-  else
+    if (in.remoteLink)
+      llvm::outs() << llvm::format("across hosts (--devices-per-host %d): "
+                                   "links %.0f us + %.2f Gbit/s\n",
+                                   in.devicesPerHost,
+                                   in.remoteLink->latencySeconds * 1e6,
+                                   in.remoteLink->bytesPerSecond * 8 / 1e9);
+  } else
     llvm::outs() << "planning from the compiler's static cost estimates (no "
                     "calibration file): "
                  << llvm::format("%.3g FLOP/s per device, links of %g Gbit/s "

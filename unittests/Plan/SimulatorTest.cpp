@@ -115,6 +115,34 @@ TEST(Simulator, BucketsOverlapLastBackward) {
   EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 6.5);
 }
 
+// Shared cores: P = 1, Nm = 1 (F 1, B 2). Two replicas on one core run at
+// half speed: 6 instead of 3 (9 with a measured oversubscription slowdown
+// of 1.5); on two cores, or with cores to spare, as without sharing. P = 2 on one core is never faster than on two, nor than
+// twice the work done alone.
+TEST(Simulator, SharedCores) {
+  SimulationConfig c = unit(ScheduleKind::Varuna, 1, 1, true);
+  c.replicasSharing = 2;
+  c.sharedCores = 1;
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 6.0);
+  c.oversubscribedSlowdown = 1.5; // oversubscribed: 1.5 x 6
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 9.0);
+  c.sharedCores = 2; // not oversubscribed: no slowdown at all
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 3.0);
+  c.sharedCores = 64;
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 3.0);
+  SimulationConfig p2 = unit(ScheduleKind::Varuna, 2, 4, true);
+  double alone = simulate(p2).minibatchSeconds;
+  p2.sharedCores = 2;
+  EXPECT_DOUBLE_EQ(simulate(p2).minibatchSeconds, alone);
+  p2.sharedCores = 1;
+  double shared = simulate(p2).minibatchSeconds;
+  EXPECT_GT(shared, alone);
+  EXPECT_LE(shared, 2 * alone + 1e-9);
+  EXPECT_TRUE(simulate(p2).timeline.size() > 0); // recordTimeline kept
+  p2.recordTimeline = false;
+  EXPECT_TRUE(simulate(p2).timeline.empty());
+}
+
 // Bandwidth: 1 MB activations over 1 MB/s links are serialized: GPipe's two
 // forwards at stage 0 end at 1 and 2, their activations arrive at 2 and 3.
 TEST(Simulator, BandwidthSerializesTransfers) {

@@ -102,6 +102,10 @@ struct PlanInput {
   /// overlap its last backward; 0: one, after it.
   double bucketBytes = 25.0 * 1048576;
   int threads = 0; ///< simulations run in parallel; 0: one per core
+  /// All ranks on one machine with this many cores, more ranks than cores
+  /// possible (SimulationConfig::sharedCores); 0: a device per rank.
+  int sharedCores = 0;
+  double oversubscribedSlowdown = 1; ///< calibration's "oversubscribed"
 };
 
 struct PlanRow {

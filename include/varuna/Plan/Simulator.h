@@ -65,6 +65,17 @@ struct SimulationConfig {
   TimingModel scheduleTiming;           ///< what the static orders assume
   std::vector<double> allreduceSeconds; ///< per stage; empty: none
   std::vector<int> allreduceBuckets;    ///< per stage; empty: 1 each
+  /// More ranks than cores (a test machine's case; 0: a device per rank,
+  /// the default): the P x replicasSharing ranks share `sharedCores` cores,
+  /// the replicas in step. While b stages of the replica compute (a task's
+  /// own included) each runs at min(1, sharedCores / (replicasSharing x
+  /// b)) of its speed: a first pass fixes each task's rate at its start,
+  /// four more integrate it over the previous pass's profile of b.
+  int sharedCores = 0;
+  int replicasSharing = 1;
+  /// And while ranks outnumber the cores, every task is this much slower
+  /// still (context switches, caches; varuna-calibrate's "oversubscribed").
+  double oversubscribedSlowdown = 1;
   double optimizerSeconds = 0;
   bool recordTimeline = false;
 };
