@@ -2,7 +2,7 @@
 
     train_oracle.py MODEL OUTDIR --steps S --batch M [--optimizer sgd|adamw|lamb]
                     [--clip X] [--samples N] [--precision fp32|bf16|fp16]
-                    [--loss-scale INITIAL,BACKOFF]
+                    [--loss-scale INITIAL,BACKOFF] [--config JSON]
 
 Builds the zoo model (same seed, hence the same initial weights as the
 exported test model), writes a dataset OUTDIR/data/<input>.npy (N samples,
@@ -12,7 +12,8 @@ one forward, torch.optim -- and writes OUTDIR/expected.json (loss per step)
 and OUTDIR/params/<name>.npy (final parameters). With --precision bf16 or
 fp16 the forward runs under torch.autocast("cpu", dtype); fp16 (and bf16
 with --loss-scale) scales the loss with torch.amp.GradScaler, and
-expected.json also lists the steps it skipped."""
+expected.json also lists the steps it skipped. --config: keyword arguments
+of models.make (e.g. '{"layers": 4}'), the same the exported model used."""
 import argparse
 import json
 import os
@@ -33,12 +34,13 @@ ap.add_argument("--samples", type=int, default=40)
 ap.add_argument("--optimizer", default="adamw")
 ap.add_argument("--clip", type=float, default=None)
 ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+ap.add_argument("--config", default="{}", help="models.make keyword arguments (JSON)")
 ap.add_argument("--loss-scale", default=None,
                 help="INITIAL,BACKOFF of the dynamic loss scale")
 args = ap.parse_args()
 
 torch.manual_seed(0)
-model, example, names = models.make(args.model)
+model, example, names = models.make(args.model, **json.loads(args.config))
 model.train()
 g = np.random.default_rng(1234)
 data = {}
@@ -86,6 +88,17 @@ if args.precision == "fp16" or args.loss_scale:
 json.dump(config, open(os.path.join(args.outdir, "train.json"), "w"))
 
 losses, skipped = [], []
+# Per element, the largest gradient seen: elements whose gradient is zero
+# in exact arithmetic are marked (compare_training.py leaves them out).
+max_grad = {name: torch.zeros_like(p) for name, p in model.named_parameters()}
+
+
+def track_grads():
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            max_grad[name] = torch.maximum(max_grad[name], p.grad.detach().abs())
+
+
 n = args.samples
 for step in range(args.steps):
     idx = [(step * args.batch + j) % n for j in range(args.batch)]
@@ -98,12 +111,14 @@ for step in range(args.steps):
             loss = model(*batch)
     if scaler is None:
         loss.backward()
+        track_grads()
         if args.clip:
             torch.nn.utils.clip_grad_norm_(params, args.clip)
         opt.step()
     else:
         scaler.scale(loss).backward()
         scaler.unscale_(opt)
+        track_grads()
         if args.clip:
             torch.nn.utils.clip_grad_norm_(params, args.clip)
         before = scaler.get_scale()
@@ -117,4 +132,13 @@ json.dump({"losses": losses, "skipped": skipped},
 os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
 for name, p in model.named_parameters():
     np.save(os.path.join(args.outdir, "params", name + ".npy"), p.detach().numpy())
-print("oracle", args.model, "losses", losses[0], "->", losses[-1])
+largest = max(float(g.max()) for g in max_grad.values())
+marked = 0
+for name, g in max_grad.items():
+    mask = (g < 1e-6 * largest).numpy()
+    if mask.any():
+        os.makedirs(os.path.join(args.outdir, "degenerate"), exist_ok=True)
+        np.save(os.path.join(args.outdir, "degenerate", name + ".npy"), mask)
+        marked += int(mask.sum())
+print("oracle", args.model, "losses", losses[0], "->", losses[-1],
+      f"({marked} zero-gradient elements)")
