@@ -8,6 +8,7 @@ model exported and compiled into a fresh work directory.
     args = ap.parse_args()
     work, job, names = benchlib.compiled_gpt(args, "varuna-x-", batch=2)
     subprocess.run([benchlib.tool(args, "varuna-run"), job, ...])"""
+import json
 import os
 import subprocess
 import sys
@@ -65,3 +66,38 @@ def free_port():
     p = s.getsockname()[1]
     s.close()
     return p
+
+
+def adamw_gpt_job(args, prefix, batch, lr=1e-4):
+    """compiled_gpt plus WORK/train.json: AdamW at `lr`, what the benchmarks
+    that compare with torch.optim.AdamW train with."""
+    work, job, names = compiled_gpt(args, prefix, batch)
+    json.dump({"optimizer": {"type": "adamw", "lr": lr}},
+              open(os.path.join(work, "train.json"), "w"))
+    return work, job, names
+
+
+def torch_worker_steps(rank, port, steps, make_step, out):
+    """A torch.multiprocessing worker of two (mp.spawn(torch_worker_steps,
+    args=(port, steps, make_step, out), nprocs=2)): joins the Gloo process
+    group at 127.0.0.1:`port` with one compute thread, builds its training
+    step with make_step(rank) (a picklable function returning a function of
+    nothing), times `steps` calls of it between barriers and, on rank 0,
+    writes the times to `out` (JSON)."""
+    import time
+    import torch
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    one_step = make_step(rank)
+    times = []
+    for _ in range(steps):
+        dist.barrier()
+        t = time.perf_counter()
+        one_step()
+        dist.barrier()
+        times.append(time.perf_counter() - t)
+    if rank == 0:
+        json.dump(times, open(out, "w"))
+    dist.destroy_process_group()

@@ -21,19 +21,17 @@ import json
 import os
 import statistics
 import subprocess
-import time
+from functools import partial
 
 import benchlib
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 from varuna import models
 
 
-def ddp_worker(rank, args, cfg, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+def ddp_step(args, cfg, rank):
+    """Rank `rank`'s DDP training step (AdamW, micro-batches accumulated
+    under no_sync() but the last)."""
     torch.manual_seed(0)
     gpt, _, _ = models.make("gpt", **cfg)
     model = torch.nn.parallel.DistributedDataParallel(gpt, bucket_cap_mb=args.bucket_mb)
@@ -41,11 +39,9 @@ def ddp_worker(rank, args, cfg, port, out):
     g = torch.Generator().manual_seed(1 + rank)
     per_rank = args.batch // 2
     micro = per_rank // args.micro_batch
-    times = []
-    for _ in range(args.steps):
+
+    def step():
         ids = torch.randint(0, args.vocab, (per_rank, args.seq), generator=g)
-        dist.barrier()
-        t = time.perf_counter()
         opt.zero_grad()
         for j in range(micro):
             mb = ids[j * args.micro_batch:(j + 1) * args.micro_batch]
@@ -55,11 +51,7 @@ def ddp_worker(rank, args, cfg, port, out):
             else:
                 (model(mb, mb) / micro).backward()
         opt.step()
-        dist.barrier()
-        times.append(time.perf_counter() - t)
-    if rank == 0:
-        json.dump(times, open(out, "w"))
-    dist.destroy_process_group()
+    return step
 
 
 def main():
@@ -73,9 +65,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     cfg = benchlib.gpt_config(args)
-    work, job, _ = benchlib.compiled_gpt(args, "varuna-dp-bench-", batch=args.micro_batch)
-    json.dump({"optimizer": {"type": "adamw", "lr": 1e-4}},
-              open(os.path.join(work, "train.json"), "w"))
+    work, job, _ = benchlib.adamw_gpt_job(args, "varuna-dp-bench-", batch=args.micro_batch)
 
     def varuna_run(bucket_mb, tag):
         metrics = os.path.join(work, f"m-{tag}.jsonl")
@@ -111,7 +101,8 @@ def main():
             exposed[k].append(e)
             buckets[k] = n
         out = os.path.join(work, f"ddp-{r}.json")
-        mp.spawn(ddp_worker, args=(args, cfg, benchlib.free_port(), out), nprocs=2)
+        mp.spawn(benchlib.torch_worker_steps, nprocs=2,
+                 args=(benchlib.free_port(), args.steps, partial(ddp_step, args, cfg), out))
         ddp_steps += json.load(open(out))[2:]
     ddp = statistics.median(ddp_steps)
     results = {k: (statistics.median(steps[k]), statistics.median(exposed[k]), buckets[k])

@@ -18,12 +18,11 @@ import json
 import os
 import statistics
 import subprocess
-import time
+from functools import partial
 
 import benchlib
 
 import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -58,10 +57,8 @@ class Stage1(nn.Module):
         return F.linear(self.ln_f(x), self.head)
 
 
-def torch_worker(rank, args, cfg, split, schedule_name, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=2)
+def pipelining_step(args, cfg, split, schedule_name, rank):
+    """Rank `rank`'s torch.distributed.pipelining step (stage `rank` of 2)."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
     torch.manual_seed(0)
     gpt, _, _ = models.make("gpt", **cfg)
@@ -76,22 +73,16 @@ def torch_worker(rank, args, cfg, split, schedule_name, port, out):
     sched = cls(stage, n_micro, loss_fn=loss_fn)
     opt = torch.optim.AdamW(module.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1)
-    times = []
-    for _ in range(args.steps):
+
+    def step():
         ids = torch.randint(0, args.vocab, (args.batch, args.seq), generator=g)
-        dist.barrier()
-        t = time.perf_counter()
         opt.zero_grad()
         if rank == 0:
             sched.step(ids)
         else:
             sched.step(target=ids)
         opt.step()
-        dist.barrier()
-        times.append(time.perf_counter() - t)
-    if rank == 0:
-        json.dump(times, open(out, "w"))
-    dist.destroy_process_group()
+    return step
 
 
 def main():
@@ -102,9 +93,7 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     args = ap.parse_args()
     cfg = benchlib.gpt_config(args)
-    work, job, _ = benchlib.compiled_gpt(args, "varuna-pipe-bench-", batch=args.micro_batch)
-    json.dump({"optimizer": {"type": "adamw", "lr": 1e-4}},
-              open(os.path.join(work, "train.json"), "w"))
+    work, job, _ = benchlib.adamw_gpt_job(args, "varuna-pipe-bench-", batch=args.micro_batch)
     manifest = json.load(open(os.path.join(job, "manifest.json")))
     bounds = next(p["boundaries"] for p in manifest["partitions"] if p["stages"] == 2)
     # Section 0 is the embedding with the first layer, the last holds the head.
@@ -126,7 +115,9 @@ def main():
         results[f"varuna P=2 {s}"] = varuna_run(["--stages", "2", "--schedule", s], "p2" + s)
     for s in ("1f1b", "gpipe"):
         out = os.path.join(work, f"torch-{s}.json")
-        mp.spawn(torch_worker, args=(args, cfg, split, s, benchlib.free_port(), out), nprocs=2)
+        mp.spawn(benchlib.torch_worker_steps, nprocs=2,
+                 args=(benchlib.free_port(), args.steps,
+                       partial(pipelining_step, args, cfg, split, s), out))
         t = json.load(open(out))[2:]
         results[f"torch.distributed.pipelining P=2 {s}"] = args.batch / statistics.median(t)
 
