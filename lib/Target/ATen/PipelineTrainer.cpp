@@ -20,6 +20,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace mlir;
@@ -118,6 +119,8 @@ private:
   std::vector<VTensorType> outTypes;  // sent values (the last section's results)
   std::unique_ptr<rt::Group> stageGroup; // this stage across replicas
   std::unique_ptr<rt::GradientBuckets> buckets; // D > 1
+  std::optional<std::vector<plan::Task>> stageOrder; // the static order
+  size_t stagePeak = 0; // its most micro-batches held at once
   std::vector<std::pair<std::string, std::unique_ptr<rt::Group>>> tieGroups;
   std::vector<std::pair<std::unique_ptr<rt::Pending>, at::Tensor>> sends;
   struct PostedValue {
@@ -396,10 +399,16 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   int64_t allMicro = M / mb, D = pipeline.replicas;
   int numMicro = static_cast<int>(allMicro / D + (replica < allMicro % D));
   int64_t firstMicro = replica * (allMicro / D) + std::min<int64_t>(replica, allMicro % D);
-  plan::ScheduleResult sched = plan::schedule(pipeline.schedule, P(), numMicro, pipeline.timing);
-  if (!sched)
-    return jobError(job, "schedule: ") << sched.error(), failure();
-  std::vector<plan::Task> order = sched->order(stage);
+  // The stage's static order: the same every step (made once per run).
+  if (!stageOrder) {
+    plan::ScheduleResult sched =
+        plan::schedule(pipeline.schedule, P(), numMicro, pipeline.timing);
+    if (!sched)
+      return jobError(job, "schedule: ") << sched.error(), failure();
+    stageOrder = sched->order(stage);
+    stagePeak = static_cast<size_t>(sched->maxInFlight(stage));
+  }
+  const std::vector<plan::Task> &order = *stageOrder;
   std::set<int> recomputed;
   for (const plan::Task &t : order)
     if (t.kind == plan::TaskKind::Recompute)
@@ -448,7 +457,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // previous stage waits for them (GPipe's are in reverse).
   bool deviate =
       pipeline.deviate && pipeline.schedule == plan::ScheduleKind::Varuna;
-  const size_t peakHeld = static_cast<size_t>(sched->maxInFlight(stage));
+  const size_t peakHeld = stagePeak;
   // Receives are posted a window of tasks ahead, so a message finds its
   // buffer waiting: posting one after the sender has started (GPipe and
   // 1F1B used to post on demand) cost 2-5 ms each in Gloo here.
