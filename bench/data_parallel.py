@@ -8,7 +8,7 @@ optimizer (AdamW) and one thread per rank.
 
     python3 bench/data_parallel.py [--build build] [--layers 4] [--hidden 256]
         [--batch 16] [--micro-batch 4] [--steps 10] [--bucket-mb 4]
-        [--repeats 3]
+        [--repeats 3] [--emulate-bandwidth-mbps B]
 
 The three run in turn, --repeats times (this machine's speed drifts: taking
 turns spreads the drift over all three). Prints each one's median step time
@@ -63,9 +63,15 @@ def main():
     # 4 MiB: a few buckets for the 14 MB of this GPT (25 MiB would be one).
     ap.add_argument("--bucket-mb", type=float, default=4)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--emulate-bandwidth-mbps", type=float, default=0,
+                    help="a slow network for the all-reduces (varuna-run's emulation, "
+                         "--emulate-collectives; DDP cannot be slowed alike and is skipped)")
     args = ap.parse_args()
     cfg = benchlib.gpt_config(args)
     work, job, _ = benchlib.adamw_gpt_job(args, "varuna-dp-bench-", batch=args.micro_batch)
+
+    emulate = (["--emulate-bandwidth-mbps", str(args.emulate_bandwidth_mbps),
+                "--emulate-collectives"] if args.emulate_bandwidth_mbps else [])
 
     def varuna_run(bucket_mb, tag):
         metrics = os.path.join(work, f"m-{tag}.jsonl")
@@ -75,7 +81,7 @@ def main():
                         "--batch", str(args.batch), "--micro-batch", str(args.micro_batch),
                         "--steps", str(args.steps), "--synthetic", "--synthetic-vocab",
                         str(args.vocab), "--config", os.path.join(work, "train.json"),
-                        "--metrics", metrics, "--trace", trace],
+                        "--metrics", metrics, "--trace", trace] + emulate,
                        check=True, stdout=subprocess.DEVNULL)
         t = [json.loads(line)["step_seconds"] for line in open(metrics)][2:]
         events = json.load(open(trace))["traceEvents"]
@@ -100,22 +106,27 @@ def main():
             steps[k] += t
             exposed[k].append(e)
             buckets[k] = n
-        out = os.path.join(work, f"ddp-{r}.json")
-        mp.spawn(benchlib.torch_worker_steps, nprocs=2,
-                 args=(benchlib.free_port(), args.steps, partial(ddp_step, args, cfg), out))
-        ddp_steps += json.load(open(out))[2:]
-    ddp = statistics.median(ddp_steps)
+        if not emulate:
+            out = os.path.join(work, f"ddp-{r}.json")
+            mp.spawn(benchlib.torch_worker_steps, nprocs=2,
+                     args=(benchlib.free_port(), args.steps, partial(ddp_step, args, cfg),
+                           out))
+            ddp_steps += json.load(open(out))[2:]
+    ddp = statistics.median(ddp_steps) if ddp_steps else None
     results = {k: (statistics.median(steps[k]), statistics.median(exposed[k]), buckets[k])
                for k in runs}
 
     print(f"GPT {args.layers}x{args.hidden}, seq {args.seq}, vocab {args.vocab}, batch "
           f"{args.batch} in micro-batches of {args.micro_batch}, 2 replicas, one thread "
-          f"per rank, buckets of {args.bucket_mb:g} MiB")
+          f"per rank, buckets of {args.bucket_mb:g} MiB"
+          + (f", all-reduces over an emulated {args.emulate_bandwidth_mbps:g} Mbit/s link"
+             if emulate else ""))
     for k, (sec, exposed, n) in results.items():
         print(f"  {k:28s} {sec * 1e3:8.1f} ms/step   {n:4.1f} buckets/step   "
               f"waits after the last backward {exposed:6.1f} ms")
-    print(f"  {'torch DDP (gloo)':28s} {ddp * 1e3:8.1f} ms/step")
-    print(f"ratio DDP / varuna (buckets): {ddp / results['varuna 1x2, buckets'][0]:.2f}")
+    if ddp is not None:
+        print(f"  {'torch DDP (gloo)':28s} {ddp * 1e3:8.1f} ms/step")
+        print(f"ratio DDP / varuna (buckets): {ddp / results['varuna 1x2, buckets'][0]:.2f}")
     print(f"ratio one bucket / buckets:   "
           f"{results['varuna 1x2, one bucket'][0] / results['varuna 1x2, buckets'][0]:.2f}")
 

@@ -1,9 +1,10 @@
 //===- NetworkEmulation.cpp - Delay, jitter and bandwidth for sends -------===//
 //
 // A decorator over any Transport: sends are queued with a due time and
-// posted by one background thread when due; receives and collectives pass
-// straight through. A send's Pending waits until it was posted, then for the
-// inner send. The per-rank generator is seeded, so a run's delays repeat.
+// posted by one background thread when due; receives pass straight through.
+// A send's Pending waits until it was posted, then for the inner send. The
+// per-rank generator is seeded, so a run's delays repeat. Collectives (when
+// emulated) start at once and their Pending also waits for a due time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,6 +61,72 @@ private:
   std::chrono::milliseconds timeout;
 };
 
+/// A collective that may not be seen done before `due`.
+class DueCollective : public Pending {
+public:
+  DueCollective(std::unique_ptr<Pending> inner, Clock::time_point due)
+      : inner(std::move(inner)), due(due) {}
+  void wait() override {
+    inner->wait();
+    std::this_thread::sleep_until(due);
+  }
+  bool test() override { return inner->test() && Clock::now() >= due; }
+
+private:
+  std::unique_ptr<Pending> inner;
+  Clock::time_point due;
+};
+
+/// A group whose all-reduces take at least the emulated link's time: their
+/// traffic is serialized on the rank's link (shared by all its groups),
+/// the latency comes on top.
+class EmulatedGroup : public Group {
+public:
+  EmulatedGroup(Group &inner, const NetworkEmulation &e,
+                std::shared_ptr<Clock::time_point> link)
+      : inner(inner), e(e), linkBusy(std::move(link)) {}
+  int rank() const override { return inner.rank(); }
+  int size() const override { return inner.size(); }
+  void allreduceSum(std::vector<at::Tensor> &tensors) override {
+    allreduceSumAsync(tensors)->wait();
+  }
+  std::unique_ptr<Pending>
+  allreduceSumAsync(std::vector<at::Tensor> &tensors) override {
+    double bytes = 0;
+    for (const at::Tensor &t : tensors)
+      bytes += double(t.numel() * t.element_size());
+    int n = inner.size();
+    double traffic = n > 1 && e.bandwidthBytesPerS > 0
+                         ? 1000.0 * 2 * (n - 1) / n * bytes / e.bandwidthBytesPerS
+                         : 0;
+    double latency = n > 1 ? e.latencyMs : 0;
+    auto us = [](double ms) {
+      return std::chrono::microseconds(int64_t(ms * 1000));
+    };
+    Clock::time_point start = std::max(Clock::now(), *linkBusy);
+    *linkBusy = start + us(traffic);
+    return std::make_unique<DueCollective>(inner.allreduceSumAsync(tensors),
+                                           *linkBusy + us(latency));
+  }
+  void barrier() override { inner.barrier(); }
+
+private:
+  Group &inner;
+  NetworkEmulation e;
+  std::shared_ptr<Clock::time_point> linkBusy;
+};
+
+/// Owns the inner group it wraps.
+class OwningEmulatedGroup : public EmulatedGroup {
+public:
+  OwningEmulatedGroup(std::unique_ptr<Group> g, const NetworkEmulation &e,
+                      std::shared_ptr<Clock::time_point> link)
+      : EmulatedGroup(*g, e, std::move(link)), owned(std::move(g)) {}
+
+private:
+  std::unique_ptr<Group> owned;
+};
+
 class EmulatedTransport : public Transport {
 public:
   EmulatedTransport(std::unique_ptr<Transport> inner, NetworkEmulation e)
@@ -80,10 +147,20 @@ public:
   std::chrono::milliseconds timeout() const override {
     return inner->timeout();
   }
-  Group &world() override { return inner->world(); }
+  Group &world() override {
+    if (!emulation.collectives)
+      return inner->world();
+    if (!worldGroup)
+      worldGroup =
+          std::make_unique<EmulatedGroup>(inner->world(), emulation, link);
+    return *worldGroup;
+  }
   std::unique_ptr<Group> group(const std::string &name,
                                const std::vector<int> &ranks) override {
-    return inner->group(name, ranks);
+    if (!emulation.collectives)
+      return inner->group(name, ranks);
+    return std::make_unique<OwningEmulatedGroup>(inner->group(name, ranks),
+                                                 emulation, link);
   }
   std::unique_ptr<Pending> recv(at::Tensor &tensor, int src,
                                 int tag) override {
@@ -156,6 +233,10 @@ private:
 
   std::unique_ptr<Transport> inner;
   NetworkEmulation emulation;
+  std::unique_ptr<EmulatedGroup> worldGroup;
+  // When the rank's link is free of collective traffic (all its groups).
+  std::shared_ptr<Clock::time_point> link =
+      std::make_shared<Clock::time_point>();
   std::mt19937_64 rng;
   std::mutex mutex;
   std::condition_variable wake;

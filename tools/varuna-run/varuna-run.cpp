@@ -115,6 +115,10 @@ static cl::opt<double> emuBandwidth(
     cl::desc("Network emulation: plus size / this bandwidth (megabits/s)"));
 static cl::opt<uint64_t> emuSeed("emulate-seed", cl::init(0),
                                  cl::desc("Network emulation: seed"));
+static cl::opt<bool> emuCollectives(
+    "emulate-collectives", cl::init(false),
+    cl::desc("Network emulation: all-reduces also take latency + a ring's "
+             "traffic over the bandwidth, one after another per group"));
 
 static cl::opt<std::string> transportName(
     "transport", cl::init("gloo"),
@@ -351,6 +355,17 @@ int main(int argc, char **argv) {
   pipeline.bucketBytes = static_cast<size_t>(bucketMB * 1048576.0);
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;
+  varuna::rt::NetworkEmulation emu;
+  emu.latencyMs = emuLatency;
+  emu.jitterMs = emuJitter;
+  emu.bandwidthBytesPerS = emuBandwidth * 1e6 / 8;
+  emu.seed = emuSeed;
+  emu.collectives = emuCollectives;
+  if (emu.latencyMs < 0 || emu.jitterMs < 0 || emu.bandwidthBytesPerS < 0)
+    return fail("network emulation values must be non-negative");
+  if (emu.collectives && !emu.enabled())
+    return fail("--emulate-collectives needs --emulate-latency-ms or "
+                "--emulate-bandwidth-mbps");
 
   // P x D ranks. Without RANK in the environment this process is the
   // launcher: it starts the ranks on this machine (each is this program
@@ -384,13 +399,6 @@ int main(int argc, char **argv) {
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     at::set_num_threads(threads > 0 ? unsigned(threads)
                                     : std::max(1u, cores / unsigned(local)));
-    varuna::rt::NetworkEmulation emu;
-    emu.latencyMs = emuLatency;
-    emu.jitterMs = emuJitter;
-    emu.bandwidthBytesPerS = emuBandwidth * 1e6 / 8;
-    emu.seed = emuSeed;
-    if (emu.latencyMs < 0 || emu.jitterMs < 0 || emu.bandwidthBytesPerS < 0)
-      return fail("network emulation values must be non-negative");
     transport = varuna::rt::emulateNetwork(varuna::rt::connectGloo(topts), emu);
   } catch (const std::exception &e) {
     return fail(e.what());

@@ -104,12 +104,18 @@ std::unique_ptr<Transport> connectNccl(const TransportOptions &options);
 /// netem): every point-to-point send is held back by
 /// latency + uniform(-jitter, +jitter) + bytes / bandwidth before it is
 /// handed to the transport, from a generator seeded with seed + rank.
-/// Off when all are zero. Collectives are not delayed.
+/// Off when all are zero. With `collectives`, an all-reduce over a group of
+/// n also has traffic 2 (n-1)/n x bytes / bandwidth (a ring's, per rank)
+/// on the rank's link, after the traffic of its earlier all-reduces (every
+/// group of the rank shares the link), and completes no sooner than its
+/// traffic is through plus the latency; no jitter. Otherwise collectives
+/// are not delayed. Only timing changes, never results.
 struct NetworkEmulation {
   double latencyMs = 0;
   double jitterMs = 0;
   double bandwidthBytesPerS = 0; ///< 0: unlimited
   uint64_t seed = 0;
+  bool collectives = false;
   bool enabled() const {
     return latencyMs > 0 || jitterMs > 0 || bandwidthBytesPerS > 0;
   }
