@@ -127,16 +127,19 @@ BusyProfile busyProfile(const std::vector<SimSpan> &timeline) {
 /// share `cores` cores, `over` times slower still when they outnumber them.
 double sharedDuration(const BusyProfile &profile, double start, double work,
                       double ranksPerStage, double cores, double over) {
+  // Segment i runs from profile[i] to profile[i + 1]; i = -1 is the time
+  // before the first breakpoint (nothing computing).
   auto it = std::upper_bound(
       profile.begin(), profile.end(), start,
       [](double t, const std::pair<double, int> &p) { return t < p.first; });
-  size_t i = it == profile.begin() ? 0 : size_t(it - profile.begin()) - 1;
+  std::ptrdiff_t i = (it - profile.begin()) - 1;
+  const std::ptrdiff_t size = std::ptrdiff_t(profile.size());
   double t = start, left = work;
   while (true) {
-    int n = i < profile.size() && profile[i].first <= t ? profile[i].second : 1;
+    int n = i >= 0 ? profile[size_t(i)].second : 0;
     double ranks = ranksPerStage * std::max(n, 1);
     double rate = ranks > cores ? cores / ranks / over : 1.0;
-    double until = i + 1 < profile.size() ? profile[i + 1].first : 1e300;
+    double until = i + 1 < size ? profile[size_t(i + 1)].first : 1e300;
     if (t + left / rate <= until)
       return t + left / rate - start;
     left -= (until - t) * rate;

@@ -144,8 +144,12 @@ elif scenario == "random-kill":
             p.kill()
             fail(f"trial {trial}: the launcher did not stop within 10 s")
         err = p.stderr.read()
-        left = [r for r in ranks if os.path.exists(f"/proc/{r}") and
-                open(f"/proc/{r}/stat").read().split()[2] != "Z"]
+        def alive(pid):
+            try:  # a zombie waits for its parent only; a vanished pid is gone
+                return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+            except OSError:
+                return False
+        left = [r for r in ranks if alive(r)]
         if p.returncode != 1 or "was killed by signal" not in err or left:
             fail(f"trial {trial}: exit {p.returncode}, ranks left {left}: {err[-300:]}")
         latest = subprocess.run(["varuna-ckpt", "latest", ckpt], capture_output=True,
