@@ -78,6 +78,10 @@ static cl::opt<double> bucketMB(
     "bucket-mb", cl::init(25),
     cl::desc("Data-parallel gradient bucket size in MiB, as varuna-run's "
              "(buckets overlap the last backward; default 25)"));
+static cl::opt<std::string> messagePrecision(
+    "message-precision", cl::init("fp32"),
+    cl::desc("fp32 | bf16, as varuna-run's: bf16 halves the bytes of each "
+             "stage boundary's messages (taken as all fp32)"));
 static cl::opt<int> sharedCores(
     "shared-cores", cl::init(0),
     cl::desc("All ranks run on one machine with this many cores (more "
@@ -224,9 +228,14 @@ int main(int argc, char **argv) {
     ps.paramBytes = s->getNumber("param_bytes").value_or(0);
     in.sections.push_back(ps);
   }
+  if (messagePrecision != "fp32" && messagePrecision != "bf16")
+    return fail("--message-precision must be fp32 or bf16, not '" +
+                messagePrecision + "'");
+  double wireShare = messagePrecision == "bf16" ? 0.5 : 1.0;
   if (const llvm::json::Array *cuts = m->getArray("cut_points"))
     for (const llvm::json::Value &v : *cuts)
       in.cutBytesPerExample.push_back(
+          wireShare *
           v.getAsObject()->getNumber("bytes_per_example").value_or(0));
   if (const llvm::json::Array *parts = m->getArray("partitions"))
     for (const llvm::json::Value &v : *parts) {
@@ -477,6 +486,8 @@ int main(int argc, char **argv) {
     llvm::outs() << " --schedule-latency " << best.scheduleLatency;
   if (bucketMB.getNumOccurrences())
     llvm::outs() << " --bucket-mb " << llvm::format("%g", double(bucketMB));
+  if (messagePrecision != "fp32")
+    llvm::outs() << " --message-precision " << messagePrecision;
   llvm::outs() << "\n";
   if (!output.empty()) {
     std::error_code ec;
@@ -489,6 +500,7 @@ int main(int argc, char **argv) {
                          {"schedule", scheduleName},
                          {"schedule_latency", best.scheduleLatency},
                          {"bucket_mb", double(bucketMB)},
+                         {"message_precision", messagePrecision},
                          {"estimated_seconds", best.seconds},
                          {"source", cal ? "calibration" : "static estimates"}};
     os << llvm::json::Value(std::move(o)) << "\n";

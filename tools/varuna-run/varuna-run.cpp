@@ -135,6 +135,12 @@ static cl::opt<double> bucketMB(
              "all-reduced during the last backward once its gradients are "
              "final (default 25)"));
 
+static cl::opt<std::string> messagePrecision(
+    "message-precision", cl::init("fp32"),
+    cl::desc("fp32 | bf16: the precision fp32 activations and gradients "
+             "travel in between stages (bf16: half the bytes, rounded at "
+             "each stage boundary)"));
+
 static cl::opt<int64_t> scheduleLatency(
     "schedule-latency", cl::init(0),
     cl::desc("Message latency the static schedule plans for, in forward "
@@ -142,8 +148,8 @@ static cl::opt<int64_t> scheduleLatency(
 
 static cl::opt<std::string> planPath(
     "plan", cl::desc("Take --stages, --replicas, --micro-batch, --schedule, "
-                     "--schedule-latency and --bucket-mb from this "
-                     "varuna-plan output (JSON)"));
+                     "--schedule-latency, --bucket-mb and --message-precision "
+                     "from this varuna-plan output (JSON)"));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
@@ -184,7 +190,11 @@ int main(int argc, char **argv) {
         !take(microBatch, *field("micro_batch")) ||
         !take(scheduleName, schedule->str()) ||
         !take(scheduleLatency, field("schedule_latency").value_or(0)) ||
-        !take(bucketMB, o->getNumber("bucket_mb").value_or(bucketMB)))
+        !take(bucketMB, o->getNumber("bucket_mb").value_or(bucketMB)) ||
+        !take(messagePrecision,
+              o->getString("message_precision")
+                  .value_or(llvm::StringRef(messagePrecision))
+                  .str()))
       return fail("the command line contradicts the plan '" + planPath + "'");
   }
   if (stages < 1 || replicas < 1)
@@ -353,6 +363,10 @@ int main(int argc, char **argv) {
   if (!(bucketMB > 0))
     return fail("--bucket-mb must be positive");
   pipeline.bucketBytes = static_cast<size_t>(bucketMB * 1048576.0);
+  if (messagePrecision != "fp32" && messagePrecision != "bf16")
+    return fail("--message-precision must be fp32 or bf16, not '" +
+                messagePrecision + "'");
+  pipeline.bf16Messages = messagePrecision == "bf16";
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;
   varuna::rt::NetworkEmulation emu;

@@ -281,15 +281,25 @@ Rank::runStage(ArrayRef<at::Tensor> received,
   return sent;
 }
 
-/// Bool tensors travel as bytes.
-at::Tensor wire(const at::Tensor &t) {
+/// The dtype a value of `dtype` travels as: bool as bytes; fp32 as bf16
+/// when the pipeline asks for bf16 messages.
+at::ScalarType wireType(at::ScalarType dtype, bool bf16Messages) {
+  if (dtype == at::kBool)
+    return at::kByte;
+  if (bf16Messages && dtype == at::kFloat)
+    return at::kBFloat16;
+  return dtype;
+}
+
+at::Tensor wire(const at::Tensor &t, bool bf16Messages) {
   at::Tensor c = t.detach().contiguous();
-  return c.scalar_type() == at::kBool ? c.to(at::kByte) : c;
+  at::ScalarType w = wireType(c.scalar_type(), bf16Messages);
+  return w == c.scalar_type() ? c : c.to(w);
 }
 
 void Rank::sendValue(MessageKind kind, int64_t s, int64_t k, int peer,
                      int64_t index, const at::Tensor &value) {
-  at::Tensor payload = wire(value);
+  at::Tensor payload = wire(value, pipeline.bf16Messages);
   at::Tensor header = at::tensor({s, k, int64_t(kind), index, payload.numel()},
                                  at::TensorOptions().dtype(at::kLong));
   sends.emplace_back(
@@ -322,7 +332,7 @@ void Rank::postRecv(MessageKind kind, int64_t k, int peer,
     v.header = at::empty({kHeaderLen}, at::TensorOptions().dtype(at::kLong));
     v.payload = at::empty(
         concreteShape(t, options.microBatch),
-        at::TensorOptions().dtype(*dtype == at::kBool ? at::kByte : *dtype));
+        at::TensorOptions().dtype(wireType(*dtype, pipeline.bf16Messages)));
     v.headerRecv = transport.recv(v.header, peer, tagOf(kind, true, i, k));
     v.payloadRecv = transport.recv(v.payload, peer, tagOf(kind, false, i, k));
   }
@@ -365,7 +375,8 @@ Rank::recvValues(MessageKind kind, int64_t s, int64_t k, int peer,
           h[4]));
     v.payloadRecv->wait();
     bytes += v.payload.numel() * v.payload.element_size();
-    out[i] = v.dtype == at::kBool ? v.payload.to(at::kBool) : v.payload;
+    out[i] = v.payload.scalar_type() == v.dtype ? v.payload
+                                                 : v.payload.to(v.dtype);
   }
   trace.span(std::string(kind == kActivation ? "recv act " : "recv grad ") +
                  std::to_string(k),

@@ -60,6 +60,10 @@ struct PipelineOptions {
   /// many bytes, each started during the last backward as soon as its
   /// gradients are final (rt::GradientBuckets). 25 MiB: DDP's default.
   size_t bucketBytes = size_t(25) << 20;
+  /// fp32 activations and gradients travel between stages as bf16 (half
+  /// the bytes; each is rounded to bf16 at the stage boundary, so training
+  /// is no longer equal to one process within 1e-5). Off by default.
+  bool bf16Messages = false;
 };
 
 /// What can be checked before any rank starts: P x D, the batch, a partition
