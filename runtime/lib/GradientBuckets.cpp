@@ -60,7 +60,6 @@ void GradientBuckets::disarm() {
 
 void GradientBuckets::arm() {
   next = 0;
-  early = 0;
   hookError = nullptr;
   for (Bucket &b : buckets) {
     b.waiting = b.params.size();
@@ -80,9 +79,7 @@ void GradientBuckets::finalized(size_t i) {
   if (b.waiting > 0)
     --b.waiting;
   try {
-    size_t before = next;
     launchReady();
-    early += next - before;
   } catch (...) {
     hookError = std::current_exception(); // never throw into autograd
   }

@@ -55,14 +55,6 @@ public:
   GradientBuckets(const GradientBuckets &) = delete;
   GradientBuckets &operator=(const GradientBuckets &) = delete;
 
-  size_t numBuckets() const { return buckets.size(); }
-  /// Parameter indices of bucket `b`, in launch order.
-  const std::vector<size_t> &bucket(size_t b) const {
-    return buckets[b].params;
-  }
-  /// How many buckets were started by hooks, during the backward.
-  size_t launchedEarly() const { return early; }
-
   void arm();
   void launchRest();
   void wait();
@@ -88,7 +80,6 @@ private:
   Group &group;
   Trace *trace;
   size_t next = 0; // the first bucket not started
-  size_t early = 0;
   bool armed = false;
   std::exception_ptr hookError;
 };
