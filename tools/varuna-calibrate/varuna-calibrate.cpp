@@ -107,10 +107,11 @@ static double median(std::vector<double> v) {
 }
 
 /// Rank mode: ping-pong between ranks 0 and 1, then all-reduces on rings of
-/// each size of `ringSizes` (ranks 0 .. R-1; the others wait); rank 0
-/// writes them to `outPath`.
+/// each size of `ringSizes` (ranks 0 .. R-1; the others wait) and, with
+/// `concurrentRings`, rings of 2 all-reducing at once; rank 0 writes them
+/// to `outPath`.
 static int measureComm(const std::vector<int> &ringSizes,
-                       const std::string &outPath) {
+                       const std::string &outPath, bool concurrentRings) {
   using Clock = std::chrono::steady_clock;
   try {
     auto opts = varuna::rt::transportOptionsFromEnv();
@@ -180,7 +181,7 @@ static int measureComm(const std::vector<int> &ringSizes,
     }
     // k rings of 2 at once ({0,1}, {2,3}, ...), as k devices of one host
     // all-reduce their stages' gradients together: rank 0's times.
-    int k = t->size() / 2;
+    int k = concurrentRings ? t->size() / 2 : 0;
     llvm::json::Object concurrent;
     if (k >= 2) {
       std::unique_ptr<varuna::rt::Group> g;
@@ -273,7 +274,9 @@ static int calibrateAcrossHosts() {
     if (r <= size)
       rings.push_back(r);
   std::string part = path + ".across.tmp";
-  if (int rc = measureComm(rings, part))
+  // What --across-hosts keeps: sends and rings (concurrent rings of one
+  // host are measured on one host).
+  if (int rc = measureComm(rings, part, /*concurrentRings=*/false))
     return rc;
   if (!writer)
     return 0;
@@ -431,7 +434,8 @@ int main(int argc, char **argv) {
   if (concurrent < 0)
     return fail("--concurrent must not be negative");
   if (std::getenv("RANK") && !commOut.empty())
-    return measureComm(ringSizesOrDefault(), commOut);
+    return measureComm(ringSizesOrDefault(), commOut,
+                       /*concurrentRings=*/true);
   if (acrossHosts)
     return calibrateAcrossHosts();
 
