@@ -171,8 +171,10 @@ std::vector<double> stageMemory(const PlanInput &in, int P,
             ? in.cutBytesPerExample[cut] * m
             : 0;
     double held = double(inFlight[s]);
-    double activations = in.schedule == ScheduleKind::OneFOneB
-                             ? held * (stash + working)
+    // Without recompute a held micro-batch keeps all its activations.
+    bool keeps = in.schedule == ScheduleKind::OneFOneB ||
+                 in.schedule == ScheduleKind::ZeroBubble;
+    double activations = keeps ? held * (stash + working)
                              : held * stash + working;
     out.push_back(params * (2 + in.stateCopies) + activations);
   }

@@ -1,6 +1,6 @@
 //===- Schedule.cpp - Static pipeline schedules ---------------------------===//
 //
-// One event-driven list scheduler serves the three kinds. Every task (stage,
+// One event-driven list scheduler serves the four kinds. Every task (stage,
 // kind, micro-batch) counts its unsatisfied dependencies; when the last one is
 // satisfied its ready tick is known (the max of its dependencies' ticks, which
 // are all known the moment the producing task *starts*, since tasks are never
@@ -12,6 +12,8 @@
 //   - Varuna: the earliest-ready backward, else recompute, else forward (with
 //     the "after R(k), only B(k)" rule). R(k) at s-1 depends on F(k) there
 //     and on the trigger set when stage s starts B(k) (recomputeTrigger()).
+//   - zero-bubble: the earliest-ready backward, else the next forward (under
+//     the bound on micro-batches held), else the earliest-ready W.
 // Every other consequence of starting a task lies strictly in the future
 // (durations are >= 1), so one decision per stage per visited tick suffices.
 //
@@ -65,8 +67,8 @@ class Simulator {
 
 public:
   Simulator(ScheduleKind kind, int P, int Nm, TimingModel t)
-      : kind(kind), P(P), Nm(Nm), t(t), ready(size_t(P) * 3 * Nm, kUnknown),
-        pending(size_t(P) * 3 * Nm, 0), started(size_t(P) * 3 * Nm, false),
+      : kind(kind), P(P), Nm(Nm), t(t), ready(size_t(P) * 4 * Nm, kUnknown),
+        pending(size_t(P) * 4 * Nm, 0), started(size_t(P) * 4 * Nm, false),
         busyUntil(P, 0), stages(P) {
     for (auto &tasks : stages)
       tasks.reserve(size_t(3) * Nm);
@@ -77,12 +79,16 @@ public:
           pending[id(s, TaskKind::Recompute, k)] =
               kind == ScheduleKind::Varuna ? 2 : 1;
         pending[id(s, TaskKind::Backward, k)] = hasRecompute(s) ? 2 : 1;
+        if (hasWeight(s))
+          pending[id(s, TaskKind::Weight, k)] = 1;
       }
-    if (kind == ScheduleKind::Varuna) {
+    if (greedy()) {
       readyBackward.assign(P, {});
       readyRecompute.assign(P, {});
+      readyWeight.assign(P, {});
       nextForward.assign(P, 0);
       heldRecompute.assign(P, -1);
+      held.assign(P, 0);
     } else {
       orders = fixedOrders(kind, P, Nm);
       position.assign(P, 0);
@@ -95,7 +101,7 @@ public:
   bool run() {
     size_t total = 0;
     for (int s = 0; s < P; ++s)
-      total += size_t(Nm) * (hasRecompute(s) ? 3 : 2);
+      total += size_t(Nm) * (2 + hasRecompute(s) + hasWeight(s));
     size_t done = 0;
     int64_t last = -1;
     (void)last;
@@ -125,10 +131,19 @@ public:
 
 private:
   bool hasRecompute(int s) const {
-    return kind != ScheduleKind::OneFOneB && s != P - 1;
+    return (kind == ScheduleKind::Varuna || kind == ScheduleKind::GPipe) &&
+           s != P - 1;
+  }
+  bool hasWeight(int s) const {
+    return kind == ScheduleKind::ZeroBubble && s > 0;
+  }
+  /// Varuna and zero-bubble pick tasks as they go; GPipe and 1F1B follow
+  /// fixed orders.
+  bool greedy() const {
+    return kind == ScheduleKind::Varuna || kind == ScheduleKind::ZeroBubble;
   }
   size_t id(int s, TaskKind kd, int k) const {
-    return (size_t(s) * 3 + size_t(kd)) * Nm + k;
+    return (size_t(s) * 4 + size_t(kd)) * Nm + k;
   }
   /// Varuna: when stage s-1 may start R(k), given stage s runs B(k) in
   /// [start, end). By default one forward-time before the gradient arrives
@@ -139,8 +154,17 @@ private:
       return start;
     return std::max(start, end + t.latency - t.forward);
   }
-  int64_t duration(TaskKind kd) const {
-    return kd == TaskKind::Backward ? t.backward : t.forward;
+  int64_t duration(int s, TaskKind kd) const {
+    switch (kd) {
+    case TaskKind::Forward:
+    case TaskKind::Recompute:
+      return t.forward;
+    case TaskKind::Backward:
+      return hasWeight(s) ? t.backward - t.weight : t.backward;
+    case TaskKind::Weight:
+      return t.weight;
+    }
+    return t.forward;
   }
 
   void pushTick(int64_t tick) {
@@ -155,9 +179,13 @@ private:
   void markReady(int s, TaskKind kd, int k, int64_t tick) {
     ready[id(s, kd, k)] = tick;
     pushTick(tick);
-    if (kind == ScheduleKind::Varuna && kd != TaskKind::Forward)
-      (kd == TaskKind::Backward ? readyBackward : readyRecompute)[s]
-          .push_back({tick, k});
+    if (!greedy() || kd == TaskKind::Forward)
+      return;
+    std::vector<std::vector<Candidate>> &lists =
+        kd == TaskKind::Backward    ? readyBackward
+        : kd == TaskKind::Recompute ? readyRecompute
+                                    : readyWeight;
+    lists[s].push_back({tick, k});
   }
 
   /// One dependency of (s, kd, k) is satisfied from `tick` on.
@@ -199,7 +227,9 @@ private:
   }
 
   std::optional<Task> pick(int s, int64_t now) {
-    if (kind != ScheduleKind::Varuna) {
+    if (kind == ScheduleKind::ZeroBubble)
+      return pickZeroBubble(s, now);
+    if (!greedy()) {
       if (position[s] == orders[s].size())
         return std::nullopt;
       Task next = orders[s][position[s]];
@@ -233,10 +263,34 @@ private:
     return std::nullopt;
   }
 
+  /// ZB-H1: a backward first (it unblocks stage s-1), then a forward while
+  /// the stage holds fewer than P - s + 1 micro-batches, then a W.
+  std::optional<Task> pickZeroBubble(int s, int64_t now) {
+    if (auto k = takeEarliest(readyBackward[s], now))
+      return Task{TaskKind::Backward, *k};
+    int k = nextForward[s];
+    if (k < Nm && held[s] < P - s + 1 &&
+        isReady(s, TaskKind::Forward, k, now)) {
+      ++nextForward[s];
+      return Task{TaskKind::Forward, k};
+    }
+    if (auto k = takeEarliest(readyWeight[s], now))
+      return Task{TaskKind::Weight, *k};
+    return std::nullopt;
+  }
+
   void start(int s, Task task, int64_t now) {
     int k = task.microBatch;
     started[id(s, task.kind, k)] = true;
-    int64_t end = now + duration(task.kind);
+    int64_t end = now + duration(s, task.kind);
+    if (kind == ScheduleKind::ZeroBubble) {
+      // Held from F(k) to the task that frees its activations.
+      if (task.kind == TaskKind::Forward)
+        ++held[s];
+      else if (task.kind == (hasWeight(s) ? TaskKind::Weight
+                                          : TaskKind::Backward))
+        --held[s];
+    }
     busyUntil[s] = end;
     pushTick(end);
     stages[s].push_back({task, now, end});
@@ -259,6 +313,10 @@ private:
         if (kind == ScheduleKind::Varuna)
           satisfy(s - 1, TaskKind::Recompute, k, recomputeTrigger(now, end));
       }
+      if (hasWeight(s))
+        satisfy(s, TaskKind::Weight, k, end);
+      break;
+    case TaskKind::Weight:
       break;
     }
   }
@@ -273,11 +331,14 @@ private:
   std::vector<char> eventTicks; ///< ticks at which something may happen
   size_t cursor = 0;            ///< no marked tick below it
   std::vector<std::vector<ScheduledTask>> stages;
-  // Varuna: per stage, the recomputes and backwards whose dependencies are
-  // all satisfied and that have not started, as (ready tick, k).
-  std::vector<std::vector<Candidate>> readyBackward, readyRecompute;
+  // Varuna and zero-bubble: per stage, the recomputes, backwards and W's
+  // whose dependencies are all satisfied and that have not started, as
+  // (ready tick, k).
+  std::vector<std::vector<Candidate>> readyBackward, readyRecompute,
+      readyWeight;
   std::vector<int> nextForward;
   std::vector<int> heldRecompute;
+  std::vector<int> held; ///< zero-bubble: micro-batches from F to W (B)
   // GPipe / 1F1B.
   std::vector<std::vector<Task>> orders;
   std::vector<size_t> position;
@@ -290,7 +351,8 @@ std::string errorText(const ScheduleResult &r) { return "error: " + r.error(); }
 std::string Task::str() const {
   char c = kind == TaskKind::Forward     ? 'F'
            : kind == TaskKind::Recompute ? 'R'
-                                         : 'B';
+           : kind == TaskKind::Backward  ? 'B'
+                                         : 'W';
   return c + std::to_string(microBatch);
 }
 
@@ -302,8 +364,19 @@ const char *varuna::plan::scheduleKindName(ScheduleKind kind) {
     return "gpipe";
   case ScheduleKind::OneFOneB:
     return "1f1b";
+  case ScheduleKind::ZeroBubble:
+    return "zb";
   }
   return "?";
+}
+
+std::optional<ScheduleKind>
+varuna::plan::scheduleKindNamed(const std::string &name) {
+  for (ScheduleKind k : {ScheduleKind::Varuna, ScheduleKind::GPipe,
+                         ScheduleKind::OneFOneB, ScheduleKind::ZeroBubble})
+    if (name == scheduleKindName(k))
+      return k;
+  return std::nullopt;
 }
 
 int64_t Schedule::makespan() const {
@@ -317,11 +390,16 @@ int64_t Schedule::makespan() const {
 int64_t Schedule::maxInFlight(int stage) const {
   if (stage < 0 || stage >= int(stages.size()))
     return 0;
+  const std::vector<ScheduledTask> &tasks = stages[stage];
+  bool weights = std::any_of(tasks.begin(), tasks.end(), [](const auto &x) {
+    return x.task.kind == TaskKind::Weight;
+  });
+  TaskKind release = weights ? TaskKind::Weight : TaskKind::Backward;
   int64_t inFlight = 0, peak = 0;
-  for (const ScheduledTask &x : stages[stage]) {
+  for (const ScheduledTask &x : tasks) {
     if (x.task.kind == TaskKind::Forward)
       peak = std::max(peak, ++inFlight);
-    else if (x.task.kind == TaskKind::Backward)
+    else if (x.task.kind == release)
       --inFlight;
   }
   return peak;
@@ -366,6 +444,13 @@ ScheduleResult varuna::plan::schedule(ScheduleKind kind, int numStages,
     return badTicks("backward ticks", t.backward, 1);
   if (t.latency < 0 || t.latency > kMaxTicks)
     return badTicks("latency ticks", t.latency, 0);
+  if (kind == ScheduleKind::ZeroBubble && numStages > 1 &&
+      (t.weight < 1 || t.weight >= t.backward))
+    return ScheduleResult::failure(
+        ErrorKind::InvalidTiming,
+        "zero-bubble weight ticks must be in [1, backward - 1] = [1, " +
+            std::to_string(t.backward - 1) + "], got " +
+            std::to_string(t.weight));
 
   Simulator sim(kind, numStages, numMicroBatches, t);
   if (!sim.run())
@@ -403,6 +488,8 @@ std::string varuna::plan::gantt(const ScheduleResult &r) {
     return errorText(r);
   const TimingModel &t = r->timing;
   int64_t unit = std::gcd(t.forward, t.backward);
+  if (r->kind == ScheduleKind::ZeroBubble)
+    unit = std::gcd(unit, t.weight);
   if (t.latency > 0)
     unit = std::gcd(unit, t.latency);
   size_t width = Task{TaskKind::Forward, r->numMicroBatches - 1}.str().size();

@@ -29,6 +29,7 @@ constexpr double kUnknown = std::numeric_limits<double>::infinity();
 /// What a stage knows of micro-batch k (one cache line together).
 struct MicroBatch {
   double fEnd = kUnknown, rEnd = kUnknown; // its F(k), R(k) end
+  double bEnd = kUnknown;                  // its B(k) end (W(k) follows)
   double actArrive = kUnknown, gradArrive = kUnknown;
   int posR = -1, posB = -1; // positions of R(k), B(k) in the order
 };
@@ -250,12 +251,22 @@ SimulationResult simulateOnce(const SimulationConfig &c,
   for (int s = 0; s < P; ++s)
     events.lower(s, 0.0);
 
+  // Zero-bubble splits the backward of stages s > 0 into B and W.
+  auto split = [&](int s) {
+    return c.schedule == ScheduleKind::ZeroBubble && s > 0;
+  };
+  auto weightPart = [&](int s) {
+    const StageCost &sc = c.stages[s];
+    return sc.weight < 0 ? sc.backward / 2 : std::min(sc.weight, sc.backward);
+  };
   auto duration = [&](int s, TaskKind k) {
     const StageCost &sc = c.stages[s];
     switch (k) {
     case TaskKind::Forward: return sc.forward;
     case TaskKind::Recompute: return sc.recompute < 0 ? sc.forward : sc.recompute;
-    case TaskKind::Backward: return sc.backward;
+    case TaskKind::Backward:
+      return split(s) ? sc.backward - weightPart(s) : sc.backward;
+    case TaskKind::Weight: return weightPart(s);
     }
     return 0.0;
   };
@@ -290,6 +301,7 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       double in = b.posR >= 0 ? b.rEnd : b.fEnd;
       return s == P - 1 ? in : std::max(in, b.gradArrive);
     }
+    case TaskKind::Weight: return b.bEnd;
     }
     return kUnknown;
   };
@@ -388,7 +400,9 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     x.freeAt = end;
     x.busy += end - now;
     x.lastEnd = std::max(x.lastEnd, end);
-    if (t.kind == TaskKind::Backward && end >= x.lastBackwardEnd) {
+    // The last task that adds to the weight gradients: the buckets follow it.
+    TaskKind final = split(s) ? TaskKind::Weight : TaskKind::Backward;
+    if (t.kind == final && end >= x.lastBackwardEnd) {
       x.lastBackwardStart = now;
       x.lastBackwardEnd = end;
     }
@@ -411,8 +425,12 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     } else if (t.kind == TaskKind::Recompute) {
       x.mb[k].rEnd = end;
       maybeCandidate(s, k);
-    } else {
+    } else if (t.kind == TaskKind::Weight) {
       --x.held;
+    } else {
+      x.mb[k].bEnd = end;
+      if (!split(s))
+        --x.held;
       if (s > 0) {
         double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s - 1];
         double at = transfer(s - 1, end, bytes, linkFreeUp[s]);

@@ -1,6 +1,6 @@
 """Renders a varuna-run timeline (Chrome-trace JSON, ``varuna-run --trace``)
 as an SVG Gantt chart -- one row per rank and lane, forward / recompute /
-backward / communication in different colours, as in the paper's Figure 7.
+backward / weight-gradient (zero-bubble's W) / communication in different colours, as in the paper's Figure 7.
 
     python -m varuna.trace TRACE.json -o timeline.svg [--width 1200]
 
@@ -10,7 +10,7 @@ import json
 import sys
 from html import escape
 
-COLOURS = {"F": "#4e79a7", "R": "#f28e2b", "B": "#59a14f"}
+COLOURS = {"F": "#4e79a7", "R": "#f28e2b", "B": "#59a14f", "W": "#b07aa1"}
 COMM = "#bab0ac"
 OTHER = "#9c755f"
 
@@ -37,7 +37,7 @@ def render(trace: dict, width: int = 1200) -> str:
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
            f'height="{top + row_h * len(rows) + 30}" font-family="sans-serif" font-size="11">',
            f'<text x="5" y="18">varuna-run timeline: {(end - start) / 1000:.1f} ms; '
-           'F forward, R recompute, B backward, grey communication</text>']
+           'F forward, R recompute, B backward, W backward (weights), grey communication</text>']
     for i, (pid, tid) in enumerate(rows):
         y = top + i * row_h
         lane = ("compute", "comm", "all-reduce")[tid] if tid < 3 else f"lane {tid}"

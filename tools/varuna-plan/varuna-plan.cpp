@@ -1,7 +1,7 @@
 //===- varuna-plan.cpp - Pick P x D for a compiled job --------------------===//
 //
 //   varuna-plan JOBDIR --devices G --batch M [--micro-batch m]
-//               [--schedule varuna|gpipe|1f1b] [--memory BYTES]
+//               [--schedule varuna|gpipe|1f1b|zb] [--memory BYTES]
 //               [--optimizer-state-copies N] [--devices-per-host K]
 //               [--calibration FILE]
 //               [--flops-per-second F] [--link-gbps B] [--latency-us L]
@@ -44,7 +44,7 @@ static cl::opt<int64_t> microBatch(
     "micro-batch", cl::init(0),
     cl::desc("Micro-batch size m (default: chosen from the calibration)"));
 static cl::opt<std::string> scheduleName("schedule", cl::init("varuna"),
-                                         cl::desc("varuna, gpipe or 1f1b"));
+                                         cl::desc("varuna, gpipe, 1f1b or zb"));
 static cl::opt<double> memory("memory", cl::init(0),
                               cl::desc("Device memory in bytes (0: any)"));
 static cl::opt<int> devicesPerHost(
@@ -344,16 +344,11 @@ int main(int argc, char **argv) {
       readRings(across->getArray("allreduce_rings"), in.remoteRings);
     }
   }
-  bool known = false;
-  for (ScheduleKind k : {ScheduleKind::Varuna, ScheduleKind::GPipe,
-                         ScheduleKind::OneFOneB})
-    if (scheduleName == scheduleKindName(k)) {
-      in.schedule = k;
-      known = true;
-    }
-  if (!known)
-    return fail("--schedule must be varuna, gpipe or 1f1b, not '" +
-                scheduleName + "'");
+  if (std::optional<ScheduleKind> k = scheduleKindNamed(scheduleName))
+    in.schedule = *k;
+  else
+    return fail(std::string("--schedule must be ") + kScheduleKindNames +
+                ", not '" + scheduleName + "'");
 
   if (cal) {
     llvm::outs() << "planning from the measurements in " << calPath

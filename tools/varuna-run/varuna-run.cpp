@@ -88,7 +88,7 @@ static cl::opt<std::string> engine(
 
 static cl::opt<std::string> scheduleName(
     "schedule", cl::init("varuna"),
-    cl::desc("Pipeline schedule: varuna, gpipe or 1f1b"));
+    cl::desc("Pipeline schedule: varuna, gpipe, 1f1b or zb (zero-bubble)"));
 static cl::opt<double> timeoutSeconds(
     "timeout", cl::init(300),
     cl::desc("Seconds any rendezvous, send, receive or all-reduce may wait "
@@ -210,15 +210,12 @@ int main(int argc, char **argv) {
                 llvm::Twine(batch / microBatch) + " micro-batches of " +
                 llvm::Twine(microBatch) + ", fewer than the " +
                 llvm::Twine(replicas) + " replicas");
-  std::optional<varuna::plan::ScheduleKind> scheduleKind;
-  for (auto k : {varuna::plan::ScheduleKind::Varuna,
-                 varuna::plan::ScheduleKind::GPipe,
-                 varuna::plan::ScheduleKind::OneFOneB})
-    if (scheduleName == varuna::plan::scheduleKindName(k))
-      scheduleKind = k;
+  std::optional<varuna::plan::ScheduleKind> scheduleKind =
+      varuna::plan::scheduleKindNamed(scheduleName);
   if (!scheduleKind)
-    return fail("--schedule must be varuna, gpipe or 1f1b, not '" +
-                scheduleName + "'");
+    return fail(llvm::Twine("--schedule must be ") +
+                varuna::plan::kScheduleKindNames + ", not '" + scheduleName +
+                "'");
   if (timeoutSeconds <= 0)
     return fail("--timeout must be positive");
   bool distributed = stages * replicas > 1;

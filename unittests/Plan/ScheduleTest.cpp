@@ -174,6 +174,48 @@ TEST(ScheduleTest, OneFOneBFourStagesEightMicroBatches) {
     EXPECT_EQ(r->maxInFlight(s), 4 - s);
 }
 
+// Zero-bubble (ZB-H1), P=2, Nm=4, unit model: F = 1; stage 1 splits the
+// backward (B = 2) into B = 1 and W = 1; stage 0 has no input gradient, so
+// its B is the whole 2 ticks and it has no W. A stage holds a micro-batch
+// from its F to its W (stage 0: its B), at most P - s + 1.
+//   stage 0: F0 [0,1) F1 [1,2) F2 [2,3) (holds 3); the gradient of B0 is
+//            there at 3: B0 [3,5); B1's at 5: B1 [5,7); B2's comes at 8:
+//            F3 [7,8) first; B2 [8,10); B3 at 11: [11,13).
+//   stage 1: F0 [1,2) B0 [2,3) F1 [3,4) B1 [4,5); F2 (there since 3) waits:
+//            it holds 2 (no W yet), so W0 [5,6) F2 [6,7) B2 [7,8); F3 is
+//            there at 8 but it holds 2 again: W1 [8,9) F3 [9,10) B3 [10,11)
+//            W2 [11,12) W3 [12,13).
+// Makespan 13, against 1F1B's 15: stage 0 waits for B's of one tick, not
+// for B+W.
+TEST(ScheduleTest, ZeroBubbleTwoStagesFourMicroBatches) {
+  ScheduleResult r = make(ScheduleKind::ZeroBubble, 2, 4);
+  EXPECT_EQ(ticks(*r, 0), "F0@0 F1@1 F2@2 B0@3 B1@5 F3@7 B2@8 B3@11");
+  EXPECT_EQ(ticks(*r, 1),
+            "F0@1 B0@2 F1@3 B1@4 W0@5 F2@6 B2@7 W1@8 F3@9 B3@10 W2@11 W3@12");
+  EXPECT_EQ(makespan(r), 13);
+  EXPECT_EQ(makespan(make(ScheduleKind::OneFOneB, 2, 4)), 15);
+  EXPECT_EQ(r->maxInFlight(0), 3);
+  EXPECT_EQ(r->maxInFlight(1), 2);
+  EXPECT_EQ(gantt(r), "stage 0: F0 F1 F2 B0 -- B1 -- F3 B2 -- .. B3 --\n"
+                      "stage 1: .. F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3\n");
+}
+
+// With the unit model and Nm >= 2 the last stage never idles after its F0
+// at P-1 (3 Nm ticks of work) and ends with W(Nm-2) W(Nm-1), so its B(Nm-1)
+// ends at 3 Nm + P - 3; that gradient then crosses P - 2 stages of one-tick
+// B's and stage 0's two: 3 Nm + 2P - 3, against 1F1B's 3 (Nm + P - 1) --
+// P ticks less.
+TEST(ScheduleTest, ZeroBubbleMakespanUnitModel) {
+  for (int P = 2; P <= 8; ++P)
+    for (int Nm = 2; Nm <= 16; ++Nm) {
+      SCOPED_TRACE("P=" + std::to_string(P) + " Nm=" + std::to_string(Nm));
+      ScheduleResult r = make(ScheduleKind::ZeroBubble, P, Nm);
+      EXPECT_EQ(makespan(r), 3 * Nm + 2 * P - 3);
+      EXPECT_EQ(makespan(make(ScheduleKind::OneFOneB, P, Nm)),
+                3 * (Nm + P - 1));
+    }
+}
+
 TEST(ScheduleTest, SingleStage) {
   ScheduleResult v = make(ScheduleKind::Varuna, 1, 3);
   EXPECT_EQ(render(v), "stage 0: F0 B0 F1 B1 F2 B2\n");
@@ -284,6 +326,8 @@ void checkInvariants(ScheduleKind kind, int P, int Nm, const TimingModel &t,
         ready = std::max(ready, get(s, TaskKind::Recompute, mb).end);
       return ready;
     }
+    case TaskKind::Weight:
+      return get(s, TaskKind::Backward, mb).end;
     }
     return 0;
   };
@@ -477,6 +521,113 @@ TEST(ScheduleTest, InvariantsRandomTiming) {
   }
 }
 
+/// Zero-bubble's contract (Schedule.h), from the result's own ticks: each
+/// task once with its duration, no overlap, dependencies, forwards in
+/// order, at most P - s + 1 micro-batches held, and the greedy rule: a
+/// stage never idles while it may start something, and it starts a ready
+/// backward before a forward, a ready forward before a W.
+void checkZeroBubble(int P, int Nm, const TimingModel &t,
+                     const std::string &where) {
+  SCOPED_TRACE(where);
+  ScheduleResult r = schedule(ScheduleKind::ZeroBubble, P, Nm, t);
+  ASSERT_TRUE(r.ok()) << r.error();
+  std::map<Key, ScheduledTask> at;
+  for (int s = 0; s < P; ++s) {
+    ASSERT_EQ(r->stages[s].size(), size_t(Nm) * (s > 0 ? 3 : 2)) << s;
+    int64_t free = 0;
+    for (const ScheduledTask &x : r->stages[s]) {
+      ASSERT_NE(x.task.kind, TaskKind::Recompute);
+      ASSERT_TRUE(s > 0 || x.task.kind != TaskKind::Weight);
+      ASSERT_TRUE(at.insert({{s, x.task.kind, x.task.microBatch}, x}).second);
+      int64_t want = x.task.kind == TaskKind::Forward ? t.forward
+                     : x.task.kind == TaskKind::Weight ? t.weight
+                     : s > 0                           ? t.backward - t.weight
+                                                       : t.backward;
+      ASSERT_EQ(x.end - x.start, want) << x.task.str() << " stage " << s;
+      ASSERT_GE(x.start, free);
+      free = x.end;
+    }
+  }
+  auto get = [&](int s, TaskKind k, int mb) { return at.at({s, k, mb}); };
+  auto readyAt = [&](int s, TaskKind k, int mb) -> int64_t {
+    switch (k) {
+    case TaskKind::Forward:
+      return s == 0 ? 0 : get(s - 1, k, mb).end + t.latency;
+    case TaskKind::Backward:
+      return s == P - 1 ? get(s, TaskKind::Forward, mb).end
+                        : get(s + 1, k, mb).end + t.latency;
+    case TaskKind::Weight:
+      return get(s, TaskKind::Backward, mb).end;
+    case TaskKind::Recompute:
+      break;
+    }
+    return 0;
+  };
+  for (int s = 0; s < P; ++s) {
+    const std::vector<ScheduledTask> &st = r->stages[s];
+    const TaskKind release = s > 0 ? TaskKind::Weight : TaskKind::Backward;
+    int held = 0, nextF = 0;
+    int64_t free = 0;
+    for (size_t i = 0; i < st.size(); ++i) {
+      const ScheduledTask &x = st[i];
+      int64_t now = x.start;
+      // What the stage may start: a backward not started, the next forward
+      // while it holds fewer than P - s + 1, a W whose B has run. Each
+      // becomes startable at max(free, ready).
+      int64_t firstB = kMaxTicks, forward = kMaxTicks, firstW = kMaxTicks;
+      for (size_t j = i; j < st.size(); ++j) {
+        const Task &c = st[j].task;
+        int64_t ready = std::max(free, readyAt(s, c.kind, c.microBatch));
+        if (c.kind == TaskKind::Backward)
+          firstB = std::min(firstB, ready);
+        else if (c.kind == TaskKind::Forward && c.microBatch == nextF &&
+                 held < P - s + 1)
+          forward = ready;
+        else if (c.kind == TaskKind::Weight &&
+                 get(s, TaskKind::Backward, c.microBatch).start < now)
+          firstW = std::min(firstW, ready);
+      }
+      EXPECT_EQ(now, std::min({firstB, forward, firstW}))
+          << "stage " << s << " idle before " << x.task.str();
+      if (x.task.kind != TaskKind::Backward)
+        EXPECT_GT(firstB, now) << "stage " << s << ": " << x.task.str()
+                               << " at " << now << " over a ready backward";
+      if (x.task.kind == TaskKind::Weight)
+        EXPECT_GT(forward, now) << "stage " << s << ": " << x.task.str()
+                                << " at " << now << " over a ready forward";
+      EXPECT_GE(now, readyAt(s, x.task.kind, x.task.microBatch));
+      if (x.task.kind == TaskKind::Forward) {
+        EXPECT_EQ(x.task.microBatch, nextF++) << "stage " << s;
+        ++held;
+      }
+      if (x.task.kind == release)
+        --held;
+      free = x.end;
+    }
+  }
+}
+
+TEST(ScheduleTest, ZeroBubbleInvariants) {
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 300; ++iter) {
+    int P = std::uniform_int_distribution<int>(1, 8)(rng);
+    int Nm = std::uniform_int_distribution<int>(1, 16)(rng);
+    TimingModel t;
+    if (iter >= 50) { // the unit model first
+      t.forward = std::uniform_int_distribution<int>(1, 4)(rng);
+      t.backward = std::uniform_int_distribution<int>(2, 8)(rng);
+      t.weight = std::uniform_int_distribution<int>(1, int(t.backward) - 1)(rng);
+      t.latency = std::uniform_int_distribution<int>(0, 3)(rng);
+    }
+    checkZeroBubble(P, Nm, t,
+                    "P=" + std::to_string(P) + " Nm=" + std::to_string(Nm) +
+                        " f=" + std::to_string(t.forward) +
+                        " b=" + std::to_string(t.backward) +
+                        " w=" + std::to_string(t.weight) +
+                        " l=" + std::to_string(t.latency));
+  }
+}
+
 TEST(ScheduleTest, LargeShapesRun) {
   // 64 stages x 4096 micro-batches: every non-last Varuna stage spends
   // F+R+B = 4 ticks per micro-batch, so the makespan is at least 4 x 4096.
@@ -526,13 +677,24 @@ TEST(ScheduleTest, Errors) {
   t.forward = kMaxTicks + 1;
   EXPECT_EQ(schedule(ScheduleKind::Varuna, 2, 2, t).kind(),
             ErrorKind::InvalidTiming);
+  t = {};
+  t.weight = 2; // all of the backward
+  EXPECT_EQ(schedule(ScheduleKind::ZeroBubble, 2, 2, t).error(),
+            "zero-bubble weight ticks must be in [1, backward - 1] = [1, 1], "
+            "got 2");
+  EXPECT_TRUE(schedule(ScheduleKind::GPipe, 2, 2, t).ok()); // unused there
 }
 
 TEST(ScheduleTest, TaskNames) {
   EXPECT_EQ((Task{TaskKind::Forward, 3}).str(), "F3");
   EXPECT_EQ((Task{TaskKind::Recompute, 3}).str(), "R3");
   EXPECT_EQ((Task{TaskKind::Backward, 12}).str(), "B12");
+  EXPECT_EQ((Task{TaskKind::Weight, 5}).str(), "W5");
   EXPECT_STREQ(scheduleKindName(ScheduleKind::OneFOneB), "1f1b");
+  for (ScheduleKind k : {ScheduleKind::Varuna, ScheduleKind::GPipe,
+                         ScheduleKind::OneFOneB, ScheduleKind::ZeroBubble})
+    EXPECT_EQ(scheduleKindNamed(scheduleKindName(k)), k);
+  EXPECT_EQ(scheduleKindNamed("zigzag"), std::nullopt);
 }
 
 } // namespace

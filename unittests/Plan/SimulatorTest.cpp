@@ -69,6 +69,15 @@ TEST(Simulator, MatchesScheduleMakespans) {
                        double(makespan(schedule(k, P, Nm))))
           << scheduleKindName(k) << " P=" << P << " Nm=" << Nm;
     }
+  // Zero-bubble: W is half of the backward by default (1 s of 2), as in
+  // the unit model's split.
+  for (auto [P, Nm] : {std::pair{4, 5}, std::pair{3, 2}, std::pair{2, 6}}) {
+    SimulationResult r = simulate(unit(ScheduleKind::ZeroBubble, P, Nm, false));
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_DOUBLE_EQ(r.minibatchSeconds,
+                     double(makespan(schedule(ScheduleKind::ZeroBubble, P, Nm))))
+        << "zb P=" << P << " Nm=" << Nm;
+  }
   EXPECT_DOUBLE_EQ(simulate(unit(ScheduleKind::Varuna, 4, 5, false))
                        .minibatchSeconds,
                    27.0);
@@ -113,6 +122,26 @@ TEST(Simulator, BucketsOverlapLastBackward) {
   c.allreduceSeconds = {1.0};
   c.allreduceBuckets = {2};
   EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 6.5);
+}
+
+// Zero-bubble P = 2, Nm = 1, F 1, B 2 with W 0.5 on stage 1: stage 0 F0
+// [0,1]; stage 1 F0 [1,2], B0 [2,3.5], W0 [3.5,4]; stage 0 B0 [3.5,5.5].
+// The buckets follow stage 1's W: 2 buckets of 1 s final at 3.75 and 4 on
+// stage 1 -> [3.75,4.75], [4.75,5.75]; stage 0's after its B: 6.5.
+TEST(Simulator, ZeroBubbleWeightShare) {
+  SimulationConfig c = unit(ScheduleKind::ZeroBubble, 2, 1, false);
+  c.stages[1].weight = 0.5;
+  SimulationResult r = simulate(c);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_DOUBLE_EQ(r.minibatchSeconds, 5.5);
+  EXPECT_EQ(stageOrder(r, 1), "F0 B0 W0");
+  EXPECT_EQ(stageOrder(r, 0), "F0 B0");
+  c.allreduceSeconds = {1.0, 2.0};
+  c.allreduceBuckets = {1, 2};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 6.5);
+  c.allreduceSeconds = {0.5, 4.0};
+  // Stage 1: buckets of 2 s final at 3.75 and 4 -> [3.75,5.75], [5.75,7.75].
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 7.75);
 }
 
 // Shared cores: P = 1, Nm = 1 (F 1, B 2). Two replicas on one core run at

@@ -15,9 +15,15 @@
 //         its activations for its immediate backward), never in 1F1B.
 //   B(k)  backward: consumes the gradient from stage s+1 (the last stage: its
 //         own loss), sends the input gradient to stage s-1.
+//   W(k)  (zero-bubble only, stages s > 0) the weight gradients of B(k): in
+//         that schedule B(k) computes only the input gradient (what stage
+//         s-1 waits for) and W(k) the rest later, filling what would be
+//         bubbles. Stage 0 has no input gradient: its B(k) is the whole
+//         backward and it has no W.
 //
-// Timing model (integer ticks): F and R take t.forward, B takes t.backward,
-// a message (activation s-1 -> s, gradient s+1 -> s) takes t.latency. A task
+// Timing model (integer ticks): F and R take t.forward, B takes t.backward
+// (zero-bubble, stages s > 0: B takes t.backward - t.weight, W t.weight), a
+// message (activation s-1 -> s, gradient s+1 -> s) takes t.latency. A task
 // starts at the first tick where its dependencies are satisfied and its stage
 // is free; tasks are never preempted. Dependencies:
 //   F(k)@s  after F(k)@s-1 ends (+ latency); stage 0's are ready at tick 0.
@@ -32,6 +38,7 @@
 //           starts B(k)) is the earlier variant, see docs/schedule.md.
 //   B(k)@s  after B(k)@s+1 ends (+ latency), or after F(k)@s on the last
 //           stage; and after R(k)@s when the stage recomputes.
+//   W(k)@s  after B(k)@s.
 //
 // Kinds:
 //   Varuna   generated greedily, tick by tick (the original generator's
@@ -49,13 +56,23 @@
 //   OneFOneB PipeDream-flush / Megatron: w = min(P-s-1, Nm) warm-up
 //            forwards, then F(w+i) B(i) for i in [0, Nm-w), then the
 //            remaining backwards; no recompute.
+//   ZeroBubble  ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism"),
+//            generated greedily like Varuna's: a free stage takes the
+//            earliest-ready B, else the next forward if the stage holds
+//            fewer than P - s + 1 micro-batches (a micro-batch is held from
+//            its F to its W, on stage 0 to its B: one more than 1F1B's
+//            peak), else the earliest-ready W. No recompute. The input
+//            gradients travel at once, so a pipeline's fill and drain wait
+//            for B's alone; the W's fill the gaps. With F = B = W the
+//            makespan is 3 Nm + (P - 1) ticks against 1F1B's 3 (Nm + P - 1).
 //   GPipe and 1F1B orders are fixed; their ticks are the list-scheduling of
 //   that order (each task at the earliest tick after its predecessor on the
 //   stage and its dependencies).
 //
 // Errors are returned values (the library is built with -fno-exceptions):
 // P < 1, Nm < 1, P * Nm > kMaxStageMicroBatches, forward or backward < 1 or
-// > kMaxTicks, latency < 0 or > kMaxTicks.
+// > kMaxTicks, latency < 0 or > kMaxTicks, zero-bubble with weight outside
+// [1, backward - 1].
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,13 +87,13 @@
 namespace varuna {
 namespace plan {
 
-enum class TaskKind { Forward, Recompute, Backward };
+enum class TaskKind { Forward, Recompute, Backward, Weight };
 
 struct Task {
   TaskKind kind;
   int microBatch;
 
-  /// "F3", "R3", "B3".
+  /// "F3", "R3", "B3", "W3".
   std::string str() const;
   bool operator==(const Task &o) const {
     return kind == o.kind && microBatch == o.microBatch;
@@ -84,10 +101,16 @@ struct Task {
   bool operator!=(const Task &o) const { return !(*this == o); }
 };
 
-enum class ScheduleKind { Varuna, GPipe, OneFOneB };
+enum class ScheduleKind { Varuna, GPipe, OneFOneB, ZeroBubble };
 
-/// "varuna", "gpipe", "1f1b".
+/// "varuna", "gpipe", "1f1b", "zb".
 const char *scheduleKindName(ScheduleKind kind);
+
+/// The kind named `name` (scheduleKindName's), or none.
+std::optional<ScheduleKind> scheduleKindNamed(const std::string &name);
+
+/// "varuna, gpipe, 1f1b or zb": for error messages.
+constexpr const char *kScheduleKindNames = "varuna, gpipe, 1f1b or zb";
 
 /// When Varuna's recompute R(k) at stage s-1 becomes ready, relative to stage
 /// s's backward B(k) in [start, end).
@@ -105,6 +128,9 @@ struct TimingModel {
   int64_t forward = 1;  ///< forward and recompute; >= 1
   int64_t backward = 2; ///< >= 1
   int64_t latency = 0;  ///< activation / gradient message; >= 0
+  /// Zero-bubble only: W's share of the backward (stages s > 0), in
+  /// [1, backward - 1].
+  int64_t weight = 1;
   RecomputeTrigger recomputeTrigger = RecomputeTrigger::ForwardBeforeGradient;
 };
 
@@ -126,7 +152,8 @@ struct Schedule {
   /// The latest end tick (the first task starts at tick 0).
   int64_t makespan() const;
   /// The most micro-batches stage s holds at once between a forward and its
-  /// backward (stashed inputs; the last stage holds full activations).
+  /// backward (stashed inputs; the last stage holds full activations), or
+  /// its W when the stage has W tasks.
   int64_t maxInFlight(int stage) const;
   /// Stage s's task order alone.
   std::vector<Task> order(int stage) const;

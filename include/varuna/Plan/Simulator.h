@@ -3,7 +3,7 @@
 // Estimates the time of one mini-batch of a P-stage pipeline replica (the
 // DESIGN.md section 4 simulator): every stage is modelled, not just the
 // slowest. Each stage runs its static task order (plan::schedule: varuna |
-// gpipe | 1f1b) as the runtime does (Target/ATen/PipelineTrainer.h): a task
+// gpipe | 1f1b | zb) as the runtime does (Target/ATen/PipelineTrainer.h): a task
 // starts when the stage is free and its inputs are there; with `deviate`,
 // when the scheduled task waits for a message, the first later recompute or
 // backward that is ready runs instead, else the next forward if its
@@ -14,7 +14,7 @@
 // over the replicas (allreduceSeconds[s], overlapping the other stages'
 // work) in allreduceBuckets[s] buckets, as the runtime does
 // (rt::GradientBuckets): bucket j of n is final (j+1)/n of the way through
-// the stage's last backward and is reduced then, or when bucket j-1 is done
+// the stage's last backward (zero-bubble: its last W) and is reduced then, or when bucket j-1 is done
 // if later, taking allreduceSeconds[s] / n; one bucket starts after the
 // last backward. Then the optimizer runs.
 //
@@ -41,6 +41,9 @@ struct StageCost {
   double forward = 0;   ///< seconds per micro-batch
   double backward = 0;
   double recompute = -1; ///< < 0: same as forward
+  /// Zero-bubble (stages s > 0): the part of `backward` its W takes (the
+  /// weight gradients; B takes the rest); < 0: half.
+  double weight = -1;
 };
 
 struct LinkModel {

@@ -8,6 +8,7 @@
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/GradientBuckets.h"
 #include "varuna/runtime/Optimizer.h"
+#include "varuna/runtime/SplitBackward.h"
 #include "varuna/runtime/Trace.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -439,7 +440,14 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
 
   std::map<int, Stash> stash;
   std::map<int, Live> live;
-  int backwardsDone = 0;
+  // Zero-bubble, stages with an input gradient: B(k) computes it and keeps
+  // what W(k) needs to compute the weight gradients later.
+  bool splitBackward =
+      pipeline.schedule == plan::ScheduleKind::ZeroBubble && !isFirst();
+  std::map<int, rt::SplitBackward> weightsDue;
+  // Tasks that finish weight gradients (B, or W when split): the last one
+  // of the step arms the data-parallel buckets.
+  int weightTasksDone = 0;
   double lossSum = 0, countSum = 0;
   int prev = rankOf(stage - 1, replica), next = rankOf(stage + 1, replica);
   // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
@@ -460,6 +468,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     case plan::TaskKind::Backward:
       return live.count(k) > 0 && !live[k].outputs.empty() &&
              (isLast() || arrived(kGradient, k, next, outTypes));
+    case plan::TaskKind::Weight:
+      return weightsDue.count(k) > 0;
     }
     return false;
   };
@@ -573,9 +583,24 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
             grads.push_back(gi);
           }
       }
+      if (splitBackward) {
+        // Input gradients now (stage s-1 waits for them), weights in W(k).
+        rt::SplitBackward split;
+        std::vector<at::Tensor> in;
+        {
+          auto span = trace.scope("B" + std::to_string(k), rt::Trace::Compute);
+          in = split.inputGradients(roots, grads, l.leaves);
+        }
+        for (auto [i, leaf] : llvm::enumerate(l.leaves))
+          if (leaf.defined() && leaf.is_floating_point())
+            sendValue(kGradient, s, k, prev, i,
+                      in[i].defined() ? in[i] : at::zeros_like(leaf));
+        weightsDue.emplace(k, std::move(split));
+        break;
+      }
       // The last backward finalizes the gradients: data-parallel buckets
       // start as their gradients become final.
-      bool lastBackward = ++backwardsDone == numMicro;
+      bool lastBackward = ++weightTasksDone == numMicro;
       if (buckets && lastBackward)
         buckets->arm();
       if (!roots.empty()) {
@@ -593,6 +618,22 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
                       g.defined() ? g : at::zeros_like(leaf));
           }
       if (buckets && lastBackward)
+        buckets->launchRest();
+      break;
+    }
+    case plan::TaskKind::Weight: {
+      auto it = weightsDue.find(k);
+      if (it == weightsDue.end())
+        return jobError(job, "schedule: W") << k << " before its B", failure();
+      bool lastWeights = ++weightTasksDone == numMicro;
+      if (buckets && lastWeights)
+        buckets->arm();
+      {
+        auto span = trace.scope("W" + std::to_string(k), rt::Trace::Compute);
+        it->second.weightGradients();
+      }
+      weightsDue.erase(it);
+      if (buckets && lastWeights)
         buckets->launchRest();
       break;
     }

@@ -20,7 +20,8 @@ for rank in range(ranks):
             step = []
     assert len(per_step) == steps, (rank, len(per_step))
     for k, sp in enumerate(per_step):
-        back = [e for e in sp if e["name"][0] == "B" and e["name"][1:].isdigit()]
+        # The tasks that add to the gradients: B, and W (zero-bubble).
+        back = [e for e in sp if e["name"][0] in "BW" and e["name"][1:].isdigit()]
         bucket = [e for e in sp if e["name"].startswith("allreduce bucket ")]
         assert back and len(bucket) > 1, (rank, k, len(back), len(bucket))
         last_end = back[-1]["ts"] + back[-1]["dur"]

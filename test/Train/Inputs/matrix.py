@@ -2,8 +2,8 @@
 
 The factors of issue 5's exactness matrix -- model (GPT with 4 layers, BERT,
 ViT), P x D (2x1, 4x1, 3x1 with uneven stages, 2x2, 1x2), micro-batches per
-replica (1, 4, 8), schedule (varuna, gpipe, 1f1b) and optimizer (SGD, AdamW,
-LAMB; all with global-norm clipping) -- have 405 combinations (fewer that
+replica (1, 4, 8), schedule (varuna, gpipe, 1f1b, zb) and optimizer (SGD, AdamW,
+LAMB; all with global-norm clipping) -- have 540 combinations (fewer that
 fit: P must not exceed the model's sections). Every run of the full product
 would take an hour here; this runs a covering design instead: a set of
 configurations in which every pair of factor values that can occur
@@ -34,7 +34,7 @@ os.makedirs(work, exist_ok=True)
 MODELS = {"gpt": {"layers": 4}, "bert": {}, "vit": {}}
 LAYOUTS = [(2, 1), (4, 1), (3, 1), (2, 2), (1, 2)]
 MICRO = [1, 4, 8]
-SCHEDULES = ["varuna", "gpipe", "1f1b"]
+SCHEDULES = ["varuna", "gpipe", "1f1b", "zb"]
 OPTIMIZERS = ["sgd", "adamw", "lamb"]
 BATCH, STEPS = 16, 10
 

@@ -10,13 +10,17 @@
 // [s*M + r*M/D + k*m, ... + m) of the dataset (so every P x D sees the same
 // samples in the same step, and 1 x 1 with M/m micro-batches is the oracle):
 //  * the stage's task order comes from plan::schedule (varuna | gpipe |
-//    1f1b). F(k): receive the activations (stage 0: none), run the stage's
+//    1f1b | zb). F(k): receive the activations (stage 0: none), run the stage's
 //    sections -- without autograd, stashing only the received tensors and
 //    the RNG state, when an R(k) follows; with autograd otherwise (the last
 //    stage, 1F1B) -- and send the results to the next stage. R(k): restore
 //    the RNG state and recompute with autograd. B(k): receive the gradients
 //    of the results (last stage: the loss, weighted by the labels it
 //    counts), back-propagate, send the gradients of the received tensors.
+//    Zero-bubble (zb) on stages after the first: B(k) computes only the
+//    gradients of the received tensors and sends them; W(k) computes the
+//    parameters' gradients later (rt::SplitBackward: each op's gradient
+//    once over the two).
 //    When the next task waits for a message that has not arrived, a later
 //    recompute or backward that is ready runs first (the run-time
 //    deviation; PipelineOptions::deviate).
