@@ -34,7 +34,7 @@ subprocess.run([benchlib.tool(args, "varuna-calibrate"), job, "--micro-batches",
                check=True, stdout=subprocess.DEVNULL)
 
 configs = [  # (P, D, m, schedule)
-    (2, 1, 2, "varuna"), (2, 1, 2, "gpipe"), (2, 1, 2, "1f1b"),
+    (2, 1, 2, "varuna"), (2, 1, 2, "gpipe"), (2, 1, 2, "1f1b"), (2, 1, 2, "zb"),
     (2, 1, 1, "varuna"), (2, 1, 4, "1f1b"), (1, 2, 2, "varuna"), (1, 2, 4, "varuna"),
     # More ranks than cores.
     (3, 1, 2, "varuna"), (4, 1, 2, "varuna"), (2, 2, 2, "varuna"), (2, 2, 2, "1f1b"),

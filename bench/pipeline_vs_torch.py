@@ -8,9 +8,12 @@ both against one process on one core (P = 1) for the pipeline efficiency.
 
     python3 bench/pipeline_vs_torch.py [--build build] [--layers 8] [--hidden 256]
         [--seq 128] [--vocab 1024] [--batch 16] [--micro-batch 2] [--steps 8]
+        [--repeats 3]
 
-Prints examples/s of each (median step after 2 warm-up steps) and the
-ratios the issue names: varuna / torch.distributed.pipelining (target >= 1.1)
+Runs every configuration once per round, --repeats rounds; prints examples/s
+of each (median step after 2 warm-up steps; the median over rounds, and each
+round's) and, as medians of the ratios within a round, the ratios the issue
+names: varuna / torch.distributed.pipelining (target >= 1.1)
 and varuna P=2 / varuna P=1 on one core (target >= 1.6). The torch stages
 split the layers at the same boundary as varuna's partition; the tied
 embedding is used by both torch stages through its own copy (the same FLOPs;
@@ -99,6 +102,7 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     cfg = benchlib.gpt_config(args)
     work, job, _ = benchlib.adamw_gpt_job(args, "varuna-pipe-bench-", batch=args.micro_batch)
@@ -117,41 +121,51 @@ def main():
         t = [json.loads(line)["step_seconds"] for line in open(metrics)][2:]
         return args.batch / statistics.median(t)
 
-    results = {}
-    results["varuna P=1, 1 core"] = varuna_run(["--compute-threads", "1"], "p1")
-    for s in SCHEDULES:
-        results[f"varuna P=2 {s}"] = varuna_run(["--stages", "2", "--schedule", s], "p2" + s)
-    for s in ("1f1b", "gpipe"):
+    def torch_run(s):
         out = os.path.join(work, f"torch-{s}.json")
         mp.spawn(benchlib.torch_worker_steps, nprocs=2,
                  args=(benchlib.free_port(), args.steps,
                        partial(pipelining_step, args, cfg, split, s), out))
         t = json.load(open(out))[2:]
-        results[f"torch.distributed.pipelining P=2 {s}"] = args.batch / statistics.median(t)
+        return args.batch / statistics.median(t)
+
+    P1, TORCH = "varuna P=1, 1 core", "torch.distributed.pipelining P=2"
+    runs = {P1: lambda: varuna_run(["--compute-threads", "1"], "p1")}
+    for s in SCHEDULES:
+        runs[f"varuna P=2 {s}"] = partial(varuna_run, ["--stages", "2", "--schedule", s],
+                                          "p2" + s)
+    for s in ("1f1b", "gpipe"):
+        runs[f"{TORCH} {s}"] = partial(torch_run, s)
+    # Rounds of every configuration, one after another: this machine's speed
+    # drifts by 10-20% within minutes, so ratios are taken within a round
+    # (paired) and their median reported.
+    rounds = [{k: run() for k, run in runs.items()} for _ in range(args.repeats)]
+
+    def ratio(a, b):
+        return statistics.median(r[a] / r[b] for r in rounds)
+
+    def best(r, prefix, schedules):
+        return max(r[f"{prefix} {s}"] for s in schedules)
 
     print(f"GPT {args.layers}x{args.hidden}, seq {args.seq}, vocab {args.vocab}, batch "
           f"{args.batch} in micro-batches of {args.micro_batch} "
           f"({args.batch // args.micro_batch} per step), split after layer {split}, "
-          "one thread per rank")
-    for k, v in results.items():
-        print(f"  {k:42s} {v:7.1f} examples/s")
-    best_torch = max(results["torch.distributed.pipelining P=2 1f1b"],
-                     results["torch.distributed.pipelining P=2 gpipe"])
+          f"one thread per rank; {args.repeats} rounds, medians")
+    for k in runs:
+        print(f"  {k:42s} {statistics.median(r[k] for r in rounds):7.1f} examples/s"
+              f"  ({' '.join(f'{r[k]:.1f}' for r in rounds)})")
     for s in ("1f1b", "gpipe"):
-        print(f"ratio varuna {s} / torch {s}: "
-              f"{results[f'varuna P=2 {s}'] / results[f'torch.distributed.pipelining P=2 {s}']:.2f}"
-              "  (target >= 1.1)")
-    zb = results["varuna P=2 zb"]
+        print(f"ratio varuna {s} / torch {s}: {ratio(f'varuna P=2 {s}', f'{TORCH} {s}'):.2f}")
     for s in ("1f1b", "gpipe"):
         print(f"ratio varuna zb (zero-bubble) / torch {s}: "
-              f"{zb / results[f'torch.distributed.pipelining P=2 {s}']:.2f}  (target >= 1.1)")
-    best = max(results[f"varuna P=2 {s}"] for s in SCHEDULES)
-    print(f"ratio best varuna P=2 / best torch P=2: {best / best_torch:.2f}")
+              f"{ratio('varuna P=2 zb', f'{TORCH} {s}'):.2f}  (target >= 1.1)")
+    best_ratio = statistics.median(best(r, "varuna P=2", SCHEDULES) /
+                                   best(r, TORCH, ("1f1b", "gpipe")) for r in rounds)
+    print(f"ratio best varuna P=2 / best torch P=2: {best_ratio:.2f}  (target >= 1.1)")
     print(f"pipeline efficiency, varuna P=2 (varuna schedule) / P=1 on one core: "
-          f"{results['varuna P=2 varuna'] / results['varuna P=1, 1 core']:.2f}  (target >= 1.6)")
-    print(f"pipeline efficiency, best varuna P=2 / P=1 on one core: "
-          f"{best / results['varuna P=1, 1 core']:.2f}")
-
+          f"{ratio('varuna P=2 varuna', P1):.2f}  (target >= 1.6)")
+    eff = statistics.median(best(r, "varuna P=2", SCHEDULES) / r[P1] for r in rounds)
+    print(f"pipeline efficiency, best varuna P=2 / P=1 on one core: {eff:.2f}")
 
 if __name__ == "__main__":
     main()

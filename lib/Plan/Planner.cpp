@@ -105,6 +105,11 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
       }
       cost.forward += in.sections[k].forwardSeconds * m;
       cost.backward += in.sections[k].backwardSeconds * m;
+      // W: the sections' weight parts, when every one is known.
+      double w = in.sections[k].weightSeconds;
+      cost.weight = k == b[s] ? w * m
+                    : cost.weight < 0 || w < 0 ? -1
+                                               : cost.weight + w * m;
       params += in.sections[k].paramBytes;
       optimizer += in.sections[k].optimizerSeconds;
     }

@@ -166,25 +166,38 @@ SplitBackward::inputGradients(const std::vector<at::Tensor> &roots,
     state->branches.push_back(std::move(b));
   }
 
+  // The hooks point into this object: they go whatever happens.
+  auto removeHooks = [&] {
+    for (auto &b : state->branches) {
+      auto &hooks = b->node->pre_hooks();
+      for (auto it = hooks.begin(); it != hooks.end(); ++it)
+        if (it->get() == b->hook) {
+          hooks.erase(it);
+          break;
+        }
+      b->hook = nullptr;
+    }
+  };
   std::vector<at::Tensor> out(leaves.size());
   if (!bRoots.empty() && !wanted.empty()) {
-    variable_list got =
-        torch::autograd::grad(bRoots, wanted, bGrads, /*retain_graph=*/true,
-                              /*create_graph=*/false, /*allow_unused=*/true);
+    variable_list got;
+    try {
+      got = torch::autograd::grad(bRoots, wanted, bGrads,
+                                  /*retain_graph=*/true,
+                                  /*create_graph=*/false,
+                                  /*allow_unused=*/true);
+    } catch (...) {
+      removeHooks();
+      state->branches.clear();
+      throw;
+    }
     for (size_t j = 0; j < got.size(); ++j)
       out[wantedAt[j]] = got[j];
   }
-  // W runs from the recording nodes into the weights only: their hooks go,
-  // and so do their edges back into the marked part (which then frees with
-  // the caller's roots).
+  removeHooks();
+  // W runs from the recording nodes into the weights only: their edges back
+  // into the marked part go (that part then frees with the caller's roots).
   for (auto &b : state->branches) {
-    auto &hooks = b->node->pre_hooks();
-    for (auto it = hooks.begin(); it != hooks.end(); ++it)
-      if (it->get() == b->hook) {
-        hooks.erase(it);
-        break;
-      }
-    b->hook = nullptr;
     // (Not set_next_edge: it asserts that the node has no parent, for the
     // topological numbers -- which removing an edge keeps valid.)
     for (Edge &e : b->node->next_edges())

@@ -305,11 +305,13 @@ static llvm::json::Array
 sectionsJson(const std::vector<varuna::SectionTiming> &timings) {
   llvm::json::Array sections;
   for (auto [k, t] : llvm::enumerate(timings)) {
-    llvm::json::Array f, b, held, peak;
+    llvm::json::Array f, b, w, held, peak;
     for (double x : t.forwardSeconds)
       f.push_back(x);
     for (double x : t.backwardSeconds)
       b.push_back(x);
+    for (double x : t.weightSeconds)
+      w.push_back(x);
     for (int64_t x : t.heldBytes)
       held.push_back(x);
     for (int64_t x : t.peakBytes)
@@ -317,6 +319,7 @@ sectionsJson(const std::vector<varuna::SectionTiming> &timings) {
     sections.push_back(llvm::json::Object{{"index", int64_t(k)},
                                           {"forward_seconds", std::move(f)},
                                           {"backward_seconds", std::move(b)},
+                                          {"weight_seconds", std::move(w)},
                                           {"held_bytes", std::move(held)},
                                           {"peak_bytes", std::move(peak)},
                                           {"optimizer_seconds",
@@ -332,7 +335,8 @@ static llvm::json::Array meanOfParts(std::vector<llvm::json::Array> &parts) {
   double n = double(parts.size());
   for (size_t k = 0; k < merged.size(); ++k) {
     llvm::json::Object &out = *merged[k].getAsObject();
-    for (const char *key : {"forward_seconds", "backward_seconds"}) {
+    for (const char *key :
+         {"forward_seconds", "backward_seconds", "weight_seconds"}) {
       llvm::json::Array &a = *out.getArray(key);
       for (size_t i = 0; i < a.size(); ++i) {
         double sum = 0;

@@ -264,6 +264,9 @@ int main(int argc, char **argv) {
           atMicroBatch(ms, c->getArray("forward_seconds"), m) / m;
       in.sections[k].backwardSeconds =
           atMicroBatch(ms, c->getArray("backward_seconds"), m) / m;
+      if (const llvm::json::Array *w = c->getArray("weight_seconds");
+          w && !w->empty())
+        in.sections[k].weightSeconds = atMicroBatch(ms, w, m) / m;
       in.sections[k].workingBytesPerExample =
           atMicroBatch(ms, c->getArray("peak_bytes"), m) / m;
       in.sections[k].optimizerSeconds =

@@ -47,6 +47,9 @@ namespace plan {
 struct PlanSection {
   double forwardSeconds = 0;  ///< per example
   double backwardSeconds = 0; ///< per example
+  /// Per example: the weight-gradient part of the backward (zero-bubble's
+  /// W); < 0: unknown (the simulator takes half the backward).
+  double weightSeconds = -1;
   double paramBytes = 0;
   double workingBytesPerExample = 0; ///< measured fwd + bwd peak; 0: unknown
   double optimizerSeconds = 0;       ///< one step over its parameters

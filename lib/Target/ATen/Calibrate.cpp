@@ -5,6 +5,7 @@
 #include "varuna/Target/ATen/ReferenceTrainer.h"
 #include "varuna/runtime/Dataset.h"
 #include "varuna/runtime/Optimizer.h"
+#include "varuna/runtime/SplitBackward.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 
@@ -186,18 +187,34 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
       if (failed(forwardSections(evaluator, sections, inputs, m, stash)))
         return failure();
       for (auto [k, s] : llvm::enumerate(sections)) {
-        std::vector<double> fwd, bwd;
-        // Iteration `measureMemory` (after the warm-up and the timed runs)
-        // counts allocations instead of timing.
-        int measureMemory = options.warmup + options.repeats;
-        for (int it = 0; it <= measureMemory; ++it) {
-          std::vector<at::Tensor> leaves;
+        std::vector<double> fwd, bwd, wgt;
+        // One forward of the section with autograd, from its stashed
+        // arguments (leaves that require grad if floating point).
+        std::vector<at::Tensor> leaves, roots, grads;
+        auto forward = [&, s = s, k = k]() -> LogicalResult {
+          leaves.clear();
+          roots.clear();
+          grads.clear();
           for (const at::Tensor &t : stash[k].args) {
             at::Tensor l = t.detach();
             if (l.is_floating_point())
               l.requires_grad_(true);
             leaves.push_back(l);
           }
+          auto o = evaluator.runSection(s, leaves, m);
+          if (failed(o))
+            return failure();
+          for (const at::Tensor &r : *o)
+            if (r.requires_grad()) {
+              roots.push_back(r);
+              grads.push_back(at::ones_like(r));
+            }
+          return success();
+        };
+        // Iteration `measureMemory` (after the warm-up and the timed runs)
+        // counts allocations instead of timing.
+        int measureMemory = options.warmup + options.repeats;
+        for (int it = 0; it <= measureMemory; ++it) {
           std::optional<CountScope> counting;
           int64_t base = 0;
           if (it == measureMemory) {
@@ -205,17 +222,10 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
             base = counter().current.load();
           }
           auto t0 = std::chrono::steady_clock::now();
-          auto o = evaluator.runSection(s, leaves, m);
-          if (failed(o))
+          if (failed(forward()))
             return failure();
           double f = seconds(t0);
           int64_t held = counter().current.load() - base;
-          std::vector<at::Tensor> roots, grads;
-          for (const at::Tensor &r : *o)
-            if (r.requires_grad()) {
-              roots.push_back(r);
-              grads.push_back(at::ones_like(r));
-            }
           t0 = std::chrono::steady_clock::now();
           if (!roots.empty())
             torch::autograd::backward(roots, grads);
@@ -228,8 +238,21 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
             bwd.push_back(b);
           }
         }
+        // The zero-bubble split: how long the weight gradients take once the
+        // input gradients are done (rt::SplitBackward, as the runtime runs
+        // it; all of the backward when nothing received needs a gradient).
+        for (int it = 0; it < options.repeats; ++it) {
+          if (failed(forward()))
+            return failure();
+          rt::SplitBackward split;
+          split.inputGradients(roots, grads, leaves);
+          auto t0 = std::chrono::steady_clock::now();
+          split.weightGradients();
+          wgt.push_back(seconds(t0));
+        }
         out[k].forwardSeconds.push_back(median(fwd));
         out[k].backwardSeconds.push_back(median(bwd));
+        out[k].weightSeconds.push_back(median(wgt));
       }
     }
     if (options.optimizer)

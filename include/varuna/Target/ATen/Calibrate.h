@@ -3,7 +3,8 @@
 // What varuna-calibrate measures once, independent of the device count
 // (the paper's scale-invariant calibration): for each micro-batch size m,
 // every section's forward time (with autograd, as a recompute or the last
-// stage runs it) and backward time, in one process on synthetic inputs
+// stage runs it), backward time and the part of the backward zero-bubble's
+// W takes (the weight gradients), in one process on synthetic inputs
 // (integer inputs drawn from [0, vocab)), through the generated code when a
 // stage library is given. Robust statistics: `warmup` runs dropped, the
 // median of `repeats`. Memory: after the warm-up, one more forward and
@@ -50,6 +51,9 @@ struct CalibrationOptions {
 struct SectionTiming {
   std::vector<double> forwardSeconds;  ///< per micro-batch size
   std::vector<double> backwardSeconds; ///< per micro-batch size
+  /// Per size: the weight-gradient half of a split backward
+  /// (rt::SplitBackward, zero-bubble's W), timed after its input half.
+  std::vector<double> weightSeconds;
   std::vector<int64_t> heldBytes;      ///< per size: alive after forward
   std::vector<int64_t> peakBytes;      ///< per size: peak of fwd + bwd
   double optimizerSeconds = 0;         ///< one step over its parameters
