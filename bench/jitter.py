@@ -15,11 +15,13 @@ computed from varuna-calibrate's forward times of this job: 5 ms over one
 stage's forward of a micro-batch). GPipe's order is fixed.
 
     python3 bench/jitter.py [--build build] [--layers 8] [--hidden 128] [--seq 64]
-        [--latency-ms 5] [--jitter-ms 5] [--steps 12] [--repeats 3]
+        [--latency-ms 5] [--jitter-ms 5] [--steps 12] [--repeats 5]
         [--schedule-latency T]
 
-Four ranks share this machine's two cores: expect noise of several percent;
-the median of --repeats runs of each configuration is reported."""
+Four ranks share this machine's two cores: expect noise of several percent.
+Each round runs every configuration once; the loss to jitter is taken
+within a round (jittery against steady) and its median over --repeats
+rounds reported."""
 import argparse
 import json
 import math
@@ -39,7 +41,7 @@ ap.add_argument("--schedule-latency", type=int, default=-1,
                 help="latency (in forward times) Varuna's static order plans for "
                      "(default: from the calibration, as varuna-plan)")
 ap.add_argument("--steps", type=int, default=12)
-ap.add_argument("--repeats", type=int, default=3)
+ap.add_argument("--repeats", type=int, default=5)
 args = ap.parse_args()
 
 work, job, _ = benchlib.compiled_gpt(args, "varuna-jitter-", batch=2)
@@ -73,21 +75,28 @@ def run(schedule, condition, seed):
 
 
 conditions = ("none", "steady", "jitter")
-res = {}
-for seed in range(args.repeats):  # interleaved, so slow drifts hit all alike
+runs = {}
+for seed in range(args.repeats):  # interleaved rounds, so slow drifts hit all alike
     for schedule in ("varuna", "gpipe"):
         for c in conditions:
-            res.setdefault((schedule, c), []).append(run(schedule, c, seed))
-res = {k: statistics.median(v) for k, v in res.items()}
+            runs.setdefault((schedule, c), []).append(run(schedule, c, seed))
+res = {k: statistics.median(v) for k, v in runs.items()}
 print(f"GPT {args.layers}x{args.hidden}, seq {args.seq}; P=4, 8 micro-batches of 2; "
       f"messages delayed {args.latency_ms} ms, then {args.latency_ms} +/- {args.jitter_ms} ms"
-      + (f", links of {args.bandwidth_mbps} Mbit/s" if args.bandwidth_mbps else ""))
+      + (f", links of {args.bandwidth_mbps} Mbit/s" if args.bandwidth_mbps else "")
+      + f"; {args.repeats} rounds")
 loss = {}
 for schedule in ("varuna", "gpipe"):
     n, st, j = (res[(schedule, c)] for c in conditions)
-    loss[schedule] = 1 - j / st
-    print(f"  {schedule:7s} examples/s: {n:6.1f} no delay, {st:6.1f} steady, {j:6.1f} jitter; "
-          f"loses {100 * loss[schedule]:5.1f}% to jitter, {100 * (1 - j / n):5.1f}% to delay + jitter")
+    # The loss to jitter within each round (jittery vs steady, run minutes
+    # apart at most), then the median over rounds.
+    per_round = [1 - jr / sr for sr, jr in zip(runs[(schedule, "steady")],
+                                               runs[(schedule, "jitter")])]
+    loss[schedule] = statistics.median(per_round)
+    print(f"  {schedule:7s} examples/s: {n:6.1f} no delay, {st:6.1f} steady, {j:6.1f} jitter "
+          f"(medians); loses {100 * loss[schedule]:5.1f}% to jitter (rounds: "
+          f"{' '.join(f'{100 * x:.1f}' for x in per_round)}), "
+          f"{100 * (1 - j / n):5.1f}% to delay + jitter")
 if loss["gpipe"] > 0:
     print(f"Varuna's loss to jitter / GPipe's: {loss['varuna'] / loss['gpipe']:.2f}  (target <= 0.5)")
 else:

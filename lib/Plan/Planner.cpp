@@ -282,6 +282,7 @@ PlanResult planSweep(const PlanInput &in) {
     row.busyFraction = r.busyFraction;
     row.peakStageBytes = peak;
     row.scheduleLatency = x.config.scheduleTiming.latency;
+    row.schedule = in.schedule;
     res.rows.push_back(row);
   }
   std::stable_sort(res.rows.begin(), res.rows.end(),
@@ -291,6 +292,31 @@ PlanResult planSweep(const PlanInput &in) {
   if (res.rows.empty())
     res.error = "no configuration fits (see the skipped ones)";
   return res;
+}
+
+PlanResult planSchedules(const PlanInput &in,
+                         const std::vector<ScheduleKind> &kinds) {
+  PlanResult all;
+  std::string lastError = "no schedule given";
+  for (ScheduleKind k : kinds) {
+    PlanInput one = in;
+    one.schedule = k;
+    PlanResult r = planSweep(one);
+    for (const std::string &s : r.skipped)
+      all.skipped.push_back(kinds.size() > 1
+                                ? std::string(scheduleKindName(k)) + " " + s
+                                : s);
+    if (!r.ok())
+      lastError = r.error;
+    all.rows.insert(all.rows.end(), r.rows.begin(), r.rows.end());
+  }
+  std::stable_sort(all.rows.begin(), all.rows.end(),
+                   [](const PlanRow &a, const PlanRow &b) {
+                     return a.seconds < b.seconds;
+                   });
+  if (all.rows.empty())
+    all.error = lastError;
+  return all;
 }
 
 } // namespace plan

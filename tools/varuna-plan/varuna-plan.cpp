@@ -43,8 +43,10 @@ static cl::opt<int64_t> batch("batch", cl::Required,
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::init(0),
     cl::desc("Micro-batch size m (default: chosen from the calibration)"));
-static cl::opt<std::string> scheduleName("schedule", cl::init("varuna"),
-                                         cl::desc("varuna, gpipe, 1f1b or zb"));
+static cl::opt<std::string> scheduleName(
+    "schedule", cl::init("varuna"),
+    cl::desc("varuna, gpipe, 1f1b or zb; auto: sweep every schedule too and "
+             "pick the fastest that fits (not with --simulate)"));
 static cl::opt<double> memory("memory", cl::init(0),
                               cl::desc("Device memory in bytes (0: any)"));
 static cl::opt<int> devicesPerHost(
@@ -347,11 +349,20 @@ int main(int argc, char **argv) {
       readRings(across->getArray("allreduce_rings"), in.remoteRings);
     }
   }
-  if (std::optional<ScheduleKind> k = scheduleKindNamed(scheduleName))
+  // auto: the sweep covers every schedule as well.
+  std::vector<ScheduleKind> kinds;
+  if (scheduleName == "auto") {
+    if (simulateOne)
+      return fail("--simulate needs one schedule, not auto");
+    kinds = {ScheduleKind::Varuna, ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+             ScheduleKind::ZeroBubble};
+  } else if (std::optional<ScheduleKind> k = scheduleKindNamed(scheduleName)) {
     in.schedule = *k;
-  else
+    kinds = {*k};
+  } else {
     return fail(std::string("--schedule must be ") + kScheduleKindNames +
-                ", not '" + scheduleName + "'");
+                " (or auto), not '" + scheduleName + "'");
+  }
 
   if (cal) {
     llvm::outs() << "planning from the measurements in " << calPath
@@ -453,7 +464,7 @@ int main(int argc, char **argv) {
   PlanResult plan;
   for (size_t i = 0; i < sizes.size(); ++i) {
     useSize(sizes[i]);
-    plan = planSweep(in);
+    plan = planSchedules(in, kinds);
     for (const std::string &s : plan.skipped)
       llvm::outs() << "  skipped " << s << "\n";
     if (plan.ok() || i + 1 == sizes.size())
@@ -464,14 +475,14 @@ int main(int argc, char **argv) {
   if (!plan.ok())
     return fail(plan.error);
   llvm::outs() << "P      D      m      micro    seconds      examples/s   "
-                  "idle   memory\n";
+                  "idle   memory     schedule\n";
   for (const PlanRow &r : plan.rows)
     llvm::outs() << llvm::format(
-        "%-6d %-6d %-6lld %-8lld %-12.4f %-12.1f %-6d %s\n", r.stages,
+        "%-6d %-6d %-6lld %-8lld %-12.4f %-12.1f %-6d %-10s %s\n", r.stages,
         r.replicas, static_cast<long long>(r.microBatch),
         static_cast<long long>(r.microBatches), r.seconds,
         r.examplesPerSecond, r.idleDevices,
-        bytesText(r.peakStageBytes).c_str());
+        bytesText(r.peakStageBytes).c_str(), scheduleKindName(r.schedule));
   if (!cal)
     llvm::outs() << "memory: parameters, gradients, optimizer state and "
                     "stashed inputs; without a calibration the working "
@@ -479,7 +490,7 @@ int main(int argc, char **argv) {
   const PlanRow &best = plan.rows.front();
   llvm::outs() << "chosen: --stages " << best.stages << " --replicas "
                << best.replicas << " --micro-batch " << best.microBatch
-               << " --schedule " << scheduleName;
+               << " --schedule " << scheduleKindName(best.schedule);
   if (best.scheduleLatency > 0)
     llvm::outs() << " --schedule-latency " << best.scheduleLatency;
   if (bucketMB.getNumOccurrences())
@@ -495,7 +506,7 @@ int main(int argc, char **argv) {
     llvm::json::Object o{{"stages", best.stages},
                          {"replicas", best.replicas},
                          {"micro_batch", best.microBatch},
-                         {"schedule", scheduleName},
+                         {"schedule", scheduleKindName(best.schedule)},
                          {"schedule_latency", best.scheduleLatency},
                          {"bucket_mb", double(bucketMB)},
                          {"message_precision", messagePrecision},

@@ -88,6 +88,72 @@ TEST(Planner, RowsAndSkips) {
   EXPECT_EQ(r.skipped[0], "P=5: no partition in the job");
 }
 
+// Every schedule swept at once: the rows are each schedule's own sweep,
+// merged fastest first, and the best is the best of the four; a memory
+// limit between what the recomputing schedules need and what 1F1B and
+// zero-bubble need (they keep whole activations) leaves only the former.
+TEST(Planner, AllSchedules) {
+  const std::vector<ScheduleKind> kinds = {
+      ScheduleKind::Varuna, ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+      ScheduleKind::ZeroBubble};
+  PlanInput in = gpt(8);
+  for (PlanSection &s : in.sections)
+    s.workingBytesPerExample = 64.0 * 1024 * 1024;
+  PlanResult all = planSchedules(in, kinds);
+  ASSERT_TRUE(all.ok()) << all.error;
+  size_t rows = 0;
+  double best = 1e30;
+  for (ScheduleKind k : kinds) {
+    PlanInput one = in;
+    one.schedule = k;
+    PlanResult r = planSweep(one);
+    ASSERT_TRUE(r.ok()) << r.error;
+    rows += r.rows.size();
+    best = std::min(best, r.rows.front().seconds);
+    size_t mine = 0;
+    for (const PlanRow &x : all.rows)
+      mine += x.schedule == k;
+    EXPECT_EQ(mine, r.rows.size()) << scheduleKindName(k);
+  }
+  EXPECT_EQ(all.rows.size(), rows);
+  EXPECT_EQ(all.rows.front().seconds, best);
+  for (size_t i = 1; i < all.rows.size(); ++i)
+    EXPECT_LE(all.rows[i - 1].seconds, all.rows[i].seconds);
+  // Pipelined, zero-bubble beats 1F1B at every shape (the same compute,
+  // less bubble).
+  auto row = [&](const PlanResult &r, ScheduleKind k, int P) {
+    for (const PlanRow &x : r.rows)
+      if (x.schedule == k && x.stages == P)
+        return x;
+    ADD_FAILURE() << "no " << scheduleKindName(k) << " row with P=" << P;
+    return PlanRow();
+  };
+  for (int P : {2, 4, 8})
+    EXPECT_LT(row(all, ScheduleKind::ZeroBubble, P).seconds,
+              row(all, ScheduleKind::OneFOneB, P).seconds)
+        << "P=" << P;
+
+  // Just under what zb's P = 2 needs: that row goes (the skip names the
+  // schedule), Varuna's P = 2, which holds only stashed inputs, stays.
+  PlanInput tight = in;
+  tight.memoryLimitBytes =
+      row(all, ScheduleKind::ZeroBubble, 2).peakStageBytes * 0.99;
+  ASSERT_LT(row(all, ScheduleKind::Varuna, 2).peakStageBytes,
+            tight.memoryLimitBytes);
+  PlanResult fit = planSchedules(tight, kinds);
+  ASSERT_TRUE(fit.ok()) << fit.error;
+  for (const PlanRow &x : fit.rows) {
+    EXPECT_LE(x.peakStageBytes, tight.memoryLimitBytes);
+    EXPECT_FALSE(x.schedule == ScheduleKind::ZeroBubble && x.stages == 2);
+  }
+  row(fit, ScheduleKind::Varuna, 2);
+  bool named = false;
+  for (const std::string &s : fit.skipped)
+    named |= s.rfind("zb P=2: a stage needs", 0) == 0;
+  EXPECT_TRUE(named);
+  EXPECT_FALSE(planSchedules(in, {}).ok());
+}
+
 // Stage memory, worked by hand: 2 sections of 100 parameter bytes, 10 bytes
 // of working memory per example each, 7 bytes per example at the cut;
 // m = 2, Adam (2 state copies): parameters 4 x 100 = 400 per stage.

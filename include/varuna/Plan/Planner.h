@@ -47,12 +47,12 @@ namespace plan {
 struct PlanSection {
   double forwardSeconds = 0;  ///< per example
   double backwardSeconds = 0; ///< per example
-  /// Per example: the weight-gradient part of the backward (zero-bubble's
-  /// W); < 0: unknown (the simulator takes half the backward).
-  double weightSeconds = -1;
   double paramBytes = 0;
   double workingBytesPerExample = 0; ///< measured fwd + bwd peak; 0: unknown
   double optimizerSeconds = 0;       ///< one step over its parameters
+  /// Per example: the weight-gradient part of the backward (zero-bubble's
+  /// W); < 0: unknown (the simulator takes half the backward).
+  double weightSeconds = -1;
 };
 
 struct PlanInput {
@@ -118,6 +118,7 @@ struct PlanRow {
   int idleDevices = 0;
   double peakStageBytes = 0; ///< the largest stage's memory (stageMemory)
   int64_t scheduleLatency = 0; ///< what the static order was planned for
+  ScheduleKind schedule = ScheduleKind::Varuna;
   std::vector<double> busyFraction;
 };
 
@@ -140,6 +141,16 @@ SimulationConfig configFor(const PlanInput &in, int stages, int replicas,
                            std::string &error);
 
 PlanResult planSweep(const PlanInput &in);
+
+/// planSweep once per schedule in `kinds` (in.schedule ignored), the rows
+/// merged, fastest first (ties: the earlier kind); with several kinds a
+/// skipped line names its schedule ("zb P=3: ..."). The memory check is each schedule's own: 1F1B
+/// and zero-bubble keep whole activations of the micro-batches a stage
+/// holds, Varuna and GPipe only their stashed inputs -- so under a tight
+/// --memory the choice can fall to a slower schedule that recomputes.
+/// Fails only when no schedule has a row.
+PlanResult planSchedules(const PlanInput &in,
+                         const std::vector<ScheduleKind> &kinds);
 
 /// Bytes each stage of the P-stage partition needs at in.microBatch when
 /// stage s holds inFlight[s] micro-batches at once (SimulationResult::
