@@ -189,12 +189,13 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
       for (auto [k, s] : llvm::enumerate(sections)) {
         std::vector<double> fwd, bwd, wgt;
         // One forward of the section with autograd, from its stashed
-        // arguments (leaves that require grad if floating point).
+        // arguments (leaves that require grad if floating point); the
+        // results that require grad become the roots, each with a gradient
+        // of ones made after the forward (neither its time nor its memory).
         std::vector<at::Tensor> leaves, roots, grads;
         auto forward = [&, s = s, k = k]() -> LogicalResult {
           leaves.clear();
           roots.clear();
-          grads.clear();
           for (const at::Tensor &t : stash[k].args) {
             at::Tensor l = t.detach();
             if (l.is_floating_point())
@@ -205,11 +206,14 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
           if (failed(o))
             return failure();
           for (const at::Tensor &r : *o)
-            if (r.requires_grad()) {
+            if (r.requires_grad())
               roots.push_back(r);
-              grads.push_back(at::ones_like(r));
-            }
           return success();
+        };
+        auto ones = [&] {
+          grads.clear();
+          for (const at::Tensor &r : roots)
+            grads.push_back(at::ones_like(r));
         };
         // Iteration `measureMemory` (after the warm-up and the timed runs)
         // counts allocations instead of timing.
@@ -226,6 +230,7 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
             return failure();
           double f = seconds(t0);
           int64_t held = counter().current.load() - base;
+          ones();
           t0 = std::chrono::steady_clock::now();
           if (!roots.empty())
             torch::autograd::backward(roots, grads);
@@ -244,6 +249,7 @@ calibrateSections(ModuleOp job, const CalibrationOptions &options) {
         for (int it = 0; it < options.repeats; ++it) {
           if (failed(forward()))
             return failure();
+          ones();
           rt::SplitBackward split;
           split.inputGradients(roots, grads, leaves);
           auto t0 = std::chrono::steady_clock::now();
