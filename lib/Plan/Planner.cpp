@@ -105,11 +105,12 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
       }
       cost.forward += in.sections[k].forwardSeconds * m;
       cost.backward += in.sections[k].backwardSeconds * m;
-      // W: the sections' weight parts, when every one is known.
-      double w = in.sections[k].weightSeconds;
-      cost.weight = k == b[s] ? w * m
-                    : cost.weight < 0 || w < 0 ? -1
-                                               : cost.weight + w * m;
+      // zb's B and W: the sections' parts, when every one is known.
+      auto add = [&](double &sum, double part) {
+        sum = k == b[s] ? part * m : sum < 0 || part < 0 ? -1 : sum + part * m;
+      };
+      add(cost.weight, in.sections[k].weightSeconds);
+      add(cost.input, in.sections[k].inputSeconds);
       params += in.sections[k].paramBytes;
       optimizer += in.sections[k].optimizerSeconds;
     }

@@ -265,7 +265,9 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     case TaskKind::Forward: return sc.forward;
     case TaskKind::Recompute: return sc.recompute < 0 ? sc.forward : sc.recompute;
     case TaskKind::Backward:
-      return split(s) ? sc.backward - weightPart(s) : sc.backward;
+      if (!split(s))
+        return sc.backward;
+      return sc.input >= 0 ? sc.input : sc.backward - weightPart(s);
     case TaskKind::Weight: return weightPart(s);
     }
     return 0.0;

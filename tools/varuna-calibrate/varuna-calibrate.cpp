@@ -305,11 +305,13 @@ static llvm::json::Array
 sectionsJson(const std::vector<varuna::SectionTiming> &timings) {
   llvm::json::Array sections;
   for (auto [k, t] : llvm::enumerate(timings)) {
-    llvm::json::Array f, b, w, held, peak;
+    llvm::json::Array f, b, in, w, held, peak;
     for (double x : t.forwardSeconds)
       f.push_back(x);
     for (double x : t.backwardSeconds)
       b.push_back(x);
+    for (double x : t.inputSeconds)
+      in.push_back(x);
     for (double x : t.weightSeconds)
       w.push_back(x);
     for (int64_t x : t.heldBytes)
@@ -319,6 +321,7 @@ sectionsJson(const std::vector<varuna::SectionTiming> &timings) {
     sections.push_back(llvm::json::Object{{"index", int64_t(k)},
                                           {"forward_seconds", std::move(f)},
                                           {"backward_seconds", std::move(b)},
+                                          {"input_seconds", std::move(in)},
                                           {"weight_seconds", std::move(w)},
                                           {"held_bytes", std::move(held)},
                                           {"peak_bytes", std::move(peak)},
@@ -336,7 +339,8 @@ static llvm::json::Array meanOfParts(std::vector<llvm::json::Array> &parts) {
   for (size_t k = 0; k < merged.size(); ++k) {
     llvm::json::Object &out = *merged[k].getAsObject();
     for (const char *key :
-         {"forward_seconds", "backward_seconds", "weight_seconds"}) {
+         {"forward_seconds", "backward_seconds", "input_seconds",
+          "weight_seconds"}) {
       llvm::json::Array &a = *out.getArray(key);
       for (size_t i = 0; i < a.size(); ++i) {
         double sum = 0;

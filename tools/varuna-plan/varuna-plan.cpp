@@ -269,6 +269,9 @@ int main(int argc, char **argv) {
       if (const llvm::json::Array *w = c->getArray("weight_seconds");
           w && !w->empty())
         in.sections[k].weightSeconds = atMicroBatch(ms, w, m) / m;
+      if (const llvm::json::Array *i = c->getArray("input_seconds");
+          i && !i->empty())
+        in.sections[k].inputSeconds = atMicroBatch(ms, i, m) / m;
       in.sections[k].workingBytesPerExample =
           atMicroBatch(ms, c->getArray("peak_bytes"), m) / m;
       in.sections[k].optimizerSeconds =

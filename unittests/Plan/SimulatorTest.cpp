@@ -142,6 +142,15 @@ TEST(Simulator, ZeroBubbleWeightShare) {
   c.allreduceSeconds = {0.5, 4.0};
   // Stage 1: buckets of 2 s final at 3.75 and 4 -> [3.75,5.75], [5.75,7.75].
   EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 7.75);
+  // Measured halves that add up to more than the backward (the split's
+  // cost): B 2 s, W 0.5 s on stage 1: B0 [2,4], W0 [4,4.5]; stage 0 B0
+  // [4,6].
+  c = unit(ScheduleKind::ZeroBubble, 2, 1, false);
+  c.stages[1].weight = 0.5;
+  c.stages[1].input = 2.0;
+  SimulationResult m = simulate(c);
+  EXPECT_DOUBLE_EQ(m.minibatchSeconds, 6.0);
+  EXPECT_DOUBLE_EQ(m.busyFraction[1], 3.5 / 6.0);
 }
 
 // Shared cores: P = 1, Nm = 1 (F 1, B 2). Two replicas on one core run at

@@ -50,9 +50,10 @@ struct PlanSection {
   double paramBytes = 0;
   double workingBytesPerExample = 0; ///< measured fwd + bwd peak; 0: unknown
   double optimizerSeconds = 0;       ///< one step over its parameters
-  /// Per example: the weight-gradient part of the backward (zero-bubble's
-  /// W); < 0: unknown (the simulator takes half the backward).
+  /// Per example: the two parts of a split backward (zero-bubble's B and
+  /// W); < 0: unknown (the simulator splits `backward` in half).
   double weightSeconds = -1;
+  double inputSeconds = -1;
 };
 
 struct PlanInput {

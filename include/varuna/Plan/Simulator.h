@@ -41,9 +41,12 @@ struct StageCost {
   double forward = 0;   ///< seconds per micro-batch
   double backward = 0;
   double recompute = -1; ///< < 0: same as forward
-  /// Zero-bubble (stages s > 0): the part of `backward` its W takes (the
-  /// weight gradients; B takes the rest); < 0: half.
+  /// Zero-bubble (stages s > 0): what its W takes (the weight gradients);
+  /// < 0: half of `backward`. And what its B takes (the input gradients);
+  /// < 0: the rest of `backward`. Measured, the two add up to a little
+  /// more than the whole backward.
   double weight = -1;
+  double input = -1;
 };
 
 struct LinkModel {

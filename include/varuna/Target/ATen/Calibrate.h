@@ -51,8 +51,9 @@ struct CalibrationOptions {
 struct SectionTiming {
   std::vector<double> forwardSeconds;  ///< per micro-batch size
   std::vector<double> backwardSeconds; ///< per micro-batch size
-  /// Per size: the weight-gradient half of a split backward
-  /// (rt::SplitBackward, zero-bubble's W), timed after its input half.
+  /// Per size: the two halves of a split backward (rt::SplitBackward,
+  /// zero-bubble's B and W), the weight half timed after the input half.
+  std::vector<double> inputSeconds;
   std::vector<double> weightSeconds;
   std::vector<int64_t> heldBytes;      ///< per size: alive after forward
   std::vector<int64_t> peakBytes;      ///< per size: peak of fwd + bwd
