@@ -134,9 +134,7 @@ private:
     return (kind == ScheduleKind::Varuna || kind == ScheduleKind::GPipe) &&
            s != P - 1;
   }
-  bool hasWeight(int s) const {
-    return kind == ScheduleKind::ZeroBubble && s > 0;
-  }
+  bool hasWeight(int s) const { return splitsBackward(kind, s); }
   /// Varuna and zero-bubble pick tasks as they go; GPipe and 1F1B follow
   /// fixed orders.
   bool greedy() const {
@@ -372,8 +370,7 @@ const char *varuna::plan::scheduleKindName(ScheduleKind kind) {
 
 std::optional<ScheduleKind>
 varuna::plan::scheduleKindNamed(const std::string &name) {
-  for (ScheduleKind k : {ScheduleKind::Varuna, ScheduleKind::GPipe,
-                         ScheduleKind::OneFOneB, ScheduleKind::ZeroBubble})
+  for (ScheduleKind k : kScheduleKinds)
     if (name == scheduleKindName(k))
       return k;
   return std::nullopt;
@@ -390,13 +387,10 @@ int64_t Schedule::makespan() const {
 int64_t Schedule::maxInFlight(int stage) const {
   if (stage < 0 || stage >= int(stages.size()))
     return 0;
-  const std::vector<ScheduledTask> &tasks = stages[stage];
-  bool weights = std::any_of(tasks.begin(), tasks.end(), [](const auto &x) {
-    return x.task.kind == TaskKind::Weight;
-  });
-  TaskKind release = weights ? TaskKind::Weight : TaskKind::Backward;
+  TaskKind release =
+      splitsBackward(kind, stage) ? TaskKind::Weight : TaskKind::Backward;
   int64_t inFlight = 0, peak = 0;
-  for (const ScheduledTask &x : tasks) {
+  for (const ScheduledTask &x : stages[stage]) {
     if (x.task.kind == TaskKind::Forward)
       peak = std::max(peak, ++inFlight);
     else if (x.task.kind == release)

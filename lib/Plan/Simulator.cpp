@@ -252,9 +252,7 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     events.lower(s, 0.0);
 
   // Zero-bubble splits the backward of stages s > 0 into B and W.
-  auto split = [&](int s) {
-    return c.schedule == ScheduleKind::ZeroBubble && s > 0;
-  };
+  auto split = [&](int s) { return splitsBackward(c.schedule, s); };
   auto weightPart = [&](int s) {
     const StageCost &sc = c.stages[s];
     return sc.weight < 0 ? sc.backward / 2 : std::min(sc.weight, sc.backward);

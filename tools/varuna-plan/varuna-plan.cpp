@@ -357,8 +357,7 @@ int main(int argc, char **argv) {
   if (scheduleName == "auto") {
     if (simulateOne)
       return fail("--simulate needs one schedule, not auto");
-    kinds = {ScheduleKind::Varuna, ScheduleKind::GPipe, ScheduleKind::OneFOneB,
-             ScheduleKind::ZeroBubble};
+    kinds.assign(std::begin(kScheduleKinds), std::end(kScheduleKinds));
   } else if (std::optional<ScheduleKind> k = scheduleKindNamed(scheduleName)) {
     in.schedule = *k;
     kinds = {*k};

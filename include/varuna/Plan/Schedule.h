@@ -103,6 +103,17 @@ struct Task {
 
 enum class ScheduleKind { Varuna, GPipe, OneFOneB, ZeroBubble };
 
+/// Every kind, in the order above.
+constexpr ScheduleKind kScheduleKinds[] = {
+    ScheduleKind::Varuna, ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+    ScheduleKind::ZeroBubble};
+
+/// Whether `stage` of a `kind` pipeline splits its backward into B and W:
+/// zero-bubble, every stage but the first (which sends no input gradient).
+constexpr bool splitsBackward(ScheduleKind kind, int64_t stage) {
+  return kind == ScheduleKind::ZeroBubble && stage > 0;
+}
+
 /// "varuna", "gpipe", "1f1b", "zb".
 const char *scheduleKindName(ScheduleKind kind);
 

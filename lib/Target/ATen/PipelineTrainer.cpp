@@ -442,14 +442,30 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   std::map<int, Live> live;
   // Zero-bubble, stages with an input gradient: B(k) computes it and keeps
   // what W(k) needs to compute the weight gradients later.
-  bool splitBackward =
-      pipeline.schedule == plan::ScheduleKind::ZeroBubble && !isFirst();
+  bool splitBackward = plan::splitsBackward(pipeline.schedule, stage);
   std::map<int, rt::SplitBackward> weightsDue;
-  // Tasks that finish weight gradients (B, or W when split): the last one
-  // of the step arms the data-parallel buckets.
+  // Runs `addGrads`, a task that adds a micro-batch's gradients to the
+  // parameters (B, or W when split): the step's last one arms the
+  // data-parallel buckets before it and starts the rest after it.
   int weightTasksDone = 0;
+  auto weightTask = [&](auto &&addGrads) {
+    bool last = ++weightTasksDone == numMicro;
+    if (buckets && last)
+      buckets->arm();
+    addGrads();
+    if (buckets && last)
+      buckets->launchRest();
+  };
   double lossSum = 0, countSum = 0;
   int prev = rankOf(stage - 1, replica), next = rankOf(stage + 1, replica);
+  // The gradients of the received tensors (none: zeros) to stage s-1.
+  auto sendInputGradients = [&](int k, const std::vector<at::Tensor> &leaves,
+                                const std::vector<at::Tensor> &in) {
+    for (auto [i, leaf] : llvm::enumerate(leaves))
+      if (leaf.defined() && leaf.is_floating_point())
+        sendValue(kGradient, s, k, prev, i,
+                  in[i].defined() ? in[i] : at::zeros_like(leaf));
+  };
   // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
   // task waits for a message that has not arrived, run the first later
   // recompute or backward that is ready instead; if there is none, the next
@@ -591,50 +607,38 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
           auto span = trace.scope("B" + std::to_string(k), rt::Trace::Compute);
           in = split.inputGradients(roots, grads, l.leaves);
         }
-        for (auto [i, leaf] : llvm::enumerate(l.leaves))
-          if (leaf.defined() && leaf.is_floating_point())
-            sendValue(kGradient, s, k, prev, i,
-                      in[i].defined() ? in[i] : at::zeros_like(leaf));
+        sendInputGradients(k, l.leaves, in);
         weightsDue.emplace(k, std::move(split));
         break;
       }
-      // The last backward finalizes the gradients: data-parallel buckets
-      // start as their gradients become final.
-      bool lastBackward = ++weightTasksDone == numMicro;
-      if (buckets && lastBackward)
-        buckets->arm();
-      if (!roots.empty()) {
-        auto span = trace.scope("B" + std::to_string(k), rt::Trace::Compute);
-        if (grads.empty())
-          torch::autograd::backward(roots);
-        else
-          torch::autograd::backward(roots, grads);
-      }
-      if (!isFirst())
-        for (auto [i, leaf] : llvm::enumerate(l.leaves))
-          if (leaf.defined() && leaf.is_floating_point()) {
-            at::Tensor g = leaf.grad();
-            sendValue(kGradient, s, k, prev, i,
-                      g.defined() ? g : at::zeros_like(leaf));
-          }
-      if (buckets && lastBackward)
-        buckets->launchRest();
+      // The whole backward: buckets start as their gradients become final.
+      weightTask([&] {
+        if (!roots.empty()) {
+          auto span =
+              trace.scope("B" + std::to_string(k), rt::Trace::Compute);
+          if (grads.empty())
+            torch::autograd::backward(roots);
+          else
+            torch::autograd::backward(roots, grads);
+        }
+        if (isFirst())
+          return;
+        std::vector<at::Tensor> in;
+        for (const at::Tensor &leaf : l.leaves)
+          in.push_back(leaf.defined() ? leaf.grad() : at::Tensor());
+        sendInputGradients(k, l.leaves, in);
+      });
       break;
     }
     case plan::TaskKind::Weight: {
       auto it = weightsDue.find(k);
       if (it == weightsDue.end())
         return jobError(job, "schedule: W") << k << " before its B", failure();
-      bool lastWeights = ++weightTasksDone == numMicro;
-      if (buckets && lastWeights)
-        buckets->arm();
-      {
+      weightTask([&] {
         auto span = trace.scope("W" + std::to_string(k), rt::Trace::Compute);
         it->second.weightGradients();
-      }
+      });
       weightsDue.erase(it);
-      if (buckets && lastWeights)
-        buckets->launchRest();
       break;
     }
     }
