@@ -8,8 +8,10 @@ model exported and compiled into a fresh work directory.
     args = ap.parse_args()
     work, job, names = benchlib.compiled_gpt(args, "varuna-x-", batch=2)
     subprocess.run([benchlib.tool(args, "varuna-run"), job, ...])"""
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,8 +49,10 @@ def tool(args, name):
 def compiled_gpt(args, prefix, batch):
     """Exports the GPT of args' shape (example batch `batch`) to WORK/gpt.onnx
     in a new temporary directory and compiles it to WORK/job; returns (WORK,
-    WORK/job, the graph's input names)."""
+    WORK/job, the graph's input names). WORK is removed when the bench
+    exits."""
     work = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
     model, example, names = models.make("gpt", batch=batch, **gpt_config(args))
     onnx = os.path.join(work, "gpt.onnx")
     varuna.export(model, example, onnx)
