@@ -286,11 +286,26 @@ at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,
   return at::layer_norm(x, normalized, weight, bias, epsilon);
 }
 
+namespace {
+thread_local bool keepRunningStats = false;
+} // namespace
+
+KeepRunningStats::KeepRunningStats() : previous(keepRunningStats) {
+  keepRunningStats = true;
+}
+KeepRunningStats::~KeepRunningStats() { keepRunningStats = previous; }
+
 at::Tensor batchNormKernel(const at::Tensor &x, const at::Tensor &weight,
                            const at::Tensor &bias, const at::Tensor &mean,
                            const at::Tensor &var, double momentum,
                            double epsilon) {
-  // training=true: batch statistics; running stats updated in place.
+  // training=true: batch statistics; running stats updated in place (the
+  // output does not depend on them, so leaving them out changes nothing
+  // else).
+  if (keepRunningStats)
+    return at::batch_norm(x, weight, bias, at::Tensor(), at::Tensor(),
+                          /*training=*/true, momentum, epsilon,
+                          /*cudnn_enabled=*/false);
   return at::batch_norm(x, weight, bias, mean, var, /*training=*/true,
                         momentum, epsilon, /*cudnn_enabled=*/false);
 }

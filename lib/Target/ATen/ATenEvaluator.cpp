@@ -13,6 +13,7 @@
 
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Path.h"
 
 #include <ATen/ATen.h>
@@ -212,6 +213,29 @@ ATenOpContext ATenEvaluator::makeContext(int64_t batch) {
   ctx.generator = generator;
   ctx.getParam = [this](ParamOp p) { return loadParam(p); };
   return ctx;
+}
+
+FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+ATenEvaluator::stateBuffers(
+    const std::function<bool(llvm::StringRef)> &wanted) {
+  llvm::StringSet<> written;
+  module.walk([&](BatchNormOp bn) {
+    for (Value v : {bn.getRunningMean(), bn.getRunningVar()})
+      if (auto get = v ? v.getDefiningOp<GetParamOp>() : GetParamOp())
+        written.insert(get.getName());
+  });
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    if (!written.contains(p.getSymName()) ||
+        (wanted && !wanted(p.getSymName())))
+      continue;
+    try {
+      out.emplace_back(p.getSymName().str(), loadParam(p));
+    } catch (const std::exception &e) {
+      return p.emitError() << e.what(), failure();
+    }
+  }
+  return out;
 }
 
 FailureOr<std::vector<std::pair<std::string, at::Tensor>>>

@@ -1,6 +1,7 @@
 //===- CheckpointIO.cpp - Parameters <-> per-section checkpoints ----------===//
 
 #include "varuna/Target/ATen/CheckpointIO.h"
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -78,6 +79,14 @@ std::map<std::string, int> checkpointHomes(ArrayRef<func::FuncOp> sections) {
     if (auto names = s->getAttrOfType<ArrayAttr>("varuna.params"))
       for (Attribute a : names)
         home.emplace(a.cast<StringAttr>().getValue().str(), k);
+  // Frozen parameters (not in varuna.params) that a section reads, such as
+  // the running statistics its batch_norms update.
+  for (auto [k, s] : llvm::enumerate(sections)) {
+    func::FuncOp f = s; // walk() is not const
+    f.walk([&, k = k](GetParamOp get) {
+      home.emplace(get.getName().str(), static_cast<int>(k));
+    });
+  }
   return home;
 }
 
@@ -133,16 +142,17 @@ std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
 
 int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     const std::map<std::string, int> &home,
-                    NamedTensors &params, rt::Optimizer &optimizer,
-                    at::Generator &generator, bool strict,
-                    rt::LossScaler *scaler) {
+                    NamedTensors &params, NamedTensors &buffers,
+                    rt::Optimizer &optimizer, at::Generator &generator,
+                    bool strict, rt::LossScaler *scaler) {
   std::map<std::string, at::Tensor *> byName;
   std::set<int> files;
-  for (auto &[name, t] : params) {
-    byName[name] = &t;
-    auto it = home.find(name);
-    files.insert(it == home.end() ? 0 : it->second);
-  }
+  for (NamedTensors *list : {&params, &buffers})
+    for (auto &[name, t] : *list) {
+      byName[name] = &t;
+      auto it = home.find(name);
+      files.insert(it == home.end() ? 0 : it->second);
+    }
   if (strict)
     for (size_t k = 0; k < ckpt.manifest.files.size(); ++k)
       if (ckpt.sectionFile(k))
@@ -179,18 +189,19 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
       restored.insert(b.name);
     }
   }
-  if (restored.size() != params.size()) {
-    std::string missing;
-    for (auto &[name, t] : params)
-      if (!restored.count(name)) {
-        missing = name;
-        break;
-      }
+  size_t restoredParams = 0;
+  std::string missing;
+  for (auto &[name, t] : params) {
+    if (restored.count(name))
+      ++restoredParams;
+    else if (missing.empty())
+      missing = name;
+  }
+  if (restoredParams != params.size())
     throw std::runtime_error("checkpoint '" + ckpt.path + "' holds " +
-                             std::to_string(restored.size()) + " of the " +
+                             std::to_string(restoredParams) + " of the " +
                              std::to_string(params.size()) +
                              " parameters (missing '" + missing + "')");
-  }
   const rt::TrainingState &meta = ckpt.manifest.state;
   auto field = [&](const char *key) -> const std::string & {
     auto it = meta.find(key);

@@ -7,6 +7,7 @@
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/GradientBuckets.h"
+#include "varuna/runtime/Kernels.h"
 #include "varuna/runtime/Optimizer.h"
 #include "varuna/runtime/SplitBackward.h"
 #include "varuna/runtime/Trace.h"
@@ -68,6 +69,7 @@ public:
   std::vector<std::string> paramNames;  // this stage's trainable parameters
   std::vector<at::Tensor> paramLeaves;
   std::set<std::string> notOwned;       // ties this stage does not count
+  NamedTensors buffers; // batch_norm running statistics of this stage
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
   int64_t deviations = 0; // tasks run ahead of the static order
@@ -190,6 +192,14 @@ LogicalResult Rank::setUp() {
     if (*it->second.begin() != stage)
       notOwned.insert(name);
   }
+  auto written = evaluator.stateBuffers([&](StringRef name) {
+    auto it = home.find(name.str());
+    return it != home.end() && it->second >= firstSection &&
+           it->second < endSection;
+  });
+  if (failed(written))
+    return failure();
+  buffers = std::move(*written);
 
   // Groups, created in the same order on every rank.
   for (int st = 0; st < P(); ++st) {
@@ -226,6 +236,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
       at::zeros({numSections, 3}, at::TensorOptions().dtype(at::kLong));
   if (replica == 0) {
     NamedTensors mine = named();
+    mine.insert(mine.end(), buffers.begin(), buffers.end());
     rt::OptimizerState state = optimizer.state();
     for (int k = firstSection; k < endSection; ++k) {
       rt::CheckpointFile f;
@@ -577,7 +588,11 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       gen.set_state(st.rng);
       Live &l = live[k];
       l.leaves = makeLeaves(st.received);
-      auto out = runStage(l.leaves, st.inputs);
+      FailureOr<std::vector<at::Tensor>> out = failure();
+      {
+        rt::KeepRunningStats recomputing; // F(k) updated them
+        out = runStage(l.leaves, st.inputs);
+      }
       gen.set_state(streamAt);
       if (failed(out))
         return failure();
@@ -671,6 +686,18 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   if (buckets) {
     auto span = trace.scope("wait gradient buckets", rt::Trace::Comm);
     buckets->wait();
+  }
+  // Running statistics: each replica's followed its own micro-batches; they
+  // leave the step as their mean, so replicas agree (with one micro-batch
+  // each, the running mean is the full batch's, as in one process).
+  if (!buffers.empty() && stageGroup->size() > 1) {
+    auto span = trace.scope("allreduce running stats", rt::Trace::Comm);
+    std::vector<at::Tensor> values;
+    for (auto &[name, t] : buffers)
+      values.push_back(t);
+    stageGroup->allreduceSum(values); // in place
+    for (at::Tensor &t : values)
+      t.div_(double(stageGroup->size()));
   }
   double total = totals[0][1].item<double>();
   m.loss = totals[0][0].item<double>() / total;
@@ -805,6 +832,8 @@ LogicalResult varuna::trainPipeline(
   } catch (const std::exception &e) {
     return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
+  if (transport.rank() == 0)
+    warnMicroBatchStatistics(job, options);
   auto outputs = createTrainerOutputs(job, config, options, rank.paramNames,
                                       transport.rank() == 0);
   if (failed(outputs))
@@ -818,7 +847,7 @@ LogicalResult varuna::trainPipeline(
           transport.rank() == 0 ? llvm::errs() : llvm::nulls();
       if (auto ckpt = latestCheckpoint(options.checkpointDir, log)) {
         NamedTensors mine = rank.named();
-        first = restoreFrom(*ckpt, rank.home, mine, *optimizer,
+        first = restoreFrom(*ckpt, rank.home, mine, rank.buffers, *optimizer,
                             evaluator->getGenerator(), /*strict=*/false,
                             rank.scaler ? &*rank.scaler : nullptr);
         log << "varuna-run: resumed from " << ckpt->path << " (step " << first

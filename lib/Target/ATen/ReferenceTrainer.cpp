@@ -6,6 +6,7 @@
 #include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/runtime/Checkpoint.h"
+#include "varuna/runtime/Kernels.h"
 #include "varuna/runtime/Optimizer.h"
 #include "varuna/runtime/Trace.h"
 #include "llvm/ADT/StringExtras.h"
@@ -36,6 +37,39 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   if (t.isInteger(1))
     return rt::DType::Bool;
   return std::nullopt;
+}
+
+void varuna::warnMicroBatchStatistics(ModuleOp job,
+                                      const TrainOptions &options) {
+  if (options.microBatch >= options.globalBatch)
+    return;
+  // Those of the sections when the job has them (the graph may hold the
+  // same ones again), else the graph's.
+  bool sections = false;
+  job.walk([&](func::FuncOp f) { sections |= f->hasAttr("varuna.section"); });
+  BatchNormOp first;
+  int count = 0;
+  job.walk([&](BatchNormOp bn) {
+    if (bn->getParentOfType<func::FuncOp>()->hasAttr("varuna.section") ==
+        sections) {
+      first = first ? first : bn;
+      ++count;
+    }
+  });
+  if (!first)
+    return;
+  emitWarning(first.getLoc())
+      << "batch_norm (" << count << " in the model) normalizes each "
+      << "micro-batch of " << options.microBatch
+      << " examples with its own statistics, not the step's "
+      << options.globalBatch
+      << ": the loss and gradients differ from one full-batch PyTorch step, "
+         "as in every micro-batched pipeline; the running statistics are "
+         "updated once per micro-batch (recomputation does not update them "
+         "again) and averaged over the replicas after each step. "
+         "--micro-batch "
+      << options.globalBatch
+      << " with one replica normalizes the whole batch";
 }
 
 InFlightDiagnostic varuna::jobError(ModuleOp job, const Twine &msg) {
@@ -207,7 +241,11 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
         args[a.getArgNumber()] = leaf;
         recvAt[a.getArgNumber()] = r.getInt();
       }
-    auto out = evaluator.runSection(s, args, batch);
+    FailureOr<std::vector<at::Tensor>> out = failure();
+    {
+      rt::KeepRunningStats recomputing; // the forward above updated them
+      out = evaluator.runSection(s, args, batch);
+    }
     if (failed(out))
       return failure();
     std::vector<at::Tensor> roots, grads;
@@ -262,6 +300,10 @@ LogicalResult varuna::trainReference(
   auto params = evaluator->trainableParams();
   if (failed(params))
     return failure();
+  auto buffers = evaluator->stateBuffers();
+  if (failed(buffers))
+    return failure();
+  warnMicroBatchStatistics(job, options);
 
   std::vector<at::Tensor> leaves;
   std::vector<std::string> names;
@@ -287,7 +329,8 @@ LogicalResult varuna::trainReference(
           latestCheckpoint(options.checkpointDir, llvm::errs());
       if (ckpt) {
         first = restoreFrom(*ckpt, checkpointHomes(evaluator->getSections()),
-                            *params, *optimizer, evaluator->getGenerator(),
+                            *params, *buffers, *optimizer,
+                            evaluator->getGenerator(),
                             /*strict=*/true, scaler ? &*scaler : nullptr);
         llvm::errs() << "varuna-run: resumed from " << ckpt->path << " (step "
                      << first << ")\n";
@@ -358,8 +401,10 @@ LogicalResult varuna::trainReference(
         *metrics << metricsJsonLine(m) << std::flush;
       onStep(m);
       if (options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) {
+        NamedTensors state = *params;
+        state.insert(state.end(), buffers->begin(), buffers->end());
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
-                                         step + 1, *params, *optimizer,
+                                         step + 1, state, *optimizer,
                                          scaler ? &*scaler : nullptr);
         if (!err.empty())
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;

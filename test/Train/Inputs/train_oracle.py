@@ -3,17 +3,26 @@
     train_oracle.py MODEL OUTDIR --steps S --batch M [--optimizer sgd|adamw|lamb]
                     [--clip X] [--samples N] [--precision fp32|bf16|fp16]
                     [--loss-scale INITIAL,BACKOFF] [--config JSON]
+                    [--micro-batch m [--replicas D]]
 
 Builds the zoo model (same seed, hence the same initial weights as the
 exported test model), writes a dataset OUTDIR/data/<input>.npy (N samples,
 fixed seed), a training configuration OUTDIR/train.json, trains S steps with
 plain PyTorch -- step s on samples [s*M, (s+1)*M) mod N, the whole batch in
 one forward, torch.optim -- and writes OUTDIR/expected.json (loss per step)
-and OUTDIR/params/<name>.npy (final parameters). With --precision bf16 or
+and OUTDIR/params/<name>.npy (final parameters; floating-point buffers
+such as BatchNorm's running statistics in OUTDIR/buffers/<name>.npy).
+With --precision bf16 or
 fp16 the forward runs under torch.autocast("cpu", dtype); fp16 (and bf16
 with --loss-scale) scales the loss with torch.amp.GradScaler, and
 expected.json also lists the steps it skipped. --config: keyword arguments
-of models.make (e.g. '{"layers": 4}'), the same the exported model used."""
+of models.make (e.g. '{"layers": 4}'), the same the exported model used.
+--micro-batch m (fp32): each step accumulates the gradients of micro-batches
+of m, each normalized with its own batch-norm statistics and updating the
+running ones in turn, as D = --replicas replicas over the batch's
+consecutive parts that start from the same running statistics and end the
+step with their mean -- what varuna-run does with --micro-batch m and
+--replicas D (for models without batch norm, the same as the whole batch)."""
 import argparse
 import json
 import os
@@ -37,7 +46,15 @@ ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
 ap.add_argument("--config", default="{}", help="models.make keyword arguments (JSON)")
 ap.add_argument("--loss-scale", default=None,
                 help="INITIAL,BACKOFF of the dynamic loss scale")
+ap.add_argument("--micro-batch", type=int, default=None,
+                help="train with gradient accumulation over micro-batches of this size")
+ap.add_argument("--replicas", type=int, default=1,
+                help="with --micro-batch: replicas whose running statistics are averaged")
 args = ap.parse_args()
+micro = args.micro_batch or args.batch
+if (args.batch % (args.replicas * micro) or
+        (micro < args.batch and (args.precision != "fp32" or args.loss_scale))):
+    raise SystemExit("--micro-batch x --replicas must divide --batch, in fp32")
 
 torch.manual_seed(0)
 model, example, names = models.make(args.model, **json.loads(args.config))
@@ -99,11 +116,48 @@ def track_grads():
             max_grad[name] = torch.maximum(max_grad[name], p.grad.detach().abs())
 
 
+def stats():
+    return {k: b for k, b in model.named_buffers() if b.is_floating_point()}
+
+
+def micro_batched_step(batch):
+    """Gradient accumulation over micro-batches of --micro-batch (each
+    normalized with its own batch-norm statistics, the running ones updated
+    once per micro-batch in order), as --replicas replicas that start from
+    the same running statistics and leave the step with their mean; the
+    backward of the loss of the whole batch; returns that loss."""
+    start = {k: b.clone() for k, b in stats().items()}
+    ends = []
+    per_replica = args.batch // args.replicas
+    total = 0.0
+    for r in range(args.replicas):
+        with torch.no_grad():
+            for k, b in stats().items():
+                b.copy_(start[k])
+        for off in range(r * per_replica, (r + 1) * per_replica, micro):
+            part = [t[off:off + micro] for t in batch]
+            loss = model(*part) * (micro / args.batch)
+            loss.backward()
+            total += float(loss)
+        ends.append({k: b.clone() for k, b in stats().items()})
+    with torch.no_grad():
+        for k, b in stats().items():
+            b.copy_(sum(e[k] for e in ends) / len(ends))
+    return total
+
+
 n = args.samples
 for step in range(args.steps):
     idx = [(step * args.batch + j) % n for j in range(args.batch)]
     batch = [torch.from_numpy(data[name][idx]) for name in names]
     opt.zero_grad()
+    if micro < args.batch:
+        losses.append(micro_batched_step(batch))
+        track_grads()
+        if args.clip:
+            torch.nn.utils.clip_grad_norm_(params, args.clip)
+        opt.step()
+        continue
     if dtype is None:
         loss = model(*batch)
     else:
@@ -132,6 +186,12 @@ json.dump({"losses": losses, "skipped": skipped},
 os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
 for name, p in model.named_parameters():
     np.save(os.path.join(args.outdir, "params", name + ".npy"), p.detach().numpy())
+# Floating-point buffers (BatchNorm's running statistics), the state training
+# updates besides the parameters.
+for name, b in model.named_buffers():
+    if b.is_floating_point():
+        os.makedirs(os.path.join(args.outdir, "buffers"), exist_ok=True)
+        np.save(os.path.join(args.outdir, "buffers", name + ".npy"), b.numpy())
 largest = max(float(g.max()) for g in max_grad.values())
 marked = 0
 for name, g in max_grad.items():

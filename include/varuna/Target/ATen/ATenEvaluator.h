@@ -158,6 +158,12 @@ public:
   trainableParams(
       const std::function<bool(llvm::StringRef)> &wanted = nullptr);
 
+  /// The frozen parameters training writes -- the running statistics of
+  /// every batch_norm -- or those `wanted` accepts, loaded, in module order:
+  /// not trained, but state a checkpoint keeps and replicas agree on.
+  mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+  stateBuffers(const std::function<bool(llvm::StringRef)> &wanted = nullptr);
+
   /// Runs the outlined sections (varuna-outline-sections) one after the
   /// other, each receiving the previous one's sent values and reading the
   /// graph inputs it names, and returns the last section's results -- the

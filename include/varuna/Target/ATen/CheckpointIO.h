@@ -34,13 +34,14 @@ namespace varuna {
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 /// Parameter name -> the index of the first section (of `sections`, in
-/// order) that reads it (its `varuna.params`).
+/// order) that reads it (its `varuna.params`; a frozen parameter, such as a
+/// batch_norm's running statistics: the first whose body reads it).
 std::map<std::string, int>
 checkpointHomes(llvm::ArrayRef<mlir::func::FuncOp> sections);
 
-/// Section `k`'s file contents: the parameters of `params` whose home is
-/// `k` (a parameter without a home goes to section 0) and their optimizer
-/// state from `state`.
+/// Section `k`'s file contents: the tensors of `params` (parameters and
+/// buffers) whose home is `k` (one without a home goes to section 0) and
+/// their optimizer state from `state`.
 std::vector<rt::TensorBytes>
 sectionTensors(int k, const std::map<std::string, int> &home,
                const NamedTensors &params, const rt::OptimizerState &state);
@@ -57,15 +58,18 @@ std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
                                                    llvm::raw_ostream &log);
 
 /// Copies the checkpointed values into `params` (read from their homes'
-/// files), loads the optimizer state of those parameters, the generator
-/// state and (when both have one) the loss scale, and returns the steps
-/// completed. `strict`: a tensor of the files
-/// read that is not in `params` is an error too (single-process resume).
+/// files; every one must be there) and `buffers` (state that is not
+/// trained, such as batch_norm running statistics; one the checkpoint does
+/// not hold keeps its value: checkpoints written before they were kept),
+/// loads the optimizer state of those parameters, the generator state and
+/// (when both have one) the loss scale, and returns the steps completed.
+/// `strict`: a tensor of the files read that is not in `params` or
+/// `buffers` is an error too (single-process resume).
 int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     const std::map<std::string, int> &home,
-                    NamedTensors &params, rt::Optimizer &optimizer,
-                    at::Generator &generator, bool strict,
-                    rt::LossScaler *scaler = nullptr);
+                    NamedTensors &params, NamedTensors &buffers,
+                    rt::Optimizer &optimizer, at::Generator &generator,
+                    bool strict, rt::LossScaler *scaler = nullptr);
 
 } // namespace varuna
 

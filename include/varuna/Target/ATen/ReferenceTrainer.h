@@ -94,6 +94,13 @@ mlir::FailureOr<std::unique_ptr<ATenEvaluator>>
 createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
                         double &count);
 
+/// When `job` has batch_norms and the micro-batch is smaller than the
+/// global batch, warns (once, at the first batch_norm's location) that each
+/// micro-batch is normalized with its own statistics -- training then
+/// differs from a full-batch step of plain PyTorch, as in every
+/// micro-batched pipeline -- and how the running statistics follow.
+void warnMicroBatchStatistics(mlir::ModuleOp job, const TrainOptions &options);
+
 /// What both trainers set up after the evaluator: the optimizer over the
 /// parameters `names` (in the order step() gets them) and, when `metrics`
 /// is true and the options name a file, the open metrics stream.

@@ -69,10 +69,28 @@ at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log);
 at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,
                            const at::Tensor &weight, const at::Tensor &bias,
                            double epsilon);
+/// Training-mode batch normalization (the batch's statistics); `mean` and
+/// `var`, when defined, are the running statistics, updated in place with
+/// `momentum` -- unless a KeepRunningStats is alive on this thread.
 at::Tensor batchNormKernel(const at::Tensor &x, const at::Tensor &weight,
                            const at::Tensor &bias, const at::Tensor &mean,
                            const at::Tensor &var, double momentum,
                            double epsilon);
+
+/// While one is alive on the constructing thread, batchNormKernel
+/// normalizes as always but leaves the running statistics alone: a
+/// recomputed forward repeats one whose update has already happened, and
+/// updating again would count that micro-batch twice. Nests.
+class KeepRunningStats {
+public:
+  KeepRunningStats();
+  ~KeepRunningStats();
+  KeepRunningStats(const KeepRunningStats &) = delete;
+  KeepRunningStats &operator=(const KeepRunningStats &) = delete;
+
+private:
+  bool previous;
+};
 
 /// softmax(where(mask, q @ key_t * scale, -inf)) @ v with ATen's fused
 /// scaled_dot_product_attention; `mask` (i1, true = attend) may be undefined.
