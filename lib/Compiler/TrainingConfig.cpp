@@ -347,6 +347,11 @@ Error ConfigParser::parseOptimizer(const json::Value &v,
   }
   bool isSGD = out.type == OptimizerKind::SGD;
   StringRef name = stringifyOptimizer(out.type);
+  // torch.optim.AdamW's default decay, so that {"type": "adamw"} trains as
+  // a PyTorch user's AdamW(params) does.
+  if (obj.get("type") && out.type == OptimizerKind::AdamW &&
+      !obj.get("weight_decay"))
+    out.weightDecay = kAdamWDefaultWeightDecay;
 
   if (const json::Value *x = obj.get("lr")) {
     Expected<double> d = getNumber(*x, child(path, "lr"), {Range::Positive});

@@ -375,7 +375,13 @@ TEST(TrainingConfigJSON, DefaultsAreFilledIn) {
   EXPECT_EQ(opt->getString("type"), "adamw");
   EXPECT_EQ(opt->getNumber("lr"), 1e-3);
   EXPECT_EQ(opt->getNumber("eps"), 1e-8);
-  EXPECT_EQ(opt->getNumber("weight_decay"), 0.0);
+  // As torch.optim.AdamW; SGD and LAMB keep 0, and a given value wins.
+  EXPECT_EQ(opt->getNumber("weight_decay"), 0.01);
+  EXPECT_EQ(parseOK(R"({"optimizer": {"type": "lamb"}})").optimizer.weightDecay,
+            0.0);
+  EXPECT_EQ(parseOK(R"({"optimizer": {"type": "adamw", "weight_decay": 0}})")
+                .optimizer.weightDecay,
+            0.0);
   EXPECT_FALSE(opt->get("momentum"));
   const llvm::json::Array *betas = opt->getArray("betas");
   ASSERT_TRUE(betas);

@@ -37,11 +37,15 @@ namespace varuna {
 enum class OptimizerKind { SGD, AdamW, LAMB };
 enum class Precision { FP32, BF16, FP16 };
 
+/// The weight decay of an "adamw" optimizer that names none: PyTorch's
+/// (torch.optim.AdamW's default).
+inline constexpr double kAdamWDefaultWeightDecay = 0.01;
+
 struct OptimizerConfig {
   OptimizerKind type = OptimizerKind::SGD;
   double lr = 1e-3;                           // > 0
   double momentum = 0.0;                      // SGD only, in [0, 1)
-  double weightDecay = 0.0;                   // >= 0
+  double weightDecay = 0.0; // >= 0; parsed "adamw": kAdamWDefaultWeightDecay
   std::array<double, 2> betas = {0.9, 0.999}; // AdamW/LAMB, each in [0, 1)
   double eps = 1e-8;                          // AdamW/LAMB, > 0
 
