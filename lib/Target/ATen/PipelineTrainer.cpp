@@ -70,6 +70,7 @@ public:
   std::vector<at::Tensor> paramLeaves;
   std::set<std::string> notOwned;       // ties this stage does not count
   NamedTensors buffers; // batch_norm running statistics of this stage
+  bool additive = false; // lossAggregation(job) == Sum
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
   int64_t deviations = 0; // tasks run ahead of the static order
@@ -200,6 +201,7 @@ LogicalResult Rank::setUp() {
   if (failed(written))
     return failure();
   buffers = std::move(*written);
+  additive = lossAggregation(job) == LossAggregation::Sum;
 
   // Groups, created in the same order on every rank.
   for (int st = 0; st < P(); ++st) {
@@ -548,7 +550,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       std::vector<at::Tensor> received =
           isFirst() ? std::vector<at::Tensor>()
                     : recvValues(kActivation, s, k, prev, inTypes);
-      *countSink = double(mb);
+      *countSink = additive ? 1.0 : double(mb);
       auto computeStart = rt::Trace::Clock::now();
       FailureOr<std::vector<at::Tensor>> out = failure();
       if (recomputed.count(k)) {
@@ -699,7 +701,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     for (at::Tensor &t : values)
       t.div_(double(stageGroup->size()));
   }
-  double total = totals[0][1].item<double>();
+  // A loss that sums over the examples: the micro-batches' losses add up.
+  double total = additive ? 1.0 : totals[0][1].item<double>();
   m.loss = totals[0][0].item<double>() / total;
   if (scaler) {
     // Every rank decides alike: skip the step everywhere on any overflow.

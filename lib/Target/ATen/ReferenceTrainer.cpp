@@ -39,6 +39,48 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
+LossAggregation varuna::lossAggregation(ModuleOp job) {
+  func::FuncOp graph;
+  job.walk([&](func::FuncOp f) {
+    if (f->hasAttr("varuna.graph"))
+      graph = f;
+  });
+  if (!graph || graph.getBody().empty())
+    return LossAggregation::Mean;
+  auto batched = [](Value v) {
+    auto t = llvm::dyn_cast<VTensorType>(v.getType());
+    return t && t.isBatched();
+  };
+  // Walk back from the loss to the ops that take batched operands to a
+  // result without a batch dimension.
+  Operation *ret = graph.getBody().front().getTerminator();
+  std::vector<Value> work;
+  for (unsigned i = 0; i < graph.getNumResults(); ++i)
+    if (graph.getResultAttr(i, "varuna.loss") && i < ret->getNumOperands())
+      work.push_back(ret->getOperand(i));
+  llvm::DenseSet<Operation *> seen;
+  bool sums = false, other = false;
+  while (!work.empty()) {
+    Operation *op = work.back().getDefiningOp();
+    work.pop_back();
+    if (!op || !seen.insert(op).second)
+      continue;
+    bool eliminates = llvm::any_of(op->getOperands(), batched) &&
+                      llvm::none_of(op->getResults(), batched);
+    if (!eliminates) {
+      work.insert(work.end(), op->operand_begin(), op->operand_end());
+      continue;
+    }
+    bool sum = false;
+    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
+      sum = ce.getReduction() == LossReduction::sum;
+    else if (auto r = llvm::dyn_cast<ReduceOp>(op))
+      sum = r.getKind() == ReduceKind::sum;
+    (sum ? sums : other) = true;
+  }
+  return sums && !other ? LossAggregation::Sum : LossAggregation::Mean;
+}
+
 void varuna::warnMicroBatchStatistics(ModuleOp job,
                                       const TrainOptions &options) {
   if (options.microBatch >= options.globalBatch)
@@ -84,7 +126,10 @@ varuna::createTrainingEvaluator(ModuleOp job, const TrainOptions &options,
                                 double &count) {
   ATenEvalOptions evalOptions;
   evalOptions.seed = options.seed;
-  evalOptions.onLossCount = [&count](double n) { count = n; };
+  // A mean cross_entropy reports what it averages over; a loss that sums
+  // over the examples weighs 1 per micro-batch whatever it counts.
+  if (lossAggregation(job) == LossAggregation::Mean)
+    evalOptions.onLossCount = [&count](double n) { count = n; };
   if (options.precision == Precision::BF16)
     evalOptions.autocast = at::kBFloat16;
   else if (options.precision == Precision::FP16)
@@ -340,6 +385,7 @@ LogicalResult varuna::trainReference(
     }
   }
   int64_t micro = options.globalBatch / options.microBatch;
+  const bool additive = lossAggregation(job) == LossAggregation::Sum;
   rt::Trace trace(!options.tracePath.empty());
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
@@ -354,7 +400,7 @@ LogicalResult varuna::trainReference(
              data.batch(step, options.globalBatch, j * options.microBatch,
                         options.microBatch))
           inputs.push_back(tensorFromNpy(b.array));
-        count = double(options.microBatch);
+        count = additive ? 1.0 : double(options.microBatch);
         auto span = trace.scope("F+B " + std::to_string(j), rt::Trace::Compute);
         FailureOr<double> loss =
             options.sections
@@ -366,6 +412,8 @@ LogicalResult varuna::trainReference(
         lossSum += *loss * count;
         total += count;
       }
+      if (additive)
+        total = 1.0; // the micro-batches' losses add up
       std::vector<at::Tensor> grads;
       for (at::Tensor &p : leaves) {
         at::Tensor g = p.grad();

@@ -94,6 +94,16 @@ mlir::FailureOr<std::unique_ptr<ATenEvaluator>>
 createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
                         double &count);
 
+/// How the losses of micro-batches add up to the step's loss, from the ops
+/// on the way to the graph's loss that reduce the batch dimension away:
+/// when every one sums (cross_entropy or reduce with reduction sum), the
+/// loss is a sum over the examples and the micro-batches' losses add up
+/// (Sum); otherwise it is taken for a mean (Mean): each micro-batch's loss
+/// weighs what it averages over (its examples, or the labels a mean
+/// cross_entropy counts), and the sum is divided by the total.
+enum class LossAggregation { Mean, Sum };
+LossAggregation lossAggregation(mlir::ModuleOp job);
+
 /// When `job` has batch_norms and the micro-batch is smaller than the
 /// global batch, warns (once, at the first batch_norm's location) that each
 /// micro-batch is normalized with its own statistics -- training then

@@ -1,0 +1,87 @@
+"""loss_oracle.py OUTDIR --loss sum|mean|sum-scaled [--steps S] [--batch M]:
+a small transformer-style language model (tied embedding, 4 blocks) whose
+loss reduces over the examples in the given way -- cross_entropy with
+reduction sum, mean, or sum / 100 (a sum scaled after the reduction) --
+exported to OUTDIR/model.onnx, with OUTDIR/data, OUTDIR/train.json (SGD),
+and plain PyTorch's training of it on the whole batch: OUTDIR/expected.json
+(loss per step) and OUTDIR/params (final parameters), what
+compare_training.py reads. varuna-run must add up the micro-batches' losses
+the way the model reduces: summed for a sum, weighted by their labels for a
+mean."""
+import argparse
+import json
+import os
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import varuna
+
+ap = argparse.ArgumentParser()
+ap.add_argument("outdir")
+ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled"])
+ap.add_argument("--steps", type=int, default=4)
+ap.add_argument("--batch", type=int, default=8)
+args = ap.parse_args()
+VOCAB, SEQ, DIM = 40, 5, 16
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(DIM)
+        self.fc1, self.fc2 = nn.Linear(DIM, 2 * DIM), nn.Linear(2 * DIM, DIM)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(VOCAB, DIM)
+        self.blocks = nn.ModuleList(Block() for _ in range(4))
+        self.head = nn.Linear(DIM, VOCAB, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids, labels):
+        h = self.emb(ids)
+        for b in self.blocks:
+            h = b(h)
+        logits = self.head(h).flatten(0, 1)
+        if args.loss == "mean":
+            return F.cross_entropy(logits, labels.flatten(), ignore_index=0)
+        loss = F.cross_entropy(logits, labels.flatten(), reduction="sum", ignore_index=0)
+        return loss / 100.0 if args.loss == "sum-scaled" else loss
+
+
+torch.manual_seed(0)
+model = Model()
+g = torch.Generator().manual_seed(1)
+n = 24
+ids = torch.randint(0, VOCAB, (n, SEQ), generator=g)
+labels = torch.randint(0, VOCAB, (n, SEQ), generator=g)  # some 0s: ignored
+os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
+np.save(os.path.join(args.outdir, "data", "ids.npy"), ids.numpy())
+np.save(os.path.join(args.outdir, "data", "labels.npy"), labels.numpy())
+varuna.export(model, (ids[:2], labels[:2]), os.path.join(args.outdir, "model.onnx"),
+              input_names=["ids", "labels"])
+lr = 0.01 if args.loss == "sum" else 0.1
+json.dump({"optimizer": {"type": "sgd", "lr": lr}},
+          open(os.path.join(args.outdir, "train.json"), "w"))
+opt = torch.optim.SGD(model.parameters(), lr=lr)
+losses = []
+for step in range(args.steps):
+    idx = [(step * args.batch + j) % n for j in range(args.batch)]
+    loss = model(ids[idx], labels[idx])
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+json.dump({"losses": losses}, open(os.path.join(args.outdir, "expected.json"), "w"))
+os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
+for name, p in model.named_parameters():
+    np.save(os.path.join(args.outdir, "params", name + ".npy"), p.detach().numpy())
+print("oracle", args.loss, "losses", losses[0], "->", losses[-1])
