@@ -51,34 +51,61 @@ LossAggregation varuna::lossAggregation(ModuleOp job) {
     auto t = llvm::dyn_cast<VTensorType>(v.getType());
     return t && t.isBatched();
   };
-  // Walk back from the loss to the ops that take batched operands to a
-  // result without a batch dimension.
+  // What a value without a batch dimension is, as a function of the
+  // examples: Const (none of them), Sum (linear in sums over them: sums,
+  // their sums and differences, scaled by constants), Mean (a mean over
+  // them), Other (anything else: a ratio of two reductions, a log of a
+  // sum, ...).
+  enum Kind { Const, Sum, Mean, Other };
+  llvm::DenseMap<Value, Kind> memo;
+  std::function<Kind(Value)> kind = [&](Value v) -> Kind {
+    auto it = memo.find(v);
+    if (it != memo.end())
+      return it->second;
+    Operation *op = v.getDefiningOp();
+    Kind k = Other;
+    if (batched(v))
+      k = Other;
+    else if (!op)
+      k = Const;
+    else if (llvm::any_of(op->getOperands(), batched)) {
+      // Reduces the batch dimension away.
+      if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
+        k = ce.getReduction() == LossReduction::sum    ? Sum
+            : ce.getReduction() == LossReduction::mean ? Mean
+                                                       : Other;
+      else if (auto r = llvm::dyn_cast<ReduceOp>(op))
+        k = r.getKind() == ReduceKind::sum    ? Sum
+            : r.getKind() == ReduceKind::mean ? Mean
+                                              : Other;
+    } else {
+      std::vector<Kind> in;
+      for (Value o : op->getOperands())
+        in.push_back(kind(o));
+      bool allConst = llvm::all_of(in, [](Kind x) { return x == Const; });
+      auto linear = [](Kind x) { return x == Const || x == Sum; };
+      if (allConst)
+        k = Const;
+      else if (llvm::isa<AddOp, SubOp>(op))
+        k = llvm::all_of(in, linear) ? Sum
+            : in[0] == Mean && in[1] == Mean ? Mean
+                                              : Other;
+      else if (llvm::isa<MulOp>(op))
+        k = in[0] == Const ? in[1] : in[1] == Const ? in[0] : Other;
+      else if (llvm::isa<DivOp>(op))
+        k = in[1] == Const ? in[0] : Other;
+      else if (llvm::isa<CastOp, ReshapeOp>(op))
+        k = in[0];
+    }
+    memo[v] = k;
+    return k;
+  };
   Operation *ret = graph.getBody().front().getTerminator();
-  std::vector<Value> work;
   for (unsigned i = 0; i < graph.getNumResults(); ++i)
     if (graph.getResultAttr(i, "varuna.loss") && i < ret->getNumOperands())
-      work.push_back(ret->getOperand(i));
-  llvm::DenseSet<Operation *> seen;
-  bool sums = false, other = false;
-  while (!work.empty()) {
-    Operation *op = work.back().getDefiningOp();
-    work.pop_back();
-    if (!op || !seen.insert(op).second)
-      continue;
-    bool eliminates = llvm::any_of(op->getOperands(), batched) &&
-                      llvm::none_of(op->getResults(), batched);
-    if (!eliminates) {
-      work.insert(work.end(), op->operand_begin(), op->operand_end());
-      continue;
-    }
-    bool sum = false;
-    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
-      sum = ce.getReduction() == LossReduction::sum;
-    else if (auto r = llvm::dyn_cast<ReduceOp>(op))
-      sum = r.getKind() == ReduceKind::sum;
-    (sum ? sums : other) = true;
-  }
-  return sums && !other ? LossAggregation::Sum : LossAggregation::Mean;
+      return kind(ret->getOperand(i)) == Sum ? LossAggregation::Sum
+                                             : LossAggregation::Mean;
+  return LossAggregation::Mean;
 }
 
 void varuna::warnMicroBatchStatistics(ModuleOp job,

@@ -1,13 +1,15 @@
 """loss_oracle.py OUTDIR --loss sum|mean|sum-scaled [--steps S] [--batch M]:
 a small transformer-style language model (tied embedding, 4 blocks) whose
 loss reduces over the examples in the given way -- cross_entropy with
-reduction sum, mean, or sum / 100 (a sum scaled after the reduction) --
+reduction sum, mean, sum / 100 (a sum scaled after the reduction), or sum /
+the number of labels counted (a mean by hand: a ratio of two sums) --
 exported to OUTDIR/model.onnx, with OUTDIR/data, OUTDIR/train.json (SGD),
 and plain PyTorch's training of it on the whole batch: OUTDIR/expected.json
 (loss per step) and OUTDIR/params (final parameters), what
 compare_training.py reads. varuna-run must add up the micro-batches' losses
 the way the model reduces: summed for a sum, weighted by their labels for a
-mean."""
+mean (the ratio is a mean whose micro-batches varuna-run weighs by their
+examples, not their labels: close to, not equal to, the whole batch's)."""
 import argparse
 import json
 import os
@@ -21,7 +23,7 @@ import varuna
 
 ap = argparse.ArgumentParser()
 ap.add_argument("outdir")
-ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled"])
+ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio"])
 ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--batch", type=int, default=8)
 args = ap.parse_args()
@@ -54,6 +56,8 @@ class Model(nn.Module):
         if args.loss == "mean":
             return F.cross_entropy(logits, labels.flatten(), ignore_index=0)
         loss = F.cross_entropy(logits, labels.flatten(), reduction="sum", ignore_index=0)
+        if args.loss == "ratio":  # a mean over the counted labels, by hand
+            return loss / (labels != 0).sum()
         return loss / 100.0 if args.loss == "sum-scaled" else loss
 
 

@@ -96,11 +96,13 @@ createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
 
 /// How the losses of micro-batches add up to the step's loss, from the ops
 /// on the way to the graph's loss that reduce the batch dimension away:
-/// when every one sums (cross_entropy or reduce with reduction sum), the
-/// loss is a sum over the examples and the micro-batches' losses add up
-/// (Sum); otherwise it is taken for a mean (Mean): each micro-batch's loss
-/// weighs what it averages over (its examples, or the labels a mean
-/// cross_entropy counts), and the sum is divided by the total.
+/// when the loss is linear in sums over the examples (cross_entropy or
+/// reduce with reduction sum, added, subtracted, multiplied or divided by
+/// values that do not depend on the examples), the micro-batches' losses
+/// add up (Sum); otherwise the loss is taken for a mean (Mean): each
+/// micro-batch's loss weighs what it averages over (its examples, or the
+/// labels a mean cross_entropy counts), and the sum is divided by the
+/// total. (A sum divided by a count of the batch's tokens is a Mean.)
 enum class LossAggregation { Mean, Sum };
 LossAggregation lossAggregation(mlir::ModuleOp job);
 
