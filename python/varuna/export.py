@@ -182,6 +182,22 @@ def _names(model: torch.nn.Module):
     return params, buffers
 
 
+def _embedding_padding(model: torch.nn.Module) -> Dict[str, int]:
+    """{weight name: padding_idx} of every nn.Embedding with a padding_idx,
+    under each name the weight has (a tied table is one tensor with several
+    names): the ONNX graph keeps only the lookup (a Gather), so the importer
+    learns from this that the padding row gets no gradient from it."""
+    pads = {}
+    for m in model.modules():
+        if isinstance(m, torch.nn.Embedding) and m.padding_idx is not None:
+            pads[id(m.weight)] = int(m.padding_idx) % m.num_embeddings
+    out = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        if id(p) in pads:
+            out[name] = pads[id(p)]
+    return out
+
+
 def _state_bytes(model: torch.nn.Module) -> int:
     total = sum(p.numel() * p.element_size() for p in model.parameters())
     total += sum(b.numel() * b.element_size() for b in model.buffers())
@@ -375,6 +391,9 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
             "varuna.exporter": _exporter_id(),
             "varuna.training": "1" if training else "0",
         }
+        padding = _embedding_padding(model)
+        if padding:
+            meta["varuna.embedding_padding"] = json.dumps(padding)
         meta.update(extra_metadata or {})
         _set_metadata(proto, meta)
         _write_onnx(proto, tmp, path, external)

@@ -213,6 +213,18 @@ at::Tensor gatherKernel(const at::Tensor &x, at::Tensor idx, int64_t axis) {
   return at::index_select(x, axis, idx.reshape({-1})).reshape(shape);
 }
 
+at::Tensor embeddingKernel(const at::Tensor &table, at::Tensor idx,
+                           int64_t paddingIdx) {
+  int64_t rows = table.size(0);
+  if (idx.scalar_type() != at::kLong)
+    idx = idx.to(at::kLong);
+  idx = at::where(idx < 0, idx + rows, idx);
+  std::vector<int64_t> shape(idx.sizes().begin(), idx.sizes().end());
+  shape.insert(shape.end(), table.sizes().begin() + 1, table.sizes().end());
+  return at::embedding(table.reshape({rows, -1}), idx, paddingIdx)
+      .reshape(shape);
+}
+
 at::Tensor gatherElementsKernel(const at::Tensor &x, at::Tensor idx,
                                 int64_t axis) {
   if (idx.scalar_type() != at::kLong)

@@ -143,6 +143,11 @@ Tensor concat(std::initializer_list<Tensor> xs, int64_t axis) {
 Tensor gather(const Tensor &x, const Tensor &idx, int64_t axis) {
   return guarded("gather", [&] { return rt::gatherKernel(T(x), T(idx), axis); });
 }
+Tensor embedding(const Tensor &table, const Tensor &idx, int64_t padding_idx) {
+  return guarded("embedding", [&] {
+    return rt::embeddingKernel(T(table), T(idx), padding_idx);
+  });
+}
 Tensor gather_elements(const Tensor &x, const Tensor &idx, int64_t axis) {
   return guarded("gather_elements",
                  [&] { return rt::gatherElementsKernel(T(x), T(idx), axis); });

@@ -140,6 +140,25 @@ bool Importer::isTrainable(StringRef name) const {
 LogicalResult Importer::readMetadata() {
   Location loc = FileLineColLoc::get(ctx, displayName, 0, 0);
   for (const auto &kv : modelFile.model().metadata_props()) {
+    if (kv.key() == "varuna.embedding_padding") {
+      auto parsed = llvm::json::parse(kv.value());
+      llvm::json::Object *obj = parsed ? parsed->getAsObject() : nullptr;
+      if (!obj) {
+        if (!parsed)
+          llvm::consumeError(parsed.takeError());
+        return emitError(loc) << "metadata 'varuna.embedding_padding' is not "
+                                 "a JSON object of parameter: padding_idx";
+      }
+      for (const auto &[name, v] : *obj) {
+        std::optional<int64_t> idx = v.getAsInteger();
+        if (!idx || *idx < 0)
+          return emitError(loc)
+                 << "metadata 'varuna.embedding_padding': '" << name.str()
+                 << "' has no padding_idx >= 0";
+        paddingIdx[name.str()] = *idx;
+      }
+      continue;
+    }
     if (kv.key() != "varuna.parameters" && kv.key() != "varuna.buffers")
       continue;
     auto parsed = llvm::json::parse(kv.value());

@@ -178,6 +178,18 @@ private:
   llvm::StringMap<bool> used;
   // From the `varuna.parameters` / `varuna.buffers` metadata, if present.
   std::optional<llvm::StringMap<bool>> trainable, buffers;
+  // From `varuna.embedding_padding` ({"<weight>": padding_idx}, written by
+  // varuna.export for nn.Embedding(padding_idx=...)).
+  llvm::StringMap<int64_t> paddingIdx;
+
+public:
+  /// The padding_idx of the embedding table `param`, if it has one.
+  std::optional<int64_t> paddingIdxOf(llvm::StringRef param) const {
+    auto it = paddingIdx.find(param);
+    if (it == paddingIdx.end())
+      return std::nullopt;
+    return it->second;
+  }
 };
 
 /// Imports one node; dispatches on its op type.

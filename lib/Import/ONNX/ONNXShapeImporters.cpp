@@ -335,10 +335,17 @@ LogicalResult importGather(NodeContext &nc) {
     nc.setOutput(0, gatherFlat(d, flat, shape));
     return success();
   }
+  // nn.Embedding(padding_idx) through varuna.export's metadata: the lookup
+  // passes no gradient to the padding row.
+  std::optional<int64_t> pad;
+  if (axis == 0 && nc.input(0).isParam())
+    pad = nc.importer.paddingIdxOf(nc.input(0).param);
   auto v = nc.runtime(0), i = nc.runtime(1);
   if (failed(v) || failed(i))
     return failure();
-  return setResult(nc, nc.create<GatherOp>(*v, *i, axis));
+  return setResult(nc, nc.create<GatherOp>(
+                           *v, *i, axis,
+                           pad ? nc.b().getI64IntegerAttr(*pad) : IntegerAttr()));
 }
 
 LogicalResult importGatherElements(NodeContext &nc) {

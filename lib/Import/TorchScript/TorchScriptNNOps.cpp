@@ -69,14 +69,14 @@ LogicalResult TSImporter::hEmbedding(Node *n, Location loc) {
   auto pad = optArg(n, 2, loc, &TSImporter::intArg, -1);
   if (failed(pad))
     return failure();
-  if (*pad >= 0)
-    return error(n, loc) << "embedding padding_idx=" << *pad
-                         << " is not supported (it changes the gradient)";
   auto scale = optArg(n, 3, loc, &TSImporter::boolArg, false);
   if (failed(scale))
     return failure();
   if (*scale)
     return error(n, loc) << "embedding scale_grad_by_freq is not supported";
+  if (*pad >= 0) // the rows at padding_idx get no gradient from here
+    return bindResult(n, make<GatherOp>(loc, {*w, *ids},
+                                        {i64("axis", 0), i64("padding_idx", *pad)}));
   return bindResult(n, make<GatherOp>(loc, {*w, *ids}, {i64("axis", 0)}));
 }
 

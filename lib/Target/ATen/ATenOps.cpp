@@ -183,6 +183,8 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
                        static_cast<int64_t>(o.getAxis()));
       })
       .Case([&](GatherOp o) {
+        if (std::optional<int64_t> pad = o.getPaddingIdx())
+          return rt::embeddingKernel(in[0], in[1], *pad);
         return rt::gatherKernel(in[0], in[1], static_cast<int64_t>(o.getAxis()));
       })
       .Case([&](ScatterNDOp) { return rt::scatterNDKernel(in[0], in[1], in[2]); })

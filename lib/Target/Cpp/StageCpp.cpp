@@ -312,6 +312,9 @@ std::string BodyEmitter::call(Operation *op) {
         return s + "}, " + lit(static_cast<int64_t>(c.getAxis())) + ")";
       })
       .Case([&](GatherOp g) {
+        if (std::optional<int64_t> pad = g.getPaddingIdx())
+          return "stage::embedding(" + o(0) + ", " + o(1) + ", " + lit(*pad) +
+                 ")";
         return "stage::gather(" + o(0) + ", " + o(1) + ", " +
                lit(static_cast<int64_t>(g.getAxis())) + ")";
       })

@@ -149,3 +149,19 @@ func.func @attention_mask_type(%q: !varuna.tensor<[B, 2, 8, 4], f32>, %kt: !varu
   %y = varuna.attention %q, %kt, %v mask %m : !varuna.tensor<[8, 8], f32> {scale = 1.0 : f64} : !varuna.tensor<[B, 2, 8, 4], f32>, !varuna.tensor<[B, 2, 4, 8], f32>, !varuna.tensor<[B, 2, 8, 4], f32> -> !varuna.tensor<[B, 2, 8, 4], f32>
   return %y : !varuna.tensor<[B, 2, 8, 4], f32>
 }
+
+// -----
+
+func.func @padding_off_axis(%w: !varuna.tensor<[8, 64], f32>, %ids: !varuna.tensor<[B], i64>) {
+  // expected-error @+1 {{padding_idx needs axis 0 (an embedding lookup), not 1}}
+  %x = varuna.gather %w, %ids {axis = 1 : i64, padding_idx = 0 : i64} : !varuna.tensor<[8, 64], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[8, B], f32>
+  return
+}
+
+// -----
+
+func.func @padding_outside(%w: !varuna.tensor<[8, 64], f32>, %ids: !varuna.tensor<[B], i64>) {
+  // expected-error @+1 {{padding_idx 8 is outside the table's}}
+  %x = varuna.gather %w, %ids {axis = 0 : i64, padding_idx = 8 : i64} : !varuna.tensor<[8, 64], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[B, 64], f32>
+  return
+}

@@ -17,6 +17,8 @@ func.func @forward(%ids: !varuna.tensor<[B, 16], i64> {varuna.name = "input_ids"
   %w = varuna.get_param @wte.weight : !varuna.tensor<[64, 32], f32>
   // CHECK: %[[X:.*]] = varuna.gather %[[W]], %[[IDS]] {axis = 0 : i64} : !varuna.tensor<[64, 32], f32>, !varuna.tensor<[B, 16], i64> -> !varuna.tensor<[B, 16, 32], f32>
   %x = varuna.gather %w, %ids {axis = 0 : i64} : !varuna.tensor<[64, 32], f32>, !varuna.tensor<[B, 16], i64> -> !varuna.tensor<[B, 16, 32], f32>
+  // CHECK: varuna.gather %[[W]], %[[IDS]] {axis = 0 : i64, padding_idx = 0 : i64}
+  %xp = varuna.gather %w, %ids {axis = 0 : i64, padding_idx = 0 : i64} : !varuna.tensor<[64, 32], f32>, !varuna.tensor<[B, 16], i64> -> !varuna.tensor<[B, 16, 32], f32>
   %g = varuna.get_param @ln.weight : !varuna.tensor<[32], f32>
   // CHECK: varuna.layer_norm %[[X]] weight %{{.*}} : !varuna.tensor<[32], f32> {axis = 2 : i64, epsilon = 1.000000e-05 : f64}
   %n = varuna.layer_norm %x weight %g : !varuna.tensor<[32], f32> {axis = 2 : i64, epsilon = 1.0e-5 : f64} : !varuna.tensor<[B, 16, 32], f32> -> !varuna.tensor<[B, 16, 32], f32>

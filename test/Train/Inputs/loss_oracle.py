@@ -9,7 +9,10 @@ and plain PyTorch's training of it on the whole batch: OUTDIR/expected.json
 compare_training.py reads. varuna-run must add up the micro-batches' losses
 the way the model reduces: summed for a sum, weighted by their labels for a
 mean (the ratio is a mean whose micro-batches varuna-run weighs by their
-examples, not their labels: close to, not equal to, the whole batch's)."""
+examples, not their labels: close to, not equal to, the whole batch's).
+--padding-idx k: the tied embedding is nn.Embedding(padding_idx=k), whose
+lookup passes no gradient to row k (the output projection still does);
+--format torchscript writes OUTDIR/model.pt instead."""
 import argparse
 import json
 import os
@@ -26,6 +29,10 @@ ap.add_argument("outdir")
 ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio"])
 ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--batch", type=int, default=8)
+ap.add_argument("--padding-idx", type=int, default=None,
+                help="the (tied) embedding's padding_idx")
+ap.add_argument("--format", default="onnx", choices=["onnx", "torchscript"],
+                help="OUTDIR/model.onnx or OUTDIR/model.pt")
 args = ap.parse_args()
 VOCAB, SEQ, DIM = 40, 5, 16
 
@@ -43,7 +50,7 @@ class Block(nn.Module):
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.emb = nn.Embedding(VOCAB, DIM)
+        self.emb = nn.Embedding(VOCAB, DIM, padding_idx=args.padding_idx)
         self.blocks = nn.ModuleList(Block() for _ in range(4))
         self.head = nn.Linear(DIM, VOCAB, bias=False)
         self.head.weight = self.emb.weight
@@ -70,7 +77,8 @@ labels = torch.randint(0, VOCAB, (n, SEQ), generator=g)  # some 0s: ignored
 os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
 np.save(os.path.join(args.outdir, "data", "ids.npy"), ids.numpy())
 np.save(os.path.join(args.outdir, "data", "labels.npy"), labels.numpy())
-varuna.export(model, (ids[:2], labels[:2]), os.path.join(args.outdir, "model.onnx"),
+model_file = "model.onnx" if args.format == "onnx" else "model.pt"
+varuna.export(model, (ids[:2], labels[:2]), os.path.join(args.outdir, model_file),
               input_names=["ids", "labels"])
 lr = 0.01 if args.loss == "sum" else 0.1
 json.dump({"optimizer": {"type": "sgd", "lr": lr}},

@@ -436,6 +436,23 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *ctx,
   return success();
 }
 
+LogicalResult GatherOp::verify() {
+  std::optional<int64_t> pad = getPaddingIdx();
+  if (!pad)
+    return success();
+  if (getAxis() != 0)
+    return emitOpError("padding_idx needs axis 0 (an embedding lookup), not ")
+           << getAxis();
+  auto in = llvm::cast<VTensorType>(getInput().getType());
+  if (in.getRank() < 1 || in.isBatched())
+    return emitOpError("padding_idx needs a table without a batch dimension");
+  SymInt rows = in.getDim(0);
+  if (*pad < 0 || (rows.isStatic() && *pad >= rows.constant))
+    return emitOpError("padding_idx ")
+           << *pad << " is outside the table's " << typeStr(in) << " rows";
+  return success();
+}
+
 LogicalResult GatherElementsOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> loc, ValueRange operands,
     DictionaryAttr attrs, RegionRange regions,

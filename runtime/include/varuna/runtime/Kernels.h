@@ -51,6 +51,10 @@ at::Tensor sliceKernel(const at::Tensor &x, int64_t axis, int64_t start,
                        int64_t end, int64_t step);
 /// ONNX Gather (N-d indices, negative indices count from the end).
 at::Tensor gatherKernel(const at::Tensor &x, at::Tensor idx, int64_t axis);
+/// An embedding lookup along axis 0 whose rows at `paddingIdx` pass no
+/// gradient back (nn.Embedding(padding_idx)): ATen's embedding.
+at::Tensor embeddingKernel(const at::Tensor &table, at::Tensor idx,
+                           int64_t paddingIdx);
 at::Tensor gatherElementsKernel(const at::Tensor &x, at::Tensor idx,
                                 int64_t axis);
 /// out = data.clone(); out[tuple(indices.T)] = updates

@@ -120,6 +120,9 @@ VARUNA_STAGE_API Tensor slice(const Tensor &x, int64_t axis, int64_t start,
                               int64_t end, int64_t step);
 VARUNA_STAGE_API Tensor concat(std::initializer_list<Tensor> xs, int64_t axis);
 VARUNA_STAGE_API Tensor gather(const Tensor &x, const Tensor &idx, int64_t axis);
+/// Lookup along axis 0 whose rows at `padding_idx` get no gradient.
+VARUNA_STAGE_API Tensor embedding(const Tensor &table, const Tensor &idx,
+                                  int64_t padding_idx);
 VARUNA_STAGE_API Tensor gather_elements(const Tensor &x, const Tensor &idx,
                                         int64_t axis);
 VARUNA_STAGE_API Tensor scatter_nd(const Tensor &data, const Tensor &idx,

@@ -347,10 +347,15 @@ def Varuna_GatherOp : Varuna_InferOp<"gather"> {
     is a scatter-add into the parameter's gradient. Gathering along a
     batch-dependent axis (flat indexing such as `mask.flatten()[b * S + s]`)
     is allowed: both sides are sized by the same micro-batch.
+    `padding_idx` (axis 0 only; `nn.Embedding(padding_idx=k)`): the rows
+    looked up at index k pass no gradient back to the input (the lookup
+    alone: a tied use of the same parameter elsewhere still does).
   }];
-  let arguments = (ins AnyVTensor:$input, AnyVTensor:$indices, I64Attr:$axis);
+  let arguments = (ins AnyVTensor:$input, AnyVTensor:$indices, I64Attr:$axis,
+                       OptionalAttr<I64Attr>:$padding_idx);
   let results = (outs AnyVTensor:$result);
   let assemblyFormat = "$input `,` $indices attr-dict `:` qualified(type($input)) `,` qualified(type($indices)) `->` qualified(type($result))";
+  let hasVerifier = 1;
 }
 
 def Varuna_GatherElementsOp : Varuna_InferOp<"gather_elements"> {
