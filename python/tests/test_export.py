@@ -210,6 +210,25 @@ def test_onnx_metadata_and_parameter_names(exported, name):
     assert proto.opset_import[0].version == 17
 
 
+def test_frozen_parameters_and_embedding_padding_metadata(tmp_path):
+    # A parameter that does not require grad is frozen state, not trained;
+    # an nn.Embedding's padding_idx is recorded under every name of its
+    # (tied) weight, since the ONNX Gather does not keep it.
+    model, inputs, _ = models.make("gpt")
+    model.wpe.weight.requires_grad_(False)
+    model.wte.padding_idx = 3
+    varuna.export(model, inputs, tmp_path / "g.onnx")
+    md = meta(onnx.load(str(tmp_path / "g.onnx")))
+    params = json.loads(md["varuna.parameters"])
+    assert "wpe.weight" not in params and "wte.weight" in params
+    assert json.loads(md["varuna.buffers"])[0] == "wpe.weight"
+    assert json.loads(md["varuna.embedding_padding"]) == {"wte.weight": 3, "lm_head.weight": 3}
+    varuna.export(model, inputs, tmp_path / "g.pt")
+    with zipfile.ZipFile(tmp_path / "g.pt") as z:
+        info = json.loads(z.read(next(n for n in z.namelist() if n.endswith("varuna.json"))))
+    assert "wpe.weight" not in info["parameters"] and "wpe.weight" in info["buffers"]
+
+
 def test_export_restores_buffers_and_stores_pre_export_values(tmp_path):
     model, inputs, _ = models.make("resnet")
     before = {n: b.clone() for n, b in model.named_buffers()}

@@ -177,8 +177,12 @@ def _preserved_state(model: torch.nn.Module, training: bool):
 
 
 def _names(model: torch.nn.Module):
-    params = [n for n, _ in model.named_parameters()]
-    buffers = [n for n, _ in model.named_buffers()]
+    """(trainable, frozen state): the parameters that require grad; the
+    buffers and the parameters that do not (frozen: the importers keep them
+    fixed, as the user's optimizer would never see a gradient for them)."""
+    params = [n for n, p in model.named_parameters() if p.requires_grad]
+    frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+    buffers = frozen + [n for n, _ in model.named_buffers()]
     return params, buffers
 
 
@@ -224,6 +228,9 @@ def _torch_onnx_export(model, inputs, f, *, input_names, output_names, opset, dy
         # BatchNorm's num_batches_tracked += 1 cannot be expressed in ONNX;
         # expected for training exports (the runtime owns buffer updates).
         warnings.filterwarnings("ignore", message=r"ONNX Preprocess - Removing mutation")
+        # Embedding padding_idx: the graph loses it, the metadata keeps it
+        # (varuna.embedding_padding) and the importer restores it.
+        warnings.filterwarnings("ignore", message=r".*embedding with padding_idx")
         torch.onnx.export(model, inputs, f, dynamo=False, training=training,
                           do_constant_folding=do_constant_folding, opset_version=opset,
                           input_names=list(input_names), output_names=list(output_names),

@@ -12,7 +12,8 @@ mean (the ratio is a mean whose micro-batches varuna-run weighs by their
 examples, not their labels: close to, not equal to, the whole batch's).
 --padding-idx k: the tied embedding is nn.Embedding(padding_idx=k), whose
 lookup passes no gradient to row k (the output projection still does);
---format torchscript writes OUTDIR/model.pt instead."""
+--format torchscript writes OUTDIR/model.pt instead. --freeze: block 0's
+first linear layer does not require grad (stays as it is)."""
 import argparse
 import json
 import os
@@ -31,6 +32,8 @@ ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--padding-idx", type=int, default=None,
                 help="the (tied) embedding's padding_idx")
+ap.add_argument("--freeze", action="store_true",
+                help="block 0's first linear layer does not require grad")
 ap.add_argument("--format", default="onnx", choices=["onnx", "torchscript"],
                 help="OUTDIR/model.onnx or OUTDIR/model.pt")
 args = ap.parse_args()
@@ -70,6 +73,8 @@ class Model(nn.Module):
 
 torch.manual_seed(0)
 model = Model()
+if args.freeze:
+    model.blocks[0].fc1.requires_grad_(False)
 g = torch.Generator().manual_seed(1)
 n = 24
 ids = torch.randint(0, VOCAB, (n, SEQ), generator=g)
@@ -83,7 +88,7 @@ varuna.export(model, (ids[:2], labels[:2]), os.path.join(args.outdir, model_file
 lr = 0.01 if args.loss == "sum" else 0.1
 json.dump({"optimizer": {"type": "sgd", "lr": lr}},
           open(os.path.join(args.outdir, "train.json"), "w"))
-opt = torch.optim.SGD(model.parameters(), lr=lr)
+opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=lr)
 losses = []
 for step in range(args.steps):
     idx = [(step * args.batch + j) % n for j in range(args.batch)]
@@ -94,6 +99,8 @@ for step in range(args.steps):
     losses.append(loss.item())
 json.dump({"losses": losses}, open(os.path.join(args.outdir, "expected.json"), "w"))
 os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
-for name, p in model.named_parameters():
+for name, p in model.named_parameters():  # what varuna-run trains (and dumps)
+    if not p.requires_grad:
+        continue
     np.save(os.path.join(args.outdir, "params", name + ".npy"), p.detach().numpy())
 print("oracle", args.loss, "losses", losses[0], "->", losses[-1])
