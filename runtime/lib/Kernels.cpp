@@ -394,7 +394,7 @@ at::Tensor poolKernel(Pool kind, const at::Tensor &input,
 at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
                               LossReduction reduction, bool hasIgnore,
                               int64_t ignoreIndex, bool logInput,
-                              double *lossCount) {
+                              double *lossCount, double labelSmoothing) {
   int64_t r = at::Reduction::Mean;
   switch (reduction) {
   case LossReduction::none: r = at::Reduction::None; break;
@@ -413,7 +413,7 @@ at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
   if (logInput)
     return at::nll_loss_nd(logits, labels, /*weight=*/{}, r, ignore);
   return at::cross_entropy_loss(logits, labels, /*weight=*/{}, r, ignore,
-                                /*label_smoothing=*/0.0);
+                                labelSmoothing);
 }
 
 } // namespace varuna::rt

@@ -227,4 +227,15 @@ Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels,
   });
 }
 
+Tensor cross_entropy_smoothed(Context &ctx, const Tensor &logits,
+                              const Tensor &labels, LossReduction reduction,
+                              bool hasIgnore, int64_t ignoreIndex,
+                              double smoothing) {
+  return guarded("cross_entropy", [&] {
+    return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
+                                  ignoreIndex, /*logInput=*/false,
+                                  &ctx.lossCount, smoothing);
+  });
+}
+
 } // namespace varuna::stage

@@ -393,7 +393,8 @@ LogicalResult importLoss(NodeContext &nc) {
   return setResult(nc, nc.create<CrossEntropyOp>(
                            *x, *y,
                            LossReductionAttr::get(nc.ctx(), *reduction), ignore,
-                           nll ? nc.b().getUnitAttr() : UnitAttr()));
+                           nll ? nc.b().getUnitAttr() : UnitAttr(),
+                           FloatAttr()));
 }
 
 } // namespace

@@ -428,13 +428,15 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
     return failure();
   if (!imp.isNoneArg(n, 2))
     return imp.error(n, loc) << "class weights are not supported";
+  double smoothing = 0.0;
   if (!logInput) {
-    auto smoothing = imp.optArg(n, 5, loc, &TSImporter::floatArg, 0.0);
-    if (failed(smoothing))
+    auto s = imp.optArg(n, 5, loc, &TSImporter::floatArg, 0.0);
+    if (failed(s))
       return failure();
-    if (*smoothing != 0.0)
-      return imp.error(n, loc) << "label_smoothing=" << *smoothing
-                               << " is not supported (only 0)";
+    if (!(*s >= 0.0 && *s <= 1.0))
+      return imp.error(n, loc) << "label_smoothing=" << *s
+                               << " is outside [0, 1]";
+    smoothing = *s;
   }
   LossReduction reduction;
   switch (*red) {
@@ -456,6 +458,9 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
       imp.i64("ignore_index", *ignore)};
   if (logInput)
     attrs.push_back(imp.attr("log_input", UnitAttr::get(ctx)));
+  if (smoothing != 0.0)
+    attrs.push_back(
+        imp.attr("label_smoothing", FloatAttr::get(Float64Type::get(ctx), smoothing)));
   return imp.bindResult(n, imp.make<CrossEntropyOp>(loc, {*x, *y}, attrs));
 }
 

@@ -394,6 +394,15 @@ std::string BodyEmitter::call(Operation *op) {
       })
       .Case([&](CrossEntropyOp c) {
         auto ignore = c.getIgnoreIndex();
+        if (auto smoothing = c.getLabelSmoothing();
+            smoothing && !smoothing->isZero())
+          return "stage::cross_entropy_smoothed(ctx, " + o(0) + ", " + o(1) +
+                 ", " +
+                 code("LossReduction", rt::kLossReductionNames,
+                      int(c.getReduction())) +
+                 ", " + lit(ignore.has_value()) + ", " +
+                 lit(ignore ? static_cast<int64_t>(*ignore) : int64_t(0)) +
+                 ", " + lit(smoothing->convertToDouble()) + ")";
         return "stage::cross_entropy(ctx, " + o(0) + ", " + o(1) + ", " +
                code("LossReduction", rt::kLossReductionNames,
                     int(c.getReduction())) +

@@ -165,3 +165,11 @@ func.func @padding_outside(%w: !varuna.tensor<[8, 64], f32>, %ids: !varuna.tenso
   %x = varuna.gather %w, %ids {axis = 0 : i64, padding_idx = 8 : i64} : !varuna.tensor<[8, 64], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[B, 64], f32>
   return
 }
+
+// -----
+
+func.func @smoothing_range(%x: !varuna.tensor<[B, 4], f32>, %y: !varuna.tensor<[B], i64>) {
+  // expected-error @+1 {{label_smoothing must be in [0, 1], got 1.5}}
+  %l = varuna.cross_entropy mean, %x, %y {label_smoothing = 1.5 : f64} : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[], f32>
+  return
+}

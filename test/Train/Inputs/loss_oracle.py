@@ -13,7 +13,9 @@ examples, not their labels: close to, not equal to, the whole batch's).
 --padding-idx k: the tied embedding is nn.Embedding(padding_idx=k), whose
 lookup passes no gradient to row k (the output projection still does);
 --format torchscript writes OUTDIR/model.pt instead. --freeze: block 0's
-first linear layer does not require grad (stays as it is)."""
+first linear layer does not require grad (stays as it is).
+--label-smoothing s: the mean loss smooths its labels (TorchScript only:
+the ONNX exporter refuses it)."""
 import argparse
 import json
 import os
@@ -32,6 +34,7 @@ ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--padding-idx", type=int, default=None,
                 help="the (tied) embedding's padding_idx")
+ap.add_argument("--label-smoothing", type=float, default=0.0)
 ap.add_argument("--freeze", action="store_true",
                 help="block 0's first linear layer does not require grad")
 ap.add_argument("--format", default="onnx", choices=["onnx", "torchscript"],
@@ -64,7 +67,8 @@ class Model(nn.Module):
             h = b(h)
         logits = self.head(h).flatten(0, 1)
         if args.loss == "mean":
-            return F.cross_entropy(logits, labels.flatten(), ignore_index=0)
+            return F.cross_entropy(logits, labels.flatten(), ignore_index=0,
+                                   label_smoothing=args.label_smoothing)
         loss = F.cross_entropy(logits, labels.flatten(), reduction="sum", ignore_index=0)
         if args.loss == "ratio":  # a mean over the counted labels, by hand
             return loss / (labels != 0).sum()

@@ -436,6 +436,19 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *ctx,
   return success();
 }
 
+LogicalResult CrossEntropyOp::verify() {
+  std::optional<llvm::APFloat> smoothing = getLabelSmoothing();
+  if (!smoothing)
+    return success();
+  double s = smoothing->convertToDouble();
+  if (!(s >= 0.0 && s <= 1.0))
+    return emitOpError("label_smoothing must be in [0, 1], got ") << s;
+  if (getLogInput() && s != 0.0)
+    return emitOpError("label_smoothing needs logits, not log-probabilities "
+                       "(log_input)");
+  return success();
+}
+
 LogicalResult GatherOp::verify() {
   std::optional<int64_t> pad = getPaddingIdx();
   if (!pad)

@@ -110,11 +110,12 @@ at::Tensor poolKernel(Pool kind, const at::Tensor &x, c10::IntArrayRef kernel,
                       c10::IntArrayRef dilations, bool ceilMode,
                       bool countIncludePad);
 /// `lossCount` (if not null) receives, for reduction mean, the number of
-/// labels the loss averages over.
+/// labels the loss averages over. `labelSmoothing` (not with `logInput`):
+/// as F.cross_entropy's.
 at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
                               LossReduction reduction, bool hasIgnore,
                               int64_t ignoreIndex, bool logInput,
-                              double *lossCount);
+                              double *lossCount, double labelSmoothing = 0.0);
 
 } // namespace varuna::rt
 

@@ -164,6 +164,14 @@ VARUNA_STAGE_API Tensor cross_entropy(Context &ctx, const Tensor &logits,
                                       const Tensor &labels,
                                       LossReduction reduction, bool hasIgnore,
                                       int64_t ignoreIndex, bool logInput);
+/// cross_entropy of logits with label smoothing (0 < smoothing <= 1).
+VARUNA_STAGE_API Tensor cross_entropy_smoothed(Context &ctx,
+                                               const Tensor &logits,
+                                               const Tensor &labels,
+                                               LossReduction reduction,
+                                               bool hasIgnore,
+                                               int64_t ignoreIndex,
+                                               double smoothing);
 
 // --- The generated library's table -------------------------------------------
 using BodyFn = void (*)(Context &ctx, const Tensor *args, const Tensor *params,

@@ -5,7 +5,7 @@
 plain.pt        traced with torch.jit.save only (no varuna.json)
 tied.pt         head.weight is wte.weight, reached through both module paths
 unsupported.pt  uses torch.cumsum (no varuna mapping)
-smoothing.pt    cross_entropy with label_smoothing=0.1
+smoothing.pt    cross_entropy with label_smoothing=0.1 (imported since it is supported)
 noncontig.pt    a parameter stored transposed (non-contiguous)
 ops.pt          a grab bag of ops: chunk, stack, where, clamp, sdpa, ...
 """

@@ -601,12 +601,16 @@ def Varuna_CrossEntropyOp : Varuna_InferOp<"cross_entropy"> {
     (`log_input` set: the input is already log-probabilities, i.e. NLL loss).
     With `mean`, the sum is divided by the number of labels not equal to
     `ignore_index` *in this micro-batch*; the runtime rescales so the loss is
-    the mean over the global batch.
+    the mean over the global batch. `label_smoothing` in [0, 1] (not with
+    `log_input`): the target mixes the one-hot label with the uniform
+    distribution over the C classes, as `F.cross_entropy(label_smoothing=)`.
   }];
   let arguments = (ins AnyVTensor:$logits, AnyVTensor:$labels,
                        Varuna_LossReduction:$reduction,
-                       OptionalAttr<I64Attr>:$ignore_index, UnitAttr:$log_input);
+                       OptionalAttr<I64Attr>:$ignore_index, UnitAttr:$log_input,
+                       OptionalAttr<F64Attr>:$label_smoothing);
   let results = (outs AnyVTensor:$result);
+  let hasVerifier = 1;
   let assemblyFormat = "$reduction `,` $logits `,` $labels attr-dict `:` qualified(type($logits)) `,` qualified(type($labels)) `->` qualified(type($result))";
 }
 
