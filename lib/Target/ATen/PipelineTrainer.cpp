@@ -690,8 +690,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     buckets->wait();
   }
   // Running statistics: each replica's followed its own micro-batches; they
-  // leave the step as their mean, so replicas agree (with one micro-batch
-  // each, the running mean is the full batch's, as in one process).
+  // leave the step as their mean, so replicas agree (the oracle:
+  // train_oracle.py --micro-batch m --replicas D).
   if (!buffers.empty() && stageGroup->size() > 1) {
     auto span = trace.scope("allreduce running stats", rt::Trace::Comm);
     std::vector<at::Tensor> values;
