@@ -836,7 +836,7 @@ LogicalResult varuna::trainPipeline(
     return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
   if (transport.rank() == 0)
-    warnMicroBatchStatistics(job, options);
+    warnMicroBatchSemantics(job, options);
   auto outputs = createTrainerOutputs(job, config, options, rank.paramNames,
                                       transport.rank() == 0);
   if (failed(outputs))

@@ -39,12 +39,18 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
-LossAggregation varuna::lossAggregation(ModuleOp job) {
+/// The job's graph (the func.func marked varuna.graph), or null.
+static func::FuncOp graphOf(ModuleOp job) {
   func::FuncOp graph;
   job.walk([&](func::FuncOp f) {
     if (f->hasAttr("varuna.graph"))
       graph = f;
   });
+  return graph;
+}
+
+LossAggregation varuna::lossAggregation(ModuleOp job) {
+  func::FuncOp graph = graphOf(job);
   if (!graph || graph.getBody().empty())
     return LossAggregation::Mean;
   auto batched = [](Value v) {
@@ -108,7 +114,7 @@ LossAggregation varuna::lossAggregation(ModuleOp job) {
   return LossAggregation::Mean;
 }
 
-void varuna::warnMicroBatchStatistics(ModuleOp job,
+void varuna::warnMicroBatchSemantics(ModuleOp job,
                                       const TrainOptions &options) {
   if (options.microBatch >= options.globalBatch)
     return;
@@ -125,6 +131,24 @@ void varuna::warnMicroBatchStatistics(ModuleOp job,
       ++count;
     }
   });
+  // Mean cross_entropies of the graph (the loss's terms).
+  func::FuncOp graph = graphOf(job);
+  SmallVector<CrossEntropyOp> means;
+  if (graph)
+    graph.walk([&](CrossEntropyOp ce) {
+      if (ce.getReduction() == LossReduction::mean)
+        means.push_back(ce);
+    });
+  if (means.size() > 1 && llvm::any_of(means, [](CrossEntropyOp ce) {
+        return ce.getIgnoreIndex().has_value();
+      }))
+    emitWarning(means[1].getLoc())
+        << "the loss adds " << means.size()
+        << " mean cross_entropies, some counting only the labels not equal "
+           "to their ignore_index: each micro-batch of "
+        << options.microBatch
+        << " is weighted by the count of the last one it runs, which is "
+           "exact only when they all count the same labels";
   if (!first)
     return;
   emitWarning(first.getLoc())
@@ -375,7 +399,7 @@ LogicalResult varuna::trainReference(
   auto buffers = evaluator->stateBuffers();
   if (failed(buffers))
     return failure();
-  warnMicroBatchStatistics(job, options);
+  warnMicroBatchSemantics(job, options);
 
   std::vector<at::Tensor> leaves;
   std::vector<std::string> names;

@@ -9,7 +9,9 @@ and plain PyTorch's training of it on the whole batch: OUTDIR/expected.json
 compare_training.py reads. varuna-run must add up the micro-batches' losses
 the way the model reduces: summed for a sum, weighted by their labels for a
 mean (the ratio is a mean whose micro-batches varuna-run weighs by their
-examples, not their labels: close to, not equal to, the whole batch's).
+examples, not their labels: close to, not equal to, the whole batch's; so
+is two-means, a mean over the tokens that are not 0 plus half a mean over
+the examples, where each micro-batch weighs the second one's count).
 --padding-idx k: the tied embedding is nn.Embedding(padding_idx=k), whose
 lookup passes no gradient to row k (the output projection still does);
 --format torchscript writes OUTDIR/model.pt instead. --freeze: block 0's
@@ -29,7 +31,7 @@ import varuna
 
 ap = argparse.ArgumentParser()
 ap.add_argument("outdir")
-ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio"])
+ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio", "two-means"])
 ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--padding-idx", type=int, default=None,
@@ -66,6 +68,9 @@ class Model(nn.Module):
         for b in self.blocks:
             h = b(h)
         logits = self.head(h).flatten(0, 1)
+        if args.loss == "two-means":  # tokens except 0, plus every example's first
+            return (F.cross_entropy(logits, labels.flatten(), ignore_index=0)
+                    + 0.5 * F.cross_entropy(self.head(h[:, 0]), labels[:, 1]))
         if args.loss == "mean":
             return F.cross_entropy(logits, labels.flatten(), ignore_index=0,
                                    label_smoothing=args.label_smoothing)

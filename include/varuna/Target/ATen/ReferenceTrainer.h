@@ -106,12 +106,14 @@ createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
 enum class LossAggregation { Mean, Sum };
 LossAggregation lossAggregation(mlir::ModuleOp job);
 
-/// When `job` has batch_norms and the micro-batch is smaller than the
-/// global batch, warns (once, at the first batch_norm's location) that each
-/// micro-batch is normalized with its own statistics -- training then
-/// differs from a full-batch step of plain PyTorch, as in every
-/// micro-batched pipeline -- and how the running statistics follow.
-void warnMicroBatchStatistics(mlir::ModuleOp job, const TrainOptions &options);
+/// When the micro-batch is smaller than the global batch, warns where
+/// training then differs from a full-batch step of plain PyTorch: batch
+/// norms (once, at the first one's location: each micro-batch is normalized
+/// with its own statistics, as in every micro-batched pipeline; how the
+/// running statistics follow) and a loss that adds several mean
+/// cross_entropies counting labels with an ignore_index (at the second:
+/// micro-batches are weighted by one count; see lossAggregation).
+void warnMicroBatchSemantics(mlir::ModuleOp job, const TrainOptions &options);
 
 /// What both trainers set up after the evaluator: the optimizer over the
 /// parameters `names` (in the order step() gets them) and, when `metrics`
