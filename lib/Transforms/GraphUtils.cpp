@@ -7,10 +7,16 @@
 using namespace mlir;
 using namespace varuna;
 
-FailureOr<func::FuncOp> varuna::getTrainingGraph(ModuleOp module) {
+func::FuncOp varuna::findTrainingGraph(ModuleOp module) {
   for (auto f : module.getOps<func::FuncOp>())
     if (f->hasAttr(kGraphAttr))
       return f;
+  return {};
+}
+
+FailureOr<func::FuncOp> varuna::getTrainingGraph(ModuleOp module) {
+  if (func::FuncOp f = findTrainingGraph(module))
+    return f;
   return module.emitError("no training graph: expected a func.func marked '")
              << kGraphAttr << "'",
          failure();

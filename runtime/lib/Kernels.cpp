@@ -202,11 +202,17 @@ at::Tensor sliceKernel(const at::Tensor &x, int64_t axis, int64_t start,
   return at::slice(x, axis, start, std::max(start, end), step);
 }
 
-at::Tensor gatherKernel(const at::Tensor &x, at::Tensor idx, int64_t axis) {
-  int64_t size = x.size(axis);
+namespace {
+/// Indices as i64 with negative ones counted from the end of `size`.
+at::Tensor wrappedIndices(at::Tensor idx, int64_t size) {
   if (idx.scalar_type() != at::kLong)
     idx = idx.to(at::kLong);
-  idx = at::where(idx < 0, idx + size, idx);
+  return at::where(idx < 0, idx + size, idx);
+}
+} // namespace
+
+at::Tensor gatherKernel(const at::Tensor &x, at::Tensor idx, int64_t axis) {
+  idx = wrappedIndices(std::move(idx), x.size(axis));
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().begin() + axis);
   shape.insert(shape.end(), idx.sizes().begin(), idx.sizes().end());
   shape.insert(shape.end(), x.sizes().begin() + axis + 1, x.sizes().end());
@@ -216,9 +222,7 @@ at::Tensor gatherKernel(const at::Tensor &x, at::Tensor idx, int64_t axis) {
 at::Tensor embeddingKernel(const at::Tensor &table, at::Tensor idx,
                            int64_t paddingIdx) {
   int64_t rows = table.size(0);
-  if (idx.scalar_type() != at::kLong)
-    idx = idx.to(at::kLong);
-  idx = at::where(idx < 0, idx + rows, idx);
+  idx = wrappedIndices(std::move(idx), rows);
   std::vector<int64_t> shape(idx.sizes().begin(), idx.sizes().end());
   shape.insert(shape.end(), table.sizes().begin() + 1, table.sizes().end());
   return at::embedding(table.reshape({rows, -1}), idx, paddingIdx)
@@ -227,10 +231,7 @@ at::Tensor embeddingKernel(const at::Tensor &table, at::Tensor idx,
 
 at::Tensor gatherElementsKernel(const at::Tensor &x, at::Tensor idx,
                                 int64_t axis) {
-  if (idx.scalar_type() != at::kLong)
-    idx = idx.to(at::kLong);
-  idx = at::where(idx < 0, idx + x.size(axis), idx);
-  return at::gather(x, axis, idx);
+  return at::gather(x, axis, wrappedIndices(std::move(idx), x.size(axis)));
 }
 
 at::Tensor scatterNDKernel(const at::Tensor &data, const at::Tensor &idx,

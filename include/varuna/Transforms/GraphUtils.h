@@ -12,6 +12,8 @@ namespace varuna {
 /// The training graph (the func.func marked varuna.graph). Emits "no training
 /// graph" on the module and fails if there is none.
 mlir::FailureOr<mlir::func::FuncOp> getTrainingGraph(mlir::ModuleOp module);
+/// The same without a diagnostic: null if there is none.
+mlir::func::FuncOp findTrainingGraph(mlir::ModuleOp module);
 
 /// The outlined sections (func.func with varuna.section), by index. Fails
 /// (with a diagnostic) if indices are not 0..K-1, or if there are none and

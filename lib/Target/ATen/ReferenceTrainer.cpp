@@ -5,6 +5,7 @@
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
+#include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/Kernels.h"
 #include "varuna/runtime/Optimizer.h"
@@ -39,18 +40,8 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
-/// The job's graph (the func.func marked varuna.graph), or null.
-static func::FuncOp graphOf(ModuleOp job) {
-  func::FuncOp graph;
-  job.walk([&](func::FuncOp f) {
-    if (f->hasAttr("varuna.graph"))
-      graph = f;
-  });
-  return graph;
-}
-
 LossAggregation varuna::lossAggregation(ModuleOp job) {
-  func::FuncOp graph = graphOf(job);
+  func::FuncOp graph = findTrainingGraph(job);
   if (!graph || graph.getBody().empty())
     return LossAggregation::Mean;
   auto batched = [](Value v) {
@@ -108,7 +99,7 @@ LossAggregation varuna::lossAggregation(ModuleOp job) {
   };
   Operation *ret = graph.getBody().front().getTerminator();
   for (unsigned i = 0; i < graph.getNumResults(); ++i)
-    if (graph.getResultAttr(i, "varuna.loss") && i < ret->getNumOperands())
+    if (graph.getResultAttr(i, kLossAttr) && i < ret->getNumOperands())
       return kind(ret->getOperand(i)) == Sum ? LossAggregation::Sum
                                              : LossAggregation::Mean;
   return LossAggregation::Mean;
@@ -118,21 +109,23 @@ void varuna::warnMicroBatchSemantics(ModuleOp job,
                                       const TrainOptions &options) {
   if (options.microBatch >= options.globalBatch)
     return;
-  // Those of the sections when the job has them (the graph may hold the
-  // same ones again), else the graph's.
-  bool sections = false;
-  job.walk([&](func::FuncOp f) { sections |= f->hasAttr("varuna.section"); });
+  func::FuncOp graph = findTrainingGraph(job);
+  // The batch norms of the sections when the job has them (the graph may
+  // hold the same ones again), else the graph's.
+  FailureOr<SmallVector<func::FuncOp>> sections = getSections(job);
+  SmallVector<func::FuncOp> scope;
+  if (succeeded(sections) && !sections->empty())
+    scope = *sections;
+  else if (graph)
+    scope.push_back(graph);
   BatchNormOp first;
   int count = 0;
-  job.walk([&](BatchNormOp bn) {
-    if (bn->getParentOfType<func::FuncOp>()->hasAttr("varuna.section") ==
-        sections) {
+  for (func::FuncOp f : scope)
+    f.walk([&](BatchNormOp bn) {
       first = first ? first : bn;
       ++count;
-    }
-  });
+    });
   // Mean cross_entropies of the graph (the loss's terms).
-  func::FuncOp graph = graphOf(job);
   SmallVector<CrossEntropyOp> means;
   if (graph)
     graph.walk([&](CrossEntropyOp ce) {
