@@ -797,6 +797,11 @@ LogicalResult varuna::checkPipeline(ModuleOp job, const TrainOptions &options,
     int64_t sections = 0;
     for (auto f : job.getOps<func::FuncOp>())
       sections += f->hasAttr("varuna.section");
+    if (sections < P) // a stage runs at least one section
+      return jobError(job, "--stages ")
+             << P << " is more than the job's " << sections
+             << " sections (the cut points the compiler found): at most "
+             << sections << " stages";
     return jobError(job, "the job has no partition into ")
            << P << " stages (it has " << sections
            << " sections; compile it without --stages, or with --stages " << P

@@ -18,8 +18,6 @@ import transformers as T  # noqa: E402
 import varuna  # noqa: E402
 
 T.logging.set_verbosity_error()
-out = sys.argv[1]
-os.makedirs(out, exist_ok=True)
 V = 100
 EAGER = dict(attn_implementation="eager")
 
@@ -114,27 +112,35 @@ MODELS = {
 def no_dropout(model):
     """Sets every dropout probability to 0 (nn.Dropout modules and the float
     `dropout` / `attention_dropout` attributes HF layers pass to
-    F.dropout), so that the exported graph is deterministic."""
+    F.dropout, and stochastic depth's `drop_prob`: Swin's drop path), so
+    that the exported graph is deterministic."""
     for m in model.modules():
         if isinstance(m, torch.nn.Dropout):
             m.p = 0.0
-        for attr in ("dropout", "attention_dropout", "activation_dropout"):
+        for attr in ("dropout", "attention_dropout", "activation_dropout", "drop_prob"):
             if isinstance(getattr(m, attr, None), float):
                 setattr(m, attr, 0.0)
     return model
 
 
-args = sys.argv[2:]
-deterministic = "--no-dropout" in args
-for name in [a for a in args if a != "--no-dropout"]:
-    torch.manual_seed(0)
-    model, inputs = MODELS[name]()
-    if deterministic:
-        model = no_dropout(model)
-        name += "-nodrop"
-    varuna.export(model, inputs, os.path.join(out, name + ".onnx"))
-    # The example inputs, for the forward checks against onnxruntime.
-    os.makedirs(os.path.join(out, name + ".inputs"), exist_ok=True)
-    arg_names = list(inspect.signature(model.forward).parameters)
-    for arg, t in zip(arg_names, inputs):
-        np.save(os.path.join(out, name + ".inputs", arg + ".npy"), t.numpy())
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    args = sys.argv[2:]
+    deterministic = "--no-dropout" in args
+    for name in [a for a in args if a != "--no-dropout"]:
+        torch.manual_seed(0)
+        model, inputs = MODELS[name]()
+        if deterministic:
+            model = no_dropout(model)
+            name += "-nodrop"
+        varuna.export(model, inputs, os.path.join(out, name + ".onnx"))
+        # The example inputs, for the forward checks against onnxruntime.
+        os.makedirs(os.path.join(out, name + ".inputs"), exist_ok=True)
+        arg_names = list(inspect.signature(model.forward).parameters)
+        for arg, t in zip(arg_names, inputs):
+            np.save(os.path.join(out, name + ".inputs", arg + ".npy"), t.numpy())
+
+
+if __name__ == "__main__":
+    main()

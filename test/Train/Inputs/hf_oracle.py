@@ -1,0 +1,101 @@
+"""hf_oracle.py OUTDIR NAME [--steps S] [--batch M] [--optimizer adamw|sgd]
+                [--clip X] [--dropout]:
+a tiny, randomly initialised Hugging Face model (test/Import/ONNX/Inputs/
+hf_models.py: the user's own wrapper returning the loss HF computes from the
+labels) as a user would train it with Varuna, and plain PyTorch's training
+of the same model as the oracle. Writes OUTDIR/model.onnx (varuna.export;
+every dropout probability 0 unless --dropout, so that both runs are
+deterministic), OUTDIR/data/<input>.npy (24 examples, fixed seed; masked-LM
+labels are -100 where not masked, as HF's collator leaves them),
+OUTDIR/train.json, and PyTorch's S steps over batches of M (whole batch,
+torch.optim): OUTDIR/expected.json (loss per step), OUTDIR/params/<name>.npy
+and OUTDIR/degenerate (what compare_training.py reads)."""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Import", "ONNX",
+                                "Inputs"))
+import hf_models  # noqa: E402
+import varuna  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("outdir")
+ap.add_argument("name", choices=sorted(hf_models.MODELS))
+ap.add_argument("--steps", type=int, default=4)
+ap.add_argument("--batch", type=int, default=8)
+ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
+ap.add_argument("--clip", type=float, default=None)
+ap.add_argument("--dropout", action="store_true", help="keep the model's dropout")
+args = ap.parse_args()
+N = 24
+
+
+def build():
+    torch.manual_seed(0)
+    model, example = hf_models.MODELS[args.name]()
+    return (model if args.dropout else hf_models.no_dropout(model)), example
+
+
+model, example = build()
+names = ["input_ids", "labels"] if example[0].dtype == torch.int64 else ["pixel_values", "labels"]
+g = torch.Generator().manual_seed(1)
+if names[0] == "input_ids":
+    ids = torch.randint(0, hf_models.V, (N,) + tuple(example[0].shape[1:]), generator=g)
+    labels = ids.clone()
+    if args.name in ("bert", "roberta", "distilbert", "albert", "deberta"):
+        labels[torch.rand(labels.shape, generator=g) > 0.3] = -100  # only masked positions
+    data = [ids, labels]
+else:
+    data = [torch.randn((N,) + tuple(example[0].shape[1:]), generator=g),
+            torch.randint(0, 10, (N,), generator=g)]
+os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
+for name, t in zip(names, data):
+    np.save(os.path.join(args.outdir, "data", name + ".npy"), t.numpy())
+varuna.export(model, example, os.path.join(args.outdir, "model.onnx"))
+# Exporting may run the model (a batch norm's running statistics move): the
+# oracle starts again from the freshly built weights, as the file holds them.
+model, _ = build()
+model.train()
+
+lr = 1e-3 if args.optimizer == "adamw" else 1e-2
+config = {"optimizer": {"type": args.optimizer, "lr": lr, "weight_decay": 0.01}}
+params = [p for p in model.parameters() if p.requires_grad]
+if args.optimizer == "adamw":
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+else:
+    opt = torch.optim.SGD(params, lr=lr, weight_decay=0.01)
+if args.clip:
+    config["clip_grad_norm"] = args.clip
+json.dump(config, open(os.path.join(args.outdir, "train.json"), "w"))
+
+losses = []
+max_grad = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+for step in range(args.steps):
+    idx = [(step * args.batch + j) % N for j in range(args.batch)]
+    loss = model(*(t[idx] for t in data))
+    opt.zero_grad()
+    loss.backward()
+    for n, p in model.named_parameters():
+        if p.grad is not None:
+            max_grad[n] = torch.maximum(max_grad[n], p.grad.abs())
+    if args.clip:
+        torch.nn.utils.clip_grad_norm_(params, args.clip)
+    opt.step()
+    losses.append(loss.item())
+json.dump({"losses": losses}, open(os.path.join(args.outdir, "expected.json"), "w"))
+os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
+largest = max(float(m.max()) for m in max_grad.values())
+for n, p in model.named_parameters():
+    if not p.requires_grad:
+        continue
+    np.save(os.path.join(args.outdir, "params", n + ".npy"), p.detach().numpy())
+    mask = (max_grad[n] < 1e-6 * largest).numpy()
+    if mask.any():  # zero gradient in exact arithmetic: see compare_training.py
+        os.makedirs(os.path.join(args.outdir, "degenerate"), exist_ok=True)
+        np.save(os.path.join(args.outdir, "degenerate", n + ".npy"), mask)
+print("oracle", args.name, "losses", losses[0], "->", losses[-1])
