@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace varuna::rt {
@@ -407,14 +408,46 @@ at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
       hasIgnore ? ignoreIndex : std::numeric_limits<int64_t>::min();
   if (labels.scalar_type() != at::kLong)
     labels = labels.to(at::kLong);
-  if (lossCount && reduction == LossReduction::mean)
-    *lossCount = hasIgnore
-                     ? double(labels.ne(ignoreIndex).sum().item<int64_t>())
-                     : double(labels.numel());
-  if (logInput)
-    return at::nll_loss_nd(logits, labels, /*weight=*/{}, r, ignore);
-  return at::cross_entropy_loss(logits, labels, /*weight=*/{}, r, ignore,
-                                labelSmoothing);
+  // A mean divided by a denominator other than its own count: the sum
+  // (over the labels not ignored, smoothing included) divided by it.
+  std::optional<double> denominator;
+  if (reduction == LossReduction::mean) {
+    if (LossDenominators *scope = LossDenominators::current()) {
+      denominator = scope->take();
+    } else if (lossCount) {
+      *lossCount = hasIgnore
+                       ? double(labels.ne(ignoreIndex).sum().item<int64_t>())
+                       : double(labels.numel());
+      if (*lossCount == 0) // weighed by 0: its sum, 0, not 0/0
+        denominator = 1.0;
+    }
+    if (denominator)
+      r = at::Reduction::Sum;
+  }
+  at::Tensor loss =
+      logInput ? at::nll_loss_nd(logits, labels, /*weight=*/{}, r, ignore)
+               : at::cross_entropy_loss(logits, labels, /*weight=*/{}, r,
+                                        ignore, labelSmoothing);
+  return denominator ? loss / *denominator : loss;
+}
+
+namespace {
+thread_local LossDenominators *lossDenominators = nullptr;
+} // namespace
+
+LossDenominators::LossDenominators(std::vector<double> denominators)
+    : values(std::move(denominators)), previous(lossDenominators) {
+  lossDenominators = this;
+}
+LossDenominators::~LossDenominators() { lossDenominators = previous; }
+LossDenominators *LossDenominators::current() { return lossDenominators; }
+double LossDenominators::take() {
+  if (next == values.size())
+    throw std::runtime_error(
+        "cross_entropy: more mean cross_entropies ran than the step counted "
+        "labels for (" +
+        std::to_string(values.size()) + ")");
+  return values[next++];
 }
 
 } // namespace varuna::rt

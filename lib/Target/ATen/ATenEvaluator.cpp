@@ -76,10 +76,14 @@ FailureOr<ATenEvaluator> ATenEvaluator::create(ModuleOp module,
   return ATenEvaluator(module, graph, std::move(options));
 }
 
+std::string varuna::argumentName(func::FuncOp f, unsigned i) {
+  return nameOf(f, i, false);
+}
+
 std::vector<std::string> ATenEvaluator::getInputNames() const {
   std::vector<std::string> names;
   for (unsigned i = 0, e = graph.getNumArguments(); i < e; ++i)
-    names.push_back(nameOf(graph, i, false));
+    names.push_back(argumentName(graph, i));
   return names;
 }
 

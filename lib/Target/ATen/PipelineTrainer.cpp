@@ -70,7 +70,11 @@ public:
   std::vector<at::Tensor> paramLeaves;
   std::set<std::string> notOwned;       // ties this stage does not count
   NamedTensors buffers; // batch_norm running statistics of this stage
-  bool additive = false; // lossAggregation(job) == Sum
+  bool additive = false; // lossAggregation(job) != Mean
+  /// Normalized losses whose mean cross_entropies run on this stage: what
+  /// counts their labels, and the step's counts (LossNormalization.h).
+  std::optional<LabelCounter> labelCounter;
+  std::vector<double> stageLabels;
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
   int64_t deviations = 0; // tasks run ahead of the static order
@@ -201,7 +205,13 @@ LogicalResult Rank::setUp() {
   if (failed(written))
     return failure();
   buffers = std::move(*written);
-  additive = lossAggregation(job) == LossAggregation::Sum;
+  LossAggregation aggregation = lossAggregation(job);
+  additive = aggregation != LossAggregation::Mean;
+  if (aggregation == LossAggregation::Normalized) {
+    labelCounter = LabelCounter::create(job);
+    if (labelCounter && labelCounter->meansIn(firstSection, endSection) == 0)
+      labelCounter.reset();
+  }
 
   // Groups, created in the same order on every rank.
   for (int st = 0; st < P(); ++st) {
@@ -283,6 +293,9 @@ FailureOr<std::vector<at::Tensor>>
 Rank::runStage(ArrayRef<at::Tensor> received,
                const llvm::StringMap<at::Tensor> &inputs) {
   std::vector<at::Tensor> sent(received.begin(), received.end());
+  std::optional<rt::LossDenominators> denominators;
+  if (labelCounter)
+    denominators.emplace(stageLabels);
   for (func::FuncOp s : sections) {
     auto args = sectionArguments(s, sent, inputs);
     if (failed(args))
@@ -441,6 +454,12 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
 
   for (at::Tensor &p : paramLeaves)
     p.mutable_grad() = at::Tensor();
+  // The labels the stage's mean cross_entropies count over the whole step
+  // (every replica's micro-batches: the data is readable by every rank).
+  if (labelCounter)
+    stageLabels = labelCounter->forSections(
+        labelCounter->count(data.batch(s, M, 0, M), M), firstSection,
+        endSection);
   std::vector<std::string> inputNames = evaluator.getInputNames();
   auto inputsOf = [&](int k) {
     llvm::StringMap<at::Tensor> byName;
@@ -550,7 +569,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       std::vector<at::Tensor> received =
           isFirst() ? std::vector<at::Tensor>()
                     : recvValues(kActivation, s, k, prev, inTypes);
-      *countSink = additive ? 1.0 : double(mb);
+      *countSink = additive ? double(allMicro) : double(mb);
       auto computeStart = rt::Trace::Clock::now();
       FailureOr<std::vector<at::Tensor>> out = failure();
       if (recomputed.count(k)) {
@@ -701,8 +720,10 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     for (at::Tensor &t : values)
       t.div_(double(stageGroup->size()));
   }
-  // A loss that sums over the examples: the micro-batches' losses add up.
-  double total = additive ? 1.0 : totals[0][1].item<double>();
+  // Losses that add up: each micro-batch's backward was weighted by the
+  // number of micro-batches, so that its gradients are as large as one
+  // whole-batch backward's (what a loss scale is tuned for); undone here.
+  double total = additive ? double(allMicro) : totals[0][1].item<double>();
   m.loss = totals[0][0].item<double>() / total;
   if (scaler) {
     // Every rank decides alike: skip the step everywhere on any overflow.

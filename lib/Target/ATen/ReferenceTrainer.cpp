@@ -40,71 +40,6 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
-LossAggregation varuna::lossAggregation(ModuleOp job) {
-  func::FuncOp graph = findTrainingGraph(job);
-  if (!graph || graph.getBody().empty())
-    return LossAggregation::Mean;
-  auto batched = [](Value v) {
-    auto t = llvm::dyn_cast<VTensorType>(v.getType());
-    return t && t.isBatched();
-  };
-  // What a value without a batch dimension is, as a function of the
-  // examples: Const (none of them), Sum (linear in sums over them: sums,
-  // their sums and differences, scaled by constants), Mean (a mean over
-  // them), Other (anything else: a ratio of two reductions, a log of a
-  // sum, ...).
-  enum Kind { Const, Sum, Mean, Other };
-  llvm::DenseMap<Value, Kind> memo;
-  std::function<Kind(Value)> kind = [&](Value v) -> Kind {
-    auto it = memo.find(v);
-    if (it != memo.end())
-      return it->second;
-    Operation *op = v.getDefiningOp();
-    Kind k = Other;
-    if (batched(v))
-      k = Other;
-    else if (!op)
-      k = Const;
-    else if (llvm::any_of(op->getOperands(), batched)) {
-      // Reduces the batch dimension away.
-      if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
-        k = ce.getReduction() == LossReduction::sum    ? Sum
-            : ce.getReduction() == LossReduction::mean ? Mean
-                                                       : Other;
-      else if (auto r = llvm::dyn_cast<ReduceOp>(op))
-        k = r.getKind() == ReduceKind::sum    ? Sum
-            : r.getKind() == ReduceKind::mean ? Mean
-                                              : Other;
-    } else {
-      std::vector<Kind> in;
-      for (Value o : op->getOperands())
-        in.push_back(kind(o));
-      bool allConst = llvm::all_of(in, [](Kind x) { return x == Const; });
-      auto linear = [](Kind x) { return x == Const || x == Sum; };
-      if (allConst)
-        k = Const;
-      else if (llvm::isa<AddOp, SubOp>(op))
-        k = llvm::all_of(in, linear) ? Sum
-            : in[0] == Mean && in[1] == Mean ? Mean
-                                              : Other;
-      else if (llvm::isa<MulOp>(op))
-        k = in[0] == Const ? in[1] : in[1] == Const ? in[0] : Other;
-      else if (llvm::isa<DivOp>(op))
-        k = in[1] == Const ? in[0] : Other;
-      else if (llvm::isa<CastOp, ReshapeOp>(op))
-        k = in[0];
-    }
-    memo[v] = k;
-    return k;
-  };
-  Operation *ret = graph.getBody().front().getTerminator();
-  for (unsigned i = 0; i < graph.getNumResults(); ++i)
-    if (graph.getResultAttr(i, kLossAttr) && i < ret->getNumOperands())
-      return kind(ret->getOperand(i)) == Sum ? LossAggregation::Sum
-                                             : LossAggregation::Mean;
-  return LossAggregation::Mean;
-}
-
 void varuna::warnMicroBatchSemantics(ModuleOp job,
                                       const TrainOptions &options) {
   if (options.microBatch >= options.globalBatch)
@@ -132,9 +67,12 @@ void varuna::warnMicroBatchSemantics(ModuleOp job,
       if (ce.getReduction() == LossReduction::mean)
         means.push_back(ce);
     });
-  if (means.size() > 1 && llvm::any_of(means, [](CrossEntropyOp ce) {
-        return ce.getIgnoreIndex().has_value();
-      }))
+  if (means.size() > 1 &&
+      llvm::any_of(means,
+                   [](CrossEntropyOp ce) {
+                     return ce.getIgnoreIndex().has_value();
+                   }) &&
+      lossAggregation(job) == LossAggregation::Mean)
     emitWarning(means[1].getLoc())
         << "the loss adds " << means.size()
         << " mean cross_entropies, some counting only the labels not equal "
@@ -271,14 +209,32 @@ saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
       trainingState(step, optimizer, evaluator.getGenerator(), scaler));
 }
 
+namespace {
+/// The step's label counts (Normalized losses; see LossNormalization.h):
+/// what the mean cross_entropies of sections [first, end) divide by.
+struct StepLabels {
+  const LabelCounter *counter = nullptr; ///< null: not Normalized
+  std::vector<double> counts;
+  int sections = 0;
+  std::optional<rt::LossDenominators> scope(int first, int end) const {
+    if (!counter)
+      return std::nullopt;
+    return std::optional<rt::LossDenominators>(
+        std::in_place, counter->forSections(counts, first, end));
+  }
+};
+} // namespace
+
 /// Forward and backward of the whole graph; returns the loss. `count` (set
 /// by the evaluator's observer during the forward) weights the backward.
 static FailureOr<double> wholeGraphStep(ATenEvaluator &evaluator,
                                         ArrayRef<at::Tensor> inputs,
                                         unsigned lossIndex, double &count,
-                                        bool compiled, double lossScale) {
+                                        bool compiled, double lossScale,
+                                        const StepLabels &labels) {
   // Generated code exists per section: chain the sections (with autograd,
   // so one backward covers them all, as one stage holding them would).
+  auto denominators = labels.scope(0, labels.sections);
   auto results = compiled ? evaluator.runSections(inputs) : evaluator.run(inputs);
   if (failed(results))
     return failure();
@@ -291,7 +247,8 @@ static FailureOr<double> wholeGraphStep(ATenEvaluator &evaluator,
 static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
                                       ArrayRef<at::Tensor> inputs,
                                       unsigned lossIndex, double &count,
-                                      double lossScale) {
+                                      double lossScale,
+                                      const StepLabels &labels) {
   std::vector<func::FuncOp> sections = evaluator.getSections();
   if (sections.empty())
     return evaluator.getGraph().emitError(
@@ -304,7 +261,11 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
 
   // Forward without autograd: stash each section's arguments and RNG state.
   std::vector<SectionStash> stash;
-  auto sent = forwardSections(evaluator, sections, byName, batch, stash);
+  FailureOr<std::vector<at::Tensor>> sent = failure();
+  {
+    auto denominators = labels.scope(0, sections.size());
+    sent = forwardSections(evaluator, sections, byName, batch, stash);
+  }
   if (failed(sent))
     return failure();
   double loss = (*sent)[lossIndex].item<double>();
@@ -333,6 +294,7 @@ static FailureOr<double> stitchedStep(ATenEvaluator &evaluator,
     FailureOr<std::vector<at::Tensor>> out = failure();
     {
       rt::KeepRunningStats recomputing; // the forward above updated them
+      auto denominators = labels.scope(k, k + 1);
       out = evaluator.runSection(s, args, batch);
     }
     if (failed(out))
@@ -429,7 +391,14 @@ LogicalResult varuna::trainReference(
     }
   }
   int64_t micro = options.globalBatch / options.microBatch;
-  const bool additive = lossAggregation(job) == LossAggregation::Sum;
+  const LossAggregation aggregation = lossAggregation(job);
+  const bool additive = aggregation != LossAggregation::Mean;
+  std::optional<LabelCounter> counter;
+  if (aggregation == LossAggregation::Normalized)
+    counter = LabelCounter::create(job);
+  StepLabels labels;
+  labels.counter = counter ? &*counter : nullptr;
+  labels.sections = static_cast<int>(evaluator->getSections().size());
   rt::Trace trace(!options.tracePath.empty());
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
@@ -438,26 +407,34 @@ LogicalResult varuna::trainReference(
     double lossSum = 0, total = 0;
     double scale = scaler ? scaler->scale() : 1.0;
     try {
+      if (counter)
+        labels.counts = counter->count(
+            data.batch(step, options.globalBatch, 0, options.globalBatch),
+            options.globalBatch);
       for (int64_t j = 0; j < micro; ++j) {
         std::vector<at::Tensor> inputs;
         for (const rt::BatchTensor &b :
              data.batch(step, options.globalBatch, j * options.microBatch,
                         options.microBatch))
           inputs.push_back(tensorFromNpy(b.array));
-        count = additive ? 1.0 : double(options.microBatch);
+        // Losses that add up: weighted by the number of micro-batches (a
+        // micro-batch's gradients as large as the whole batch's, what a
+        // loss scale is tuned for), undone below.
+        count = additive ? double(micro) : double(options.microBatch);
         auto span = trace.scope("F+B " + std::to_string(j), rt::Trace::Compute);
         FailureOr<double> loss =
             options.sections
-                ? stitchedStep(*evaluator, inputs, *lossIndex, count, scale)
+                ? stitchedStep(*evaluator, inputs, *lossIndex, count, scale,
+                               labels)
                 : wholeGraphStep(*evaluator, inputs, *lossIndex, count,
-                                 !options.stageLibrary.empty(), scale);
+                                 !options.stageLibrary.empty(), scale, labels);
         if (failed(loss))
           return failure();
         lossSum += *loss * count;
         total += count;
       }
       if (additive)
-        total = 1.0; // the micro-batches' losses add up
+        total = double(micro); // the micro-batches' losses add up
       std::vector<at::Tensor> grads;
       for (at::Tensor &p : leaves) {
         at::Tensor g = p.grad();

@@ -132,9 +132,16 @@ elif scenario == "random-kill":
         delay = rng.uniform(0.2, 4.0)
         time.sleep(delay)
         ranks = children(p.pid)
+        for _ in range(100):  # a loaded machine may still be starting them
+            if len(ranks) == 4 or p.poll() is not None:
+                break
+            time.sleep(0.1)
+            ranks = children(p.pid)
         if p.poll() is not None or len(ranks) != 4:
+            for pid in children(p.pid) + [p.pid]:  # (reading its stderr
+                os.kill(pid, signal.SIGKILL)         # waits for its end)
             fail(f"trial {trial}: expected 4 running ranks, found {ranks} "
-                 f"(exit {p.poll()}): {p.stderr.read()[-300:]}")
+                 f"(exit {p.wait()}): {p.stderr.read()[-300:]}")
         victim = rng.randrange(4)
         t = time.time()
         os.kill(ranks[victim], signal.SIGKILL)

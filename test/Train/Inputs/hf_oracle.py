@@ -6,11 +6,13 @@ labels) as a user would train it with Varuna, and plain PyTorch's training
 of the same model as the oracle. Writes OUTDIR/model.onnx (varuna.export;
 every dropout probability 0 unless --dropout, so that both runs are
 deterministic), OUTDIR/data/<input>.npy (24 examples, fixed seed; masked-LM
-labels are -100 where not masked, as HF's collator leaves them),
+labels are -100 where not masked, as HF's collator leaves them; with
+bert-pretraining also a next-sentence label per example),
 OUTDIR/train.json, and PyTorch's S steps over batches of M (whole batch,
 torch.optim): OUTDIR/expected.json (loss per step), OUTDIR/params/<name>.npy
 and OUTDIR/degenerate (what compare_training.py reads)."""
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -42,17 +44,24 @@ def build():
 
 
 model, example = build()
-names = ["input_ids", "labels"] if example[0].dtype == torch.int64 else ["pixel_values", "labels"]
+names = list(inspect.signature(model.forward).parameters)
 g = torch.Generator().manual_seed(1)
-if names[0] == "input_ids":
-    ids = torch.randint(0, hf_models.V, (N,) + tuple(example[0].shape[1:]), generator=g)
-    labels = ids.clone()
-    if args.name in ("bert", "roberta", "distilbert", "albert", "deberta"):
-        labels[torch.rand(labels.shape, generator=g) > 0.3] = -100  # only masked positions
-    data = [ids, labels]
-else:
-    data = [torch.randn((N,) + tuple(example[0].shape[1:]), generator=g),
-            torch.randint(0, 10, (N,), generator=g)]
+data = []
+for name, t in zip(names, example):
+    shape = (N,) + tuple(t.shape[1:])
+    if name == "input_ids":
+        data.append(torch.randint(0, hf_models.V, shape, generator=g))
+    elif name == "labels" and "input_ids" in names:
+        labels = data[names.index("input_ids")].clone()
+        if "bert" in args.name or args.name in ("roberta", "albert", "deberta"):
+            labels[torch.rand(shape, generator=g) > 0.3] = -100  # only masked positions
+        data.append(labels)
+    elif name == "labels":  # image classes
+        data.append(torch.randint(0, 10, shape, generator=g))
+    elif name == "next_sentence_label":
+        data.append(torch.randint(0, 2, shape, generator=g))
+    else:
+        data.append(torch.randn(shape, generator=g))
 os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
 for name, t in zip(names, data):
     np.save(os.path.join(args.outdir, "data", name + ".npy"), t.numpy())

@@ -10,8 +10,13 @@ compare_training.py reads. varuna-run must add up the micro-batches' losses
 the way the model reduces: summed for a sum, weighted by their labels for a
 mean (the ratio is a mean whose micro-batches varuna-run weighs by their
 examples, not their labels: close to, not equal to, the whole batch's; so
-is two-means, a mean over the tokens that are not 0 plus half a mean over
-the examples, where each micro-batch weighs the second one's count).
+is mixed: two-means plus a mean of squares over the hidden states, whose
+micro-batches varuna-run weighs by one count). two-means, a mean over the
+tokens that are not 0 plus half a mean over the examples (BERT
+pre-training's masked-LM + next-sentence pattern), is exact: each mean
+divides by the labels it counts over the whole step.
+--ignored-rows N: every label of the first N examples is 0 (ignored by the
+mean losses): a micro-batch of them has no label to average over.
 --padding-idx k: the tied embedding is nn.Embedding(padding_idx=k), whose
 lookup passes no gradient to row k (the output projection still does);
 --format torchscript writes OUTDIR/model.pt instead. --freeze: block 0's
@@ -31,7 +36,9 @@ import varuna
 
 ap = argparse.ArgumentParser()
 ap.add_argument("outdir")
-ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio", "two-means"])
+ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio", "two-means", "mixed"])
+ap.add_argument("--ignored-rows", type=int, default=0,
+                help="the first N examples' labels are all 0 (ignored)")
 ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--padding-idx", type=int, default=None,
@@ -68,9 +75,10 @@ class Model(nn.Module):
         for b in self.blocks:
             h = b(h)
         logits = self.head(h).flatten(0, 1)
-        if args.loss == "two-means":  # tokens except 0, plus every example's first
-            return (F.cross_entropy(logits, labels.flatten(), ignore_index=0)
+        if args.loss in ("two-means", "mixed"):  # tokens except 0, plus every example's first
+            loss = (F.cross_entropy(logits, labels.flatten(), ignore_index=0)
                     + 0.5 * F.cross_entropy(self.head(h[:, 0]), labels[:, 1]))
+            return loss + 0.01 * h.pow(2).mean() if args.loss == "mixed" else loss
         if args.loss == "mean":
             return F.cross_entropy(logits, labels.flatten(), ignore_index=0,
                                    label_smoothing=args.label_smoothing)
@@ -88,6 +96,7 @@ g = torch.Generator().manual_seed(1)
 n = 24
 ids = torch.randint(0, VOCAB, (n, SEQ), generator=g)
 labels = torch.randint(0, VOCAB, (n, SEQ), generator=g)  # some 0s: ignored
+labels[:args.ignored_rows] = 0
 os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
 np.save(os.path.join(args.outdir, "data", "ids.npy"), ids.numpy())
 np.save(os.path.join(args.outdir, "data", "labels.npy"), labels.numpy())

@@ -83,6 +83,10 @@ struct ATenOpContext {
 at::Tensor evaluateOp(mlir::Operation *op, llvm::ArrayRef<at::Tensor> operands,
                       ATenOpContext &ctx);
 
+/// The name graph input `i` of `f` is fed by: its `varuna.name`, else
+/// `arg<i>` (as ATenEvaluator::getInputNames).
+std::string argumentName(mlir::func::FuncOp f, unsigned i);
+
 /// The arguments of an outlined section, in order: an argument marked
 /// `varuna.recv = i` is `received[i]` (what the previous section sent), one
 /// marked `varuna.name` is the graph input of that name. Emits an error on

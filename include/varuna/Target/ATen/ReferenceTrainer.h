@@ -12,7 +12,9 @@
 //     backward(loss_j * n_j)
 //   gradients /= sum_j n_j      (the loss is the mean over the global batch)
 //   global-norm clipping (config), optimizer step (runtime/Optimizer.h).
-// The reported loss is sum_j loss_j * n_j / sum_j n_j. With `sections`, each
+// The reported loss is sum_j loss_j * n_j / sum_j n_j. When the losses of
+// micro-batches add up (LossNormalization.h: sums, and mean cross-entropies
+// divided by the step's label counts) n_j = 1 and nothing is divided. With `sections`, each
 // micro-batch runs section by section as a pipeline would (see TrainOptions).
 //
 // Errors (bad data, shapes, a graph without loss) are diagnostics or
@@ -24,6 +26,7 @@
 #define VARUNA_TARGET_ATEN_REFERENCETRAINER_H
 
 #include "varuna/Compiler/TrainingConfig.h"
+#include "varuna/Target/ATen/LossNormalization.h"
 #include "varuna/runtime/Dataset.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -94,25 +97,14 @@ mlir::FailureOr<std::unique_ptr<ATenEvaluator>>
 createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
                         double &count);
 
-/// How the losses of micro-batches add up to the step's loss, from the ops
-/// on the way to the graph's loss that reduce the batch dimension away:
-/// when the loss is linear in sums over the examples (cross_entropy or
-/// reduce with reduction sum, added, subtracted, multiplied or divided by
-/// values that do not depend on the examples), the micro-batches' losses
-/// add up (Sum); otherwise the loss is taken for a mean (Mean): each
-/// micro-batch's loss weighs what it averages over (its examples, or the
-/// labels a mean cross_entropy counts), and the sum is divided by the
-/// total. (A sum divided by a count of the batch's tokens is a Mean.)
-enum class LossAggregation { Mean, Sum };
-LossAggregation lossAggregation(mlir::ModuleOp job);
-
 /// When the micro-batch is smaller than the global batch, warns where
 /// training then differs from a full-batch step of plain PyTorch: batch
 /// norms (once, at the first one's location: each micro-batch is normalized
 /// with its own statistics, as in every micro-batched pipeline; how the
 /// running statistics follow) and a loss that adds several mean
-/// cross_entropies counting labels with an ignore_index (at the second:
-/// micro-batches are weighted by one count; see lossAggregation).
+/// cross_entropies counting labels with an ignore_index but cannot divide
+/// them by the step's counts (at the second: micro-batches are weighted by
+/// one count; see LossNormalization.h).
 void warnMicroBatchSemantics(mlir::ModuleOp job, const TrainOptions &options);
 
 /// What both trainers set up after the evaluator: the optimizer over the

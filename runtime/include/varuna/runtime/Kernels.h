@@ -96,6 +96,31 @@ private:
   bool previous;
 };
 
+/// While one is alive on the constructing thread, each cross_entropy with
+/// reduction mean that runs takes the next of `denominators`, in the order
+/// they run, and returns its sum divided by it instead of by the labels of
+/// its own micro-batch: the trainer passes the labels each mean counts over
+/// the whole step, so the micro-batches' losses add up to the step's
+/// (exact for any number of means with any ignore_index). A mean that finds
+/// none left throws std::runtime_error (the trainer's analysis and the run
+/// disagree). Nests; an inner scope hides the outer one.
+class LossDenominators {
+public:
+  explicit LossDenominators(std::vector<double> denominators);
+  ~LossDenominators();
+  LossDenominators(const LossDenominators &) = delete;
+  LossDenominators &operator=(const LossDenominators &) = delete;
+  /// The innermost scope of this thread, or null.
+  static LossDenominators *current();
+  /// The next denominator; throws when every one has been taken.
+  double take();
+
+private:
+  std::vector<double> values;
+  size_t next = 0;
+  LossDenominators *previous;
+};
+
 /// softmax(where(mask, q @ key_t * scale, -inf)) @ v with ATen's fused
 /// scaled_dot_product_attention; `mask` (i1, true = attend) may be undefined.
 at::Tensor attentionKernel(const at::Tensor &q, const at::Tensor &keyT,
@@ -110,8 +135,10 @@ at::Tensor poolKernel(Pool kind, const at::Tensor &x, c10::IntArrayRef kernel,
                       c10::IntArrayRef dilations, bool ceilMode,
                       bool countIncludePad);
 /// `lossCount` (if not null) receives, for reduction mean, the number of
-/// labels the loss averages over. `labelSmoothing` (not with `logInput`):
-/// as F.cross_entropy's.
+/// labels the loss averages over; a mean over no label is then 0 (the sum),
+/// not 0/0: the trainer weighs it by that count, 0. `labelSmoothing` (not
+/// with `logInput`): as F.cross_entropy's. Inside a LossDenominators scope a
+/// mean is the sum divided by the scope's next denominator.
 at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
                               LossReduction reduction, bool hasIgnore,
                               int64_t ignoreIndex, bool logInput,

@@ -31,6 +31,20 @@ class TextLM(torch.nn.Module):
         return self.m(input_ids=input_ids, labels=labels).loss
 
 
+class PreTraining(torch.nn.Module):
+    """BERT pre-training: the masked-LM loss over the masked tokens plus the
+    next-sentence loss over the examples (two means counting different
+    labels)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, labels, next_sentence_label):
+        return self.m(input_ids=input_ids, labels=labels,
+                      next_sentence_label=next_sentence_label).loss
+
+
 class Vision(torch.nn.Module):
     def __init__(self, m):
         super().__init__()
@@ -43,6 +57,11 @@ class Vision(torch.nn.Module):
 def text(cls, cfg):
     ids = torch.randint(0, V, (2, 16))
     return TextLM(cls(cfg)), (ids, ids.clone())
+
+
+def pretraining(cls, cfg):
+    ids = torch.randint(0, V, (2, 16))
+    return PreTraining(cls(cfg)), (ids, ids.clone(), torch.randint(0, 2, (2,)))
 
 
 def vision(cls, cfg):
@@ -69,6 +88,9 @@ MODELS = {
         vocab_size=V, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
         max_position_embeddings=32, word_embed_proj_dim=32, **EAGER)),
     "bert": lambda: text(T.BertForMaskedLM, T.BertConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=32, **EAGER)),
+    "bert-pretraining": lambda: pretraining(T.BertForPreTraining, T.BertConfig(
         vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=32, **EAGER)),
     "roberta": lambda: text(T.RobertaForMaskedLM, T.RobertaConfig(

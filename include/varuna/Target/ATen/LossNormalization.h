@@ -1,0 +1,101 @@
+//===- LossNormalization.h - How micro-batch losses add up -*- C++ -*-===//
+//
+// A step of global batch M runs as micro-batches of m; the step must train
+// as one forward of the whole batch would (plain PyTorch: loss(batch M),
+// backward, optimizer step). How the micro-batches' losses and gradients
+// combine depends on how the model's loss reduces the batch dimension away,
+// which this file reads from the training graph:
+//
+//   Sum         the loss is linear in sums over the examples (cross_entropy
+//               or reduce with reduction sum; added, subtracted, scaled by
+//               values that do not depend on the examples): the
+//               micro-batches' losses add up.
+//   Normalized  the same, where some terms are mean cross_entropies whose
+//               labels are computed from the graph inputs alone (labels,
+//               their shifts and reshapes: never parameters or random
+//               numbers). Each such mean is its sum over the labels not
+//               ignored divided by how many there are; over the whole step
+//               that count is known before the first forward, from the
+//               step's inputs (LabelCounter). Each micro-batch divides its
+//               sum by the step's count (rt::LossDenominators), so the
+//               micro-batches' losses add up: exact for any number of mean
+//               terms, any ignore_index (BERT's masked-LM + next-sentence
+//               losses) and micro-batches without a counted label.
+//   Mean        anything else (a reduce mean, a ratio of two reductions):
+//               each micro-batch's loss weighs what it averages over (its
+//               examples, or the labels its last mean cross_entropy counts)
+//               and the weighted sum is divided by the total -- exact for
+//               one mean, approximate for several counting different things.
+//
+// Torch-facing (the counting runs ATen); used by both trainers.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_TARGET_ATEN_LOSSNORMALIZATION_H
+#define VARUNA_TARGET_ATEN_LOSSNORMALIZATION_H
+
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/runtime/Dataset.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace varuna {
+
+enum class LossAggregation { Mean, Sum, Normalized };
+
+/// How the losses of `job`'s micro-batches add up (see the file comment);
+/// Mean when the job has no training graph or loss.
+LossAggregation lossAggregation(mlir::ModuleOp job);
+
+/// The mean cross_entropies of a job's training graph (in program order:
+/// the order they run in, whether the graph runs whole or section after
+/// section) and what computes their labels from the graph inputs.
+class LabelCounter {
+public:
+  /// Analyses `job`. nullopt when the job has no training graph, no mean
+  /// cross_entropy, one whose labels depend on something other than the
+  /// graph inputs and constants (a parameter, a random op), or sections
+  /// that do not hold the graph's mean cross_entropies in the same order.
+  static std::optional<LabelCounter> create(mlir::ModuleOp job);
+
+  /// For the whole step's inputs (graph input name -> tensor of all M
+  /// examples, rows in step order), each mean cross_entropy's count of
+  /// labels not equal to its ignore_index (all of them without one), in
+  /// program order. Throws std::runtime_error (naming the op) when an input
+  /// is missing or an op fails.
+  std::vector<double> count(const llvm::StringMap<at::Tensor> &inputs,
+                            int64_t batch) const;
+
+  /// The same for the step's rows of each graph input, in the graph's
+  /// order (DataSource::batch(step, M, 0, M)).
+  std::vector<double> count(const std::vector<rt::BatchTensor> &rows,
+                            int64_t batch) const;
+
+  /// The part of count()'s result that sections [first, end) run, in the
+  /// order they run it (all of it for a job run without sections).
+  std::vector<double> forSections(const std::vector<double> &counts,
+                                  int first, int end) const;
+
+  /// How many mean cross_entropies sections [first, end) run.
+  size_t meansIn(int first, int end) const;
+
+private:
+  LabelCounter() = default;
+  mlir::func::FuncOp graph;
+  std::vector<CrossEntropyOp> means; ///< in program order
+  std::vector<mlir::Operation *> slice; ///< computes their labels, in order
+  std::vector<std::string> inputs;
+  /// Index into `means` of each section's first mean, one past the end last.
+  std::vector<size_t> sectionStart;
+};
+
+} // namespace varuna
+
+#endif // VARUNA_TARGET_ATEN_LOSSNORMALIZATION_H
