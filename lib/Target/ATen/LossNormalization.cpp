@@ -49,26 +49,17 @@ static bool sameLoss(CrossEntropyOp a, CrossEntropyOp b) {
          a.getLabelSmoothing() == b.getLabelSmoothing();
 }
 
-std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
-  func::FuncOp graph = findTrainingGraph(job);
-  if (!graph || graph.getBody().empty())
-    return std::nullopt;
-  LabelCounter c;
-  c.graph = graph;
-  for (CrossEntropyOp ce : meanCrossEntropies(graph))
-    c.means.push_back(ce);
-  if (c.means.empty())
-    return std::nullopt;
+std::optional<InputSlice> InputSlice::create(func::FuncOp graph,
+                                             ArrayRef<Value> roots) {
   llvm::DenseMap<Value, bool> memo;
-  for (CrossEntropyOp ce : c.means)
-    if (ce->getParentOp() != graph.getOperation() ||
-        !fromInputsAlone(ce.getLabels(), memo))
+  for (Value v : roots)
+    if (v.getParentRegion() != &graph.getBody() || !fromInputsAlone(v, memo))
       return std::nullopt;
-  // The ops computing the labels, in program order.
+  InputSlice slice;
+  slice.graph = graph;
+  slice.roots.assign(roots.begin(), roots.end());
   llvm::DenseSet<Operation *> needed;
-  SmallVector<Value> work;
-  for (CrossEntropyOp ce : c.means)
-    work.push_back(ce.getLabels());
+  SmallVector<Value> work(roots.begin(), roots.end());
   while (!work.empty()) {
     Operation *op = work.pop_back_val().getDefiningOp();
     if (!op || !needed.insert(op).second)
@@ -78,9 +69,81 @@ std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
   }
   for (Operation &op : graph.getBody().front())
     if (needed.contains(&op))
-      c.slice.push_back(&op);
+      slice.ops.push_back(&op);
   for (unsigned i = 0; i < graph.getNumArguments(); ++i)
-    c.inputs.push_back(argumentName(graph, i));
+    slice.inputs.push_back(argumentName(graph, i));
+  return slice;
+}
+
+std::vector<at::Tensor>
+InputSlice::evaluate(const llvm::StringMap<at::Tensor> &byName,
+                     int64_t batch) const {
+  // From inputs alone: nothing here needs autograd.
+  llvm::DenseMap<Value, at::Tensor> values;
+  func::FuncOp f = graph;
+  for (auto [i, name] : llvm::enumerate(inputs)) {
+    auto it = byName.find(name);
+    if (it != byName.end())
+      values[f.getArgument(i)] = it->second;
+  }
+  ATenOpContext ctx;
+  ctx.batch = batch;
+  auto valueOf = [&](Operation *user, Value v) {
+    auto it = values.find(v);
+    if (it != values.end())
+      return it->second;
+    std::string what = "an operand of '" +
+                       user->getName().getStringRef().str() + "'";
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+      what = "graph input '" + inputs[arg.getArgNumber()] + "'";
+    throw std::runtime_error("computing the loss's counts from the data: " +
+                             what + " has no value");
+  };
+  for (Operation *op : ops) {
+    std::vector<at::Tensor> operands;
+    for (Value v : op->getOperands())
+      operands.push_back(valueOf(op, v));
+    if (llvm::isa<CutPointOp>(op)) {
+      for (auto [r, t] : llvm::zip(op->getResults(), operands))
+        values[r] = t;
+      continue;
+    }
+    try {
+      values[op->getResult(0)] = evaluateOp(op, operands, ctx);
+    } catch (const std::exception &e) {
+      throw std::runtime_error("computing the loss's counts from the data: '" +
+                               op->getName().getStringRef().str() +
+                               "' failed: " + e.what());
+    }
+  }
+  std::vector<at::Tensor> out;
+  for (Value v : roots)
+    out.push_back(valueOf(f.getOperation(), v));
+  return out;
+}
+
+std::vector<at::Tensor>
+InputSlice::evaluate(const std::vector<rt::BatchTensor> &rows,
+                     int64_t batch) const {
+  llvm::StringMap<at::Tensor> byName;
+  for (auto [name, row] : llvm::zip(inputs, rows))
+    byName[name] = tensorFromNpy(row.array);
+  return evaluate(byName, batch);
+}
+
+std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
+  func::FuncOp graph = findTrainingGraph(job);
+  if (!graph || graph.getBody().empty())
+    return std::nullopt;
+  SmallVector<CrossEntropyOp> means = meanCrossEntropies(graph);
+  SmallVector<Value> labels;
+  for (CrossEntropyOp ce : means)
+    labels.push_back(ce.getLabels());
+  std::optional<InputSlice> slice = InputSlice::create(graph, labels);
+  if (means.empty() || !slice)
+    return std::nullopt;
+  LabelCounter c(std::move(*slice));
+  c.means.assign(means.begin(), means.end());
   // Sections run the graph's ops in its order: the k-th mean of the
   // sections taken in order is the graph's k-th. Checked, not assumed.
   FailureOr<SmallVector<func::FuncOp>> sections = getSections(job);
@@ -101,67 +164,30 @@ std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
   return c;
 }
 
+static double countOf(CrossEntropyOp ce, const at::Tensor &labels) {
+  auto ignore = ce.getIgnoreIndex();
+  if (!ignore)
+    return double(labels.numel());
+  return double(
+      labels.ne(static_cast<int64_t>(*ignore)).sum().item<int64_t>());
+}
+
 std::vector<double>
 LabelCounter::count(const llvm::StringMap<at::Tensor> &inputs,
                     int64_t batch) const {
-  // Labels are integers: no autograd here.
-  llvm::DenseMap<Value, at::Tensor> values;
-  func::FuncOp f = graph;
-  for (auto [i, name] : llvm::enumerate(this->inputs)) {
-    auto it = inputs.find(name);
-    if (it != inputs.end())
-      values[f.getArgument(i)] = it->second;
-  }
-  ATenOpContext ctx;
-  ctx.batch = batch;
-  auto valueOf = [&](Operation *user, Value v) {
-    auto it = values.find(v);
-    if (it != values.end())
-      return it->second;
-    std::string what = "an operand of '" +
-                       user->getName().getStringRef().str() + "'";
-    if (auto arg = llvm::dyn_cast<BlockArgument>(v))
-      what = "graph input '" + this->inputs[arg.getArgNumber()] + "'";
-    throw std::runtime_error("counting the step's labels: " + what +
-                             " has no value");
-  };
-  for (Operation *op : slice) {
-    std::vector<at::Tensor> operands;
-    for (Value v : op->getOperands())
-      operands.push_back(valueOf(op, v));
-    if (llvm::isa<CutPointOp>(op)) {
-      for (auto [r, t] : llvm::zip(op->getResults(), operands))
-        values[r] = t;
-      continue;
-    }
-    try {
-      values[op->getResult(0)] = evaluateOp(op, operands, ctx);
-    } catch (const std::exception &e) {
-      throw std::runtime_error("counting the step's labels: '" +
-                               op->getName().getStringRef().str() +
-                               "' failed: " + e.what());
-    }
-  }
   std::vector<double> counts;
-  for (CrossEntropyOp ce : means) {
-    at::Tensor labels = valueOf(ce, ce.getLabels());
-    auto ignore = ce.getIgnoreIndex();
-    counts.push_back(
-        ignore ? double(labels.ne(static_cast<int64_t>(*ignore))
-                            .sum()
-                            .item<int64_t>())
-               : double(labels.numel()));
-  }
+  for (auto [ce, l] : llvm::zip(means, labels.evaluate(inputs, batch)))
+    counts.push_back(countOf(ce, l));
   return counts;
 }
 
 std::vector<double>
 LabelCounter::count(const std::vector<rt::BatchTensor> &rows,
                     int64_t batch) const {
-  llvm::StringMap<at::Tensor> byName;
-  for (auto [name, row] : llvm::zip(inputs, rows))
-    byName[name] = tensorFromNpy(row.array);
-  return count(byName, batch);
+  std::vector<double> counts;
+  for (auto [ce, l] : llvm::zip(means, labels.evaluate(rows, batch)))
+    counts.push_back(countOf(ce, l));
+  return counts;
 }
 
 size_t LabelCounter::meansIn(int first, int end) const {
@@ -179,23 +205,33 @@ LabelCounter::forSections(const std::vector<double> &counts, int first,
                              counts.begin() + sectionStart[end]);
 }
 
-LossAggregation varuna::lossAggregation(ModuleOp job) {
+namespace {
+struct LossAnalysis {
+  LossAggregation aggregation = LossAggregation::Mean;
+  Value divisor; ///< Ratio: the count the sum is divided by
+};
+} // namespace
+
+static LossAnalysis analyzeLoss(ModuleOp job) {
+  LossAnalysis result;
   func::FuncOp graph = findTrainingGraph(job);
   if (!graph || graph.getBody().empty())
-    return LossAggregation::Mean;
+    return result;
   // Mean cross_entropies normalize by the step's labels when they can.
   const bool countable = LabelCounter::create(job).has_value();
   bool normalizes = false;
+  llvm::DenseMap<Value, bool> fromInputs;
   auto batched = [](Value v) {
     auto t = llvm::dyn_cast<VTensorType>(v.getType());
     return t && t.isBatched();
   };
   // What a value without a batch dimension is, as a function of the
   // examples: Const (none of them), Sum (linear in sums over them: sums,
-  // their sums and differences, scaled by constants), Mean (a mean over
-  // them), Other (anything else: a ratio of two reductions, a log of a
-  // sum, ...).
-  enum Kind { Const, Sum, Mean, Other };
+  // their sums and differences, scaled by constants), Ratio (a Sum divided
+  // by a value computed from the inputs alone), Mean (a mean over them),
+  // Other (anything else: a ratio of two reductions of the model's values,
+  // a log of a sum, ...).
+  enum Kind { Const, Sum, Ratio, Mean, Other };
   llvm::DenseMap<Value, Kind> memo;
   std::function<Kind(Value)> kind = [&](Value v) -> Kind {
     auto it = memo.find(v);
@@ -236,9 +272,16 @@ LossAggregation varuna::lossAggregation(ModuleOp job) {
                                               : Other;
       else if (llvm::isa<MulOp>(op))
         k = in[0] == Const ? in[1] : in[1] == Const ? in[0] : Other;
-      else if (llvm::isa<DivOp>(op))
-        k = in[1] == Const ? in[0] : Other;
-      else if (llvm::isa<CastOp, ReshapeOp>(op))
+      else if (llvm::isa<DivOp>(op)) {
+        Value d = op->getOperand(1);
+        if (in[1] == Const)
+          k = in[0];
+        else if (in[0] == Sum && fromInputsAlone(d, fromInputs)) {
+          k = Ratio;
+          result.divisor = d;
+        } else
+          k = Other;
+      } else if (llvm::isa<CastOp, ReshapeOp>(op))
         k = in[0];
     }
     memo[v] = k;
@@ -247,9 +290,44 @@ LossAggregation varuna::lossAggregation(ModuleOp job) {
   Operation *ret = graph.getBody().front().getTerminator();
   for (unsigned i = 0; i < graph.getNumResults(); ++i)
     if (graph.getResultAttr(i, kLossAttr) && i < ret->getNumOperands()) {
-      if (kind(ret->getOperand(i)) != Sum)
-        return LossAggregation::Mean;
-      return normalizes ? LossAggregation::Normalized : LossAggregation::Sum;
+      Kind k = kind(ret->getOperand(i));
+      if (k == Sum)
+        result.aggregation =
+            normalizes ? LossAggregation::Normalized : LossAggregation::Sum;
+      // A ratio over normalized means would divide twice: Mean then.
+      else if (k == Ratio && !normalizes)
+        result.aggregation = LossAggregation::Ratio;
+      break;
     }
-  return LossAggregation::Mean;
+  return result;
+}
+
+LossAggregation varuna::lossAggregation(ModuleOp job) {
+  return analyzeLoss(job).aggregation;
+}
+
+std::optional<LossDivisor> LossDivisor::create(ModuleOp job) {
+  LossAnalysis a = analyzeLoss(job);
+  if (a.aggregation != LossAggregation::Ratio)
+    return std::nullopt;
+  std::optional<InputSlice> slice =
+      InputSlice::create(findTrainingGraph(job), {a.divisor});
+  if (!slice)
+    return std::nullopt;
+  return LossDivisor(std::move(*slice));
+}
+
+double LossDivisor::evaluate(const llvm::StringMap<at::Tensor> &inputs,
+                             int64_t batch) const {
+  return slice.evaluate(inputs, batch).front().item<double>();
+}
+
+std::string varuna::zeroDivisorMessage(int64_t microBatch) {
+  return "the loss divides a sum by a count computed from the inputs, 0 "
+         "for these " +
+         std::to_string(microBatch) +
+         " examples (every label ignored?): the micro-batch's loss is 0/0 "
+         "and cannot be weighted. Use larger micro-batches, or a mean "
+         "cross_entropy with ignore_index, which divides by the whole "
+         "step's count and is exact";
 }

@@ -70,11 +70,13 @@ public:
   std::vector<at::Tensor> paramLeaves;
   std::set<std::string> notOwned;       // ties this stage does not count
   NamedTensors buffers; // batch_norm running statistics of this stage
-  bool additive = false; // lossAggregation(job) != Mean
+  bool additive = false; // lossesAddUp(lossAggregation(job))
   /// Normalized losses whose mean cross_entropies run on this stage: what
   /// counts their labels, and the step's counts (LossNormalization.h).
   std::optional<LabelCounter> labelCounter;
   std::vector<double> stageLabels;
+  /// Ratio losses, last stage: each micro-batch's divisor from its inputs.
+  std::optional<LossDivisor> lossDivisor;
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
   int64_t deviations = 0; // tasks run ahead of the static order
@@ -206,12 +208,14 @@ LogicalResult Rank::setUp() {
     return failure();
   buffers = std::move(*written);
   LossAggregation aggregation = lossAggregation(job);
-  additive = aggregation != LossAggregation::Mean;
+  additive = lossesAddUp(aggregation);
   if (aggregation == LossAggregation::Normalized) {
     labelCounter = LabelCounter::create(job);
     if (labelCounter && labelCounter->meansIn(firstSection, endSection) == 0)
       labelCounter.reset();
   }
+  if (aggregation == LossAggregation::Ratio && isLast())
+    lossDivisor = LossDivisor::create(job);
 
   // Groups, created in the same order on every rank.
   for (int st = 0; st < P(); ++st) {
@@ -569,7 +573,14 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       std::vector<at::Tensor> received =
           isFirst() ? std::vector<at::Tensor>()
                     : recvValues(kActivation, s, k, prev, inTypes);
-      *countSink = additive ? double(allMicro) : double(mb);
+      *countSink = additive      ? double(allMicro)
+                   : lossDivisor ? lossDivisor->evaluate(inputs, mb)
+                                 : double(mb);
+      if (lossDivisor && *countSink == 0)
+        return jobError(job, "step ")
+                   << s << ", micro-batch " << firstMicro + k
+                   << ": " << zeroDivisorMessage(mb),
+               failure();
       auto computeStart = rt::Trace::Clock::now();
       FailureOr<std::vector<at::Tensor>> out = failure();
       if (recomputed.count(k)) {

@@ -392,12 +392,14 @@ LogicalResult varuna::trainReference(
   }
   int64_t micro = options.globalBatch / options.microBatch;
   const LossAggregation aggregation = lossAggregation(job);
-  const bool additive = aggregation != LossAggregation::Mean;
+  const bool additive = lossesAddUp(aggregation);
   std::optional<LabelCounter> counter;
   if (aggregation == LossAggregation::Normalized)
     counter = LabelCounter::create(job);
   StepLabels labels;
   labels.counter = counter ? &*counter : nullptr;
+  std::optional<LossDivisor> divisor = LossDivisor::create(job);
+  std::vector<std::string> inputNames = evaluator->getInputNames();
   labels.sections = static_cast<int>(evaluator->getSections().size());
   rt::Trace trace(!options.tracePath.empty());
   for (int64_t step = first; step < options.steps; ++step) {
@@ -421,6 +423,16 @@ LogicalResult varuna::trainReference(
         // micro-batch's gradients as large as the whole batch's, what a
         // loss scale is tuned for), undone below.
         count = additive ? double(micro) : double(options.microBatch);
+        if (divisor) { // a sum over the micro-batch / its own count
+          llvm::StringMap<at::Tensor> byName;
+          for (auto [name, t] : llvm::zip(inputNames, inputs))
+            byName[name] = t;
+          count = divisor->evaluate(byName, options.microBatch);
+          if (count == 0)
+            return jobError(job, "step ")
+                   << step << ", micro-batch " << j << ": "
+                   << zeroDivisorMessage(options.microBatch);
+        }
         auto span = trace.scope("F+B " + std::to_string(j), rt::Trace::Compute);
         FailureOr<double> loss =
             options.sections

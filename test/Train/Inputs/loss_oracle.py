@@ -1,20 +1,21 @@
-"""loss_oracle.py OUTDIR --loss sum|mean|sum-scaled [--steps S] [--batch M]:
+"""loss_oracle.py OUTDIR --loss sum|mean|sum-scaled|ratio|masked|two-means|mixed
+                 [--steps S] [--batch M]:
 a small transformer-style language model (tied embedding, 4 blocks) whose
 loss reduces over the examples in the given way -- cross_entropy with
 reduction sum, mean, sum / 100 (a sum scaled after the reduction), or sum /
-the number of labels counted (a mean by hand: a ratio of two sums) --
+the number of labels counted (a mean by hand: a ratio of two sums; masked:
+per-token losses times a mask, summed, over the mask's sum) --
 exported to OUTDIR/model.onnx, with OUTDIR/data, OUTDIR/train.json (SGD),
 and plain PyTorch's training of it on the whole batch: OUTDIR/expected.json
 (loss per step) and OUTDIR/params (final parameters), what
 compare_training.py reads. varuna-run must add up the micro-batches' losses
-the way the model reduces: summed for a sum, weighted by their labels for a
-mean (the ratio is a mean whose micro-batches varuna-run weighs by their
-examples, not their labels: close to, not equal to, the whole batch's; so
-is mixed: two-means plus a mean of squares over the hidden states, whose
-micro-batches varuna-run weighs by one count). two-means, a mean over the
-tokens that are not 0 plus half a mean over the examples (BERT
-pre-training's masked-LM + next-sentence pattern), is exact: each mean
-divides by the labels it counts over the whole step.
+the way the model reduces, exactly: summed for a sum; a mean cross_entropy
+(also two-means: a mean over the tokens that are not 0 plus half a mean over
+the examples, BERT pre-training's masked-LM + next-sentence pattern)
+divides by the labels it counts over the whole step; a ratio weighs each
+micro-batch by its own divisor, computed from its inputs. Not exactly:
+mixed, two-means plus a mean of squares over the hidden states, whose
+micro-batches varuna-run weighs by one count.
 --ignored-rows N: every label of the first N examples is 0 (ignored by the
 mean losses): a micro-batch of them has no label to average over.
 --padding-idx k: the tied embedding is nn.Embedding(padding_idx=k), whose
@@ -36,7 +37,7 @@ import varuna
 
 ap = argparse.ArgumentParser()
 ap.add_argument("outdir")
-ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio", "two-means", "mixed"])
+ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio", "masked", "two-means", "mixed"])
 ap.add_argument("--ignored-rows", type=int, default=0,
                 help="the first N examples' labels are all 0 (ignored)")
 ap.add_argument("--steps", type=int, default=4)
@@ -85,6 +86,10 @@ class Model(nn.Module):
         loss = F.cross_entropy(logits, labels.flatten(), reduction="sum", ignore_index=0)
         if args.loss == "ratio":  # a mean over the counted labels, by hand
             return loss / (labels != 0).sum()
+        if args.loss == "masked":  # Megatron's: per-token losses x a mask
+            mask = (labels != 0).float().flatten()
+            per_token = F.cross_entropy(logits, labels.flatten(), reduction="none")
+            return (per_token * mask).sum() / mask.sum()
         return loss / 100.0 if args.loss == "sum-scaled" else loss
 
 

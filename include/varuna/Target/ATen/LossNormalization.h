@@ -21,7 +21,11 @@
 //               micro-batches' losses add up: exact for any number of mean
 //               terms, any ignore_index (BERT's masked-LM + next-sentence
 //               losses) and micro-batches without a counted label.
-//   Mean        anything else (a reduce mean, a ratio of two reductions):
+//   Ratio       a sum over the examples divided by a count computed from
+//               the graph inputs alone (LossDivisor): each micro-batch's
+//               loss weighs its own count -- exact.
+//   Mean        anything else (a reduce mean, means of different things
+//               added together):
 //               each micro-batch's loss weighs what it averages over (its
 //               examples, or the labels its last mean cross_entropy counts)
 //               and the weighted sum is divided by the total -- exact for
@@ -48,11 +52,68 @@
 
 namespace varuna {
 
-enum class LossAggregation { Mean, Sum, Normalized };
+enum class LossAggregation { Mean, Sum, Normalized, Ratio };
 
 /// How the losses of `job`'s micro-batches add up (see the file comment);
 /// Mean when the job has no training graph or loss.
 LossAggregation lossAggregation(mlir::ModuleOp job);
+
+/// Whether the micro-batches' losses simply add up to the step's (Sum,
+/// Normalized); otherwise each is weighted by a count (Mean, Ratio).
+inline bool lossesAddUp(LossAggregation a) {
+  return a == LossAggregation::Sum || a == LossAggregation::Normalized;
+}
+
+/// The ops of a training graph that compute some of its values from the
+/// graph inputs and constants alone (no parameter, no random numbers), so
+/// that they can be computed for any rows of the data before (or without)
+/// running the model.
+class InputSlice {
+public:
+  /// nullopt when some root depends on something else.
+  static std::optional<InputSlice> create(mlir::func::FuncOp graph,
+                                          llvm::ArrayRef<mlir::Value> roots);
+  /// The roots' values for `inputs` (graph input name -> rows; `batch`
+  /// rows each). Throws std::runtime_error (naming the op or the missing
+  /// input) when evaluation fails.
+  std::vector<at::Tensor> evaluate(const llvm::StringMap<at::Tensor> &inputs,
+                                   int64_t batch) const;
+  /// The same for the rows of each graph input in the graph's order.
+  std::vector<at::Tensor> evaluate(const std::vector<rt::BatchTensor> &rows,
+                                   int64_t batch) const;
+
+private:
+  InputSlice() = default;
+  mlir::func::FuncOp graph;
+  std::vector<mlir::Value> roots;
+  std::vector<mlir::Operation *> ops; ///< in program order
+  std::vector<std::string> inputs;   ///< name of each graph input
+};
+
+/// A loss that is a sum over the examples divided by a count taken from the
+/// data (LossAggregation::Ratio: `(per_token * mask).sum() / mask.sum()`,
+/// `F.cross_entropy(..., reduction="sum") / (labels != pad).sum()`, what
+/// Megatron and Hugging Face's num_items_in_batch do): each micro-batch's
+/// loss is weighted by its own divisor, computed from its inputs, and the
+/// weighted sum divided by the step's total -- exact.
+class LossDivisor {
+public:
+  /// nullopt unless lossAggregation(job) is Ratio. A micro-batch whose
+  /// divisor is 0 (every label ignored) cannot be weighted (its loss is
+  /// 0/0): the trainers stop with zeroDivisorMessage.
+  static std::optional<LossDivisor> create(mlir::ModuleOp job);
+  /// The divisor's value for one micro-batch's inputs.
+  double evaluate(const llvm::StringMap<at::Tensor> &inputs,
+                  int64_t batch) const;
+
+private:
+  explicit LossDivisor(InputSlice slice) : slice(std::move(slice)) {}
+  InputSlice slice;
+};
+
+/// Why a Ratio loss cannot train a micro-batch of `microBatch` whose
+/// divisor is 0, and what to do instead.
+std::string zeroDivisorMessage(int64_t microBatch);
 
 /// The mean cross_entropies of a job's training graph (in program order:
 /// the order they run in, whether the graph runs whole or section after
@@ -87,11 +148,9 @@ public:
   size_t meansIn(int first, int end) const;
 
 private:
-  LabelCounter() = default;
-  mlir::func::FuncOp graph;
+  explicit LabelCounter(InputSlice labels) : labels(std::move(labels)) {}
+  InputSlice labels; ///< each mean's labels
   std::vector<CrossEntropyOp> means; ///< in program order
-  std::vector<mlir::Operation *> slice; ///< computes their labels, in order
-  std::vector<std::string> inputs;
   /// Index into `means` of each section's first mean, one past the end last.
   std::vector<size_t> sectionStart;
 };
