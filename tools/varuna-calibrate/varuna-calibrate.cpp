@@ -47,42 +47,58 @@
 
 namespace cl = llvm::cl;
 
+static cl::OptionCategory toolOptions("varuna-calibrate options");
+
 static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
-                                   cl::desc("<JOBDIR from varuna-compile>"));
-static cl::opt<std::string> output("o", cl::desc("Output (default "
-                                                 "JOBDIR/calibration.json)"));
+                                   cl::desc("<JOBDIR from varuna-compile>"),
+                                   cl::cat(toolOptions));
+static cl::opt<std::string> output("o",
+                                   cl::desc("Output (default "
+                                            "JOBDIR/calibration.json)"),
+                                   cl::cat(toolOptions));
 static cl::list<int64_t> microBatches("micro-batches", cl::CommaSeparated,
-                                      cl::desc("Micro-batch sizes (1,2,4)"));
-static cl::opt<int> repeats("repeats", cl::init(5), cl::desc("Timed runs"));
-static cl::opt<int> warmup("warmup", cl::init(2), cl::desc("Untimed runs"));
+                                      cl::desc("Micro-batch sizes (1,2,4)"),
+                                      cl::cat(toolOptions));
+static cl::opt<int> repeats("repeats", cl::init(5), cl::desc("Timed runs"),
+                            cl::cat(toolOptions));
+static cl::opt<int> warmup("warmup", cl::init(2), cl::desc("Untimed runs"),
+                           cl::cat(toolOptions));
 static cl::opt<int> threads("compute-threads", cl::init(1),
                             cl::desc("Threads while timing sections (what one "
-                                     "rank gets when ranks fill the cores)"));
+                                     "rank gets when ranks fill the cores)"),
+                            cl::cat(toolOptions));
 static cl::list<int> ringSizes(
     "ring-sizes", cl::CommaSeparated,
-    cl::desc("All-reduce ring sizes to time (2,4; ranks on this machine)"));
+    cl::desc("All-reduce ring sizes to time (2,4; ranks on this machine)"),
+    cl::cat(toolOptions));
 static cl::opt<bool> noComm("no-comm", cl::init(false),
-                            cl::desc("Skip the communication measurements"));
+                            cl::desc("Skip the communication measurements"),
+                            cl::cat(toolOptions));
 static cl::opt<int> concurrent(
     "concurrent", cl::init(0),
     cl::desc("Processes timing the sections at once (default: one per core; "
-             "1: this process alone)"));
+             "1: this process alone)"),
+    cl::cat(toolOptions));
 static cl::opt<bool> acrossHosts(
     "across-hosts", cl::init(false),
     cl::desc("Run as ranks on several hosts (started by torchrun, srun or "
              "scripts/netns.sh, which set RANK, WORLD_SIZE, MASTER_ADDR, "
              "MASTER_PORT): time sends and all-reduces between them and add "
-             "them to the calibration as \"across_hosts\" (rank 0 writes)"));
+             "them to the calibration as \"across_hosts\" (rank 0 writes)"),
+    cl::cat(toolOptions));
 static cl::opt<bool> noOversubscribed(
     "no-oversubscribed", cl::init(false),
     cl::desc("Skip timing the sections with twice as many processes as "
-             "cores (the slowdown when ranks outnumber cores)"));
-static cl::opt<std::string> commOut(
-    "comm-out", cl::Hidden, cl::desc("(rank mode) where rank 0 writes"));
-static cl::opt<std::string> sectionsOut(
-    "sections-out", cl::Hidden,
-    cl::desc("(rank mode) this rank writes its section timings to "
-             "<path>.<RANK>"));
+             "cores (the slowdown when ranks outnumber cores)"),
+    cl::cat(toolOptions));
+static cl::opt<std::string> commOut("comm-out", cl::Hidden,
+                                    cl::desc("(rank mode) where rank 0 writes"),
+                                    cl::cat(toolOptions));
+static cl::opt<std::string>
+    sectionsOut("sections-out", cl::Hidden,
+                cl::desc("(rank mode) this rank writes its section timings to "
+                         "<path>.<RANK>"),
+                cl::cat(toolOptions));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-calibrate: error: " << msg << "\n";
@@ -432,6 +448,8 @@ int main(int argc, char **argv) {
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-calibrate (Varuna " VARUNA_VERSION ")\n";
   });
+  // Only our options in --help, not the ones LLVM registers.
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna calibration\n");
   if (repeats < 1 || warmup < 0 || threads < 1)
     return fail("--repeats and --compute-threads must be positive");

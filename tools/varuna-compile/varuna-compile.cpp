@@ -14,47 +14,54 @@
 
 namespace cl = llvm::cl;
 
+static cl::OptionCategory toolOptions("varuna-compile options");
+
 static cl::opt<std::string> model(cl::Positional, cl::Required,
-                                  cl::desc("<model.onnx | model.pt>"));
+                                  cl::desc("<model.onnx | model.pt>"),
+                                  cl::cat(toolOptions));
 static cl::opt<std::string> output("o", cl::Required,
                                    cl::desc("Job directory to write"),
-                                   cl::value_desc("JOBDIR"));
+                                   cl::value_desc("JOBDIR"),
+                                   cl::cat(toolOptions));
 static cl::opt<std::string> config("config",
                                    cl::desc("Training configuration (JSON)"),
-                                   cl::value_desc("train.json"));
+                                   cl::value_desc("train.json"),
+                                   cl::cat(toolOptions));
 static cl::opt<int64_t> stages("stages",
                                cl::desc("Partition for this pipeline depth "
                                         "only (default: every depth)"),
-                               cl::init(0));
+                               cl::init(0), cl::cat(toolOptions));
 static cl::opt<int64_t> cutPoints("num-cut-points",
                                   cl::desc("Number of cut-points (default: "
                                            "automatic)"),
-                                  cl::init(0));
+                                  cl::init(0), cl::cat(toolOptions));
 static cl::opt<int64_t> maxCutBytes(
     "max-bytes-per-cut",
     cl::desc("Largest activation bytes per example a cut may carry"),
-    cl::init(0));
+    cl::init(0), cl::cat(toolOptions));
 static cl::opt<int64_t> memory("memory-limit",
                                cl::desc("Device memory per stage in bytes"),
-                               cl::init(0));
+                               cl::init(0), cl::cat(toolOptions));
 static cl::opt<std::string>
     profile("profile",
             cl::desc("Measured section times (JSON) for the partitioner"),
-            cl::value_desc("profile.json"));
+            cl::value_desc("profile.json"), cl::cat(toolOptions));
 static cl::list<std::string>
-    inputShapes("input-shape",
-                cl::desc("TorchScript input: name=B,16:int64"));
+    inputShapes("input-shape", cl::desc("TorchScript input: name=B,16:int64"),
+                cl::cat(toolOptions));
 
 static cl::opt<bool> noBuild(
     "no-build",
     cl::desc("Do not generate and build the stage code (JOBDIR/libstages.so)"),
-    cl::init(false));
+    cl::init(false), cl::cat(toolOptions));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-compile (Varuna " VARUNA_VERSION ")\n";
   });
+  // Only our options in --help, not the ones LLVM registers.
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna compiler driver\n");
 
   mlir::MLIRContext ctx;

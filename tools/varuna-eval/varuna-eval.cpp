@@ -27,29 +27,35 @@
 
 namespace cl = llvm::cl;
 
+static cl::OptionCategory toolOptions("varuna-eval options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::Required,
-                                      cl::desc("<graph.mlir>"));
+                                      cl::desc("<graph.mlir>"),
+                                      cl::cat(toolOptions));
 static cl::opt<std::string>
     inputsDir("inputs", cl::Required,
-              cl::desc("directory with one <input name>.npy per graph input"));
+              cl::desc("directory with one <input name>.npy per graph input"),
+              cl::cat(toolOptions));
 static cl::opt<uint64_t> seed("seed", cl::init(0),
-                              cl::desc("seed of the dropout/random generator"));
+                              cl::desc("seed of the dropout/random generator"),
+                              cl::cat(toolOptions));
 static cl::opt<std::string>
     dataDir("data-dir", cl::init(""),
             cl::desc("directory of the #varuna.data files (default: that of "
-                     "the module's varuna.source)"));
+                     "the module's varuna.source)"),
+            cl::cat(toolOptions));
 
 static cl::opt<bool> sections(
     "sections",
     cl::desc("Run the outlined sections one after the other (each boundary "
              "activated) instead of the whole graph"),
-    cl::init(false));
+    cl::init(false), cl::cat(toolOptions));
 
 static cl::opt<std::string> stageLibrary(
     "stage-library",
     cl::desc("Run the sections through this generated stage library "
              "(JOBDIR/libstages.so from varuna-compile); implies --sections"),
-    cl::init(""));
+    cl::init(""), cl::cat(toolOptions));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-eval: error: " << msg << "\n";
@@ -61,6 +67,8 @@ int main(int argc, char **argv) {
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-eval (Varuna " VARUNA_VERSION ")\n";
   });
+  // Only our options in --help, not the ones LLVM registers.
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv,
                               "Varuna ATen evaluator (correctness oracle)\n");
 

@@ -35,64 +35,86 @@
 namespace cl = llvm::cl;
 using namespace varuna::plan;
 
+static cl::OptionCategory toolOptions("varuna-plan options");
+
 static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
-                                   cl::desc("<JOBDIR from varuna-compile>"));
-static cl::opt<int> devices("devices", cl::init(0), cl::desc("Devices G"));
-static cl::opt<int64_t> batch("batch", cl::Required,
-                              cl::desc("Global batch M"));
+                                   cl::desc("<JOBDIR from varuna-compile>"),
+                                   cl::cat(toolOptions));
+static cl::opt<int> devices("devices", cl::init(0), cl::desc("Devices G"),
+                            cl::cat(toolOptions));
+static cl::opt<int64_t> batch("batch", cl::Required, cl::desc("Global batch M"),
+                              cl::cat(toolOptions));
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::init(0),
-    cl::desc("Micro-batch size m (default: chosen from the calibration)"));
+    cl::desc("Micro-batch size m (default: chosen from the calibration)"),
+    cl::cat(toolOptions));
 static cl::opt<std::string> scheduleName(
     "schedule", cl::init("varuna"),
     cl::desc("varuna, gpipe, 1f1b or zb; auto: sweep every schedule too and "
-             "pick the fastest that fits (not with --simulate)"));
+             "pick the fastest that fits (not with --simulate)"),
+    cl::cat(toolOptions));
 static cl::opt<double> memory("memory", cl::init(0),
-                              cl::desc("Device memory in bytes (0: any)"));
+                              cl::desc("Device memory in bytes (0: any)"),
+                              cl::cat(toolOptions));
 static cl::opt<int> devicesPerHost(
     "devices-per-host", cl::init(1),
     cl::desc("Devices per host: their stages' all-reduces share its network "
-             "(1: one device per host, the paper's spot VMs)"));
+             "(1: one device per host, the paper's spot VMs)"),
+    cl::cat(toolOptions));
 static cl::opt<double> stateCopies(
     "optimizer-state-copies", cl::init(2),
-    cl::desc("Optimizer state per parameter, for memory (Adam: 2, SGD: 0)"));
-static cl::opt<double> flopRate(
-    "flops-per-second", cl::init(2e10),
-    cl::desc("Assumed FLOP/s of one device (static estimates)"));
+    cl::desc("Optimizer state per parameter, for memory (Adam: 2, SGD: 0)"),
+    cl::cat(toolOptions));
+static cl::opt<double>
+    flopRate("flops-per-second", cl::init(2e10),
+             cl::desc("Assumed FLOP/s of one device (static estimates)"),
+             cl::cat(toolOptions));
 static cl::opt<double> linkGbps("link-gbps", cl::init(10),
-                                cl::desc("Link bandwidth, Gbit/s"));
+                                cl::desc("Link bandwidth, Gbit/s"),
+                                cl::cat(toolOptions));
 static cl::opt<double> latencyUs("latency-us", cl::init(50),
-                                 cl::desc("Message latency, microseconds"));
-static cl::opt<std::string> output("o", cl::desc("Write the chosen plan (JSON)"));
+                                 cl::desc("Message latency, microseconds"),
+                                 cl::cat(toolOptions));
+static cl::opt<std::string>
+    output("o", cl::desc("Write the chosen plan (JSON)"), cl::cat(toolOptions));
 static cl::opt<std::string> calibrationPath(
     "calibration",
     cl::desc("Measured costs (varuna-calibrate's calibration.json; default: "
-             "JOBDIR/calibration.json if present)"));
+             "JOBDIR/calibration.json if present)"),
+    cl::cat(toolOptions));
 static cl::opt<bool> simulateOne("simulate",
                                  cl::desc("Simulate one P x D (--stages, "
-                                          "--replicas) and print its numbers"));
-static cl::opt<int> stages("stages", cl::init(1), cl::desc("P (--simulate)"));
+                                          "--replicas) and print its numbers"),
+                                 cl::cat(toolOptions));
+static cl::opt<int> stages("stages", cl::init(1), cl::desc("P (--simulate)"),
+                           cl::cat(toolOptions));
 static cl::opt<int64_t> scheduleLatency(
     "schedule-latency", cl::init(-1),
     cl::desc("Message latency Varuna's static order plans for, in forward "
-             "times (as varuna-run's; default: from the link)"));
+             "times (as varuna-run's; default: from the link)"),
+    cl::cat(toolOptions));
 static cl::opt<double> bucketMB(
     "bucket-mb", cl::init(25),
     cl::desc("Data-parallel gradient bucket size in MiB, as varuna-run's "
-             "(buckets overlap the last backward; default 25)"));
+             "(buckets overlap the last backward; default 25)"),
+    cl::cat(toolOptions));
 static cl::opt<std::string> messagePrecision(
     "message-precision", cl::init("fp32"),
     cl::desc("fp32 | bf16, as varuna-run's: bf16 halves the bytes of each "
-             "stage boundary's messages (taken as all fp32)"));
+             "stage boundary's messages (taken as all fp32)"),
+    cl::cat(toolOptions));
 static cl::opt<int> sharedCores(
     "shared-cores", cl::init(0),
     cl::desc("All ranks run on one machine with this many cores (more "
              "ranks than cores slow each other down); default: a device "
-             "per rank"));
+             "per rank"),
+    cl::cat(toolOptions));
 static cl::opt<int> replicas("replicas", cl::init(1),
-                             cl::desc("D (--simulate)"));
-static cl::opt<std::string> timeline(
-    "timeline", cl::desc("--simulate: write the Chrome-trace timeline"));
+                             cl::desc("D (--simulate)"), cl::cat(toolOptions));
+static cl::opt<std::string>
+    timeline("timeline",
+             cl::desc("--simulate: write the Chrome-trace timeline"),
+             cl::cat(toolOptions));
 
 static int fail(const llvm::Twine &msg) {
   llvm::outs().flush(); // what was printed so far comes first
@@ -176,6 +198,8 @@ int main(int argc, char **argv) {
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-plan (Varuna " VARUNA_VERSION ")\n";
   });
+  // Only our options in --help, not the ones LLVM registers.
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna planner\n");
 
   llvm::SmallString<256> path(jobDir);

@@ -38,118 +38,159 @@
 
 namespace cl = llvm::cl;
 
+static cl::OptionCategory toolOptions("varuna-run options");
+
 static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
-                                   cl::desc("<JOBDIR from varuna-compile>"));
+                                   cl::desc("<JOBDIR from varuna-compile>"),
+                                   cl::cat(toolOptions));
 static cl::opt<int64_t> stages("stages", cl::init(1),
-                               cl::desc("Pipeline depth P"));
+                               cl::desc("Pipeline depth P"),
+                               cl::cat(toolOptions));
 static cl::opt<int64_t> replicas("replicas", cl::init(1),
-                                 cl::desc("Data-parallel width D"));
-static cl::opt<int64_t> batch("batch", cl::Required,
-                              cl::desc("Global batch size M (examples per step)"));
+                                 cl::desc("Data-parallel width D"),
+                                 cl::cat(toolOptions));
+static cl::opt<int64_t>
+    batch("batch", cl::Required,
+          cl::desc("Global batch size M (examples per step)"),
+          cl::cat(toolOptions));
 static cl::opt<int64_t> microBatch("micro-batch", cl::init(0),
                                    cl::desc("Micro-batch size m (divides M; "
-                                            "required unless --plan gives it)"));
-static cl::opt<int64_t> steps("steps", cl::Required,
-                              cl::desc("Training steps"));
+                                            "required unless --plan gives it)"),
+                                   cl::cat(toolOptions));
+static cl::opt<int64_t> steps("steps", cl::Required, cl::desc("Training steps"),
+                              cl::cat(toolOptions));
 static cl::opt<std::string> dataDir("data",
-                                    cl::desc("Directory with <input>.npy"));
+                                    cl::desc("Directory with <input>.npy"),
+                                    cl::cat(toolOptions));
 static cl::opt<bool> synthetic("synthetic", cl::init(false),
-                               cl::desc("Deterministic synthetic data"));
+                               cl::desc("Deterministic synthetic data"),
+                               cl::cat(toolOptions));
 static cl::opt<int64_t> vocab("synthetic-vocab", cl::init(64),
-                              cl::desc("Integer inputs' range for --synthetic"));
+                              cl::desc("Integer inputs' range for --synthetic"),
+                              cl::cat(toolOptions));
 static cl::opt<int64_t> syntheticSamples(
     "synthetic-samples", cl::init(0),
-    cl::desc("Distinct synthetic samples before they repeat (0: no repeat)"));
-static cl::opt<std::string> configPath(
-    "config", cl::desc("Training configuration (default: the job's)"));
+    cl::desc("Distinct synthetic samples before they repeat (0: no repeat)"),
+    cl::cat(toolOptions));
+static cl::opt<std::string>
+    configPath("config",
+               cl::desc("Training configuration (default: the job's)"),
+               cl::cat(toolOptions));
 static cl::opt<std::string> metrics("metrics",
-                                    cl::desc("JSON lines of per-step metrics"));
-static cl::opt<std::string> dumpParams(
-    "dump-params", cl::desc("Write the final parameters as <name>.npy here"));
+                                    cl::desc("JSON lines of per-step metrics"),
+                                    cl::cat(toolOptions));
+static cl::opt<std::string>
+    dumpParams("dump-params",
+               cl::desc("Write the final parameters as <name>.npy here"),
+               cl::cat(toolOptions));
 static cl::opt<bool> sectionsMode(
     "sections", cl::init(false),
     cl::desc("Run section by section with every boundary activated "
-             "(stashed inputs, recompute, backward stitched across sections)"));
-static cl::opt<std::string> checkpointDir(
-    "checkpoint-dir", cl::desc("Directory of per-section checkpoints"));
-static cl::opt<int64_t> checkpointEvery(
-    "checkpoint-every", cl::init(0), cl::desc("Checkpoint every K steps"));
-static cl::opt<bool> resume(
-    "resume", cl::init(false),
-    cl::desc("Continue from the newest complete checkpoint"));
+             "(stashed inputs, recompute, backward stitched across sections)"),
+    cl::cat(toolOptions));
+static cl::opt<std::string>
+    checkpointDir("checkpoint-dir",
+                  cl::desc("Directory of per-section checkpoints"),
+                  cl::cat(toolOptions));
+static cl::opt<int64_t> checkpointEvery("checkpoint-every", cl::init(0),
+                                        cl::desc("Checkpoint every K steps"),
+                                        cl::cat(toolOptions));
+static cl::opt<bool>
+    resume("resume", cl::init(false),
+           cl::desc("Continue from the newest complete checkpoint"),
+           cl::cat(toolOptions));
 static cl::opt<uint64_t> seed("seed", cl::init(0),
-                              cl::desc("Seed of dropout / random ops"));
+                              cl::desc("Seed of dropout / random ops"),
+                              cl::cat(toolOptions));
 
 static cl::opt<std::string> engine(
     "engine", cl::init("generated"),
     cl::desc("How sections run: 'generated' (JOBDIR/libstages.so, built by "
              "varuna-compile) or 'reference' (the ATen evaluator interprets "
-             "the IR)"));
+             "the IR)"),
+    cl::cat(toolOptions));
 
 static cl::opt<std::string> scheduleName(
     "schedule", cl::init("varuna"),
-    cl::desc("Pipeline schedule: varuna, gpipe, 1f1b or zb (zero-bubble)"));
+    cl::desc("Pipeline schedule: varuna, gpipe, 1f1b or zb (zero-bubble)"),
+    cl::cat(toolOptions));
 static cl::opt<double> timeoutSeconds(
     "timeout", cl::init(300),
     cl::desc("Seconds any rendezvous, send, receive or all-reduce may wait "
-             "before the rank gives up"));
+             "before the rank gives up"),
+    cl::cat(toolOptions));
 
-static cl::opt<std::string> tracePath(
-    "trace", cl::desc("Write the run's timeline (Chrome trace / Perfetto "
-                      "JSON, every rank's spans) to this file"));
+static cl::opt<std::string>
+    tracePath("trace",
+              cl::desc("Write the run's timeline (Chrome trace / Perfetto "
+                       "JSON, every rank's spans) to this file"),
+              cl::cat(toolOptions));
 
 static cl::opt<int> threads(
     "compute-threads", cl::init(0),
     cl::desc("Compute threads per rank (default: the machine's cores shared "
-             "evenly among this machine's ranks)"));
+             "evenly among this machine's ranks)"),
+    cl::cat(toolOptions));
 
 static cl::opt<double> emuLatency(
     "emulate-latency-ms", cl::init(0),
     cl::desc("Network emulation: delay every activation/gradient message by "
-             "this many milliseconds"));
+             "this many milliseconds"),
+    cl::cat(toolOptions));
 static cl::opt<double> emuJitter(
     "emulate-jitter-ms", cl::init(0),
-    cl::desc("Network emulation: plus a uniform random +/- this many ms"));
+    cl::desc("Network emulation: plus a uniform random +/- this many ms"),
+    cl::cat(toolOptions));
 static cl::opt<double> emuBandwidth(
     "emulate-bandwidth-mbps", cl::init(0),
-    cl::desc("Network emulation: plus size / this bandwidth (megabits/s)"));
+    cl::desc("Network emulation: plus size / this bandwidth (megabits/s)"),
+    cl::cat(toolOptions));
 static cl::opt<uint64_t> emuSeed("emulate-seed", cl::init(0),
-                                 cl::desc("Network emulation: seed"));
+                                 cl::desc("Network emulation: seed"),
+                                 cl::cat(toolOptions));
 static cl::opt<bool> emuCollectives(
     "emulate-collectives", cl::init(false),
     cl::desc("Network emulation: all-reduces also take latency + a ring's "
-             "traffic over the bandwidth, one after another per group"));
+             "traffic over the bandwidth, one after another per group"),
+    cl::cat(toolOptions));
 
 static cl::opt<std::string> transportName(
     "transport", cl::init("gloo"),
-    cl::desc("gloo (CPU, TCP) or nccl (GPU; needs a CUDA build and devices)"));
+    cl::desc("gloo (CPU, TCP) or nccl (GPU; needs a CUDA build and devices)"),
+    cl::cat(toolOptions));
 
 static cl::opt<bool> strictSchedule(
     "strict-schedule", cl::init(false),
     cl::desc("Follow the static task order exactly (no run-time deviation "
-             "when a message is late)"));
+             "when a message is late)"),
+    cl::cat(toolOptions));
 
 static cl::opt<double> bucketMB(
     "bucket-mb", cl::init(25),
     cl::desc("Data-parallel gradient buckets of at most this many MiB, each "
              "all-reduced during the last backward once its gradients are "
-             "final (default 25)"));
+             "final (default 25)"),
+    cl::cat(toolOptions));
 
 static cl::opt<std::string> messagePrecision(
     "message-precision", cl::init("fp32"),
     cl::desc("fp32 | bf16: the precision fp32 activations and gradients "
              "travel in between stages (bf16: half the bytes, rounded at "
-             "each stage boundary)"));
+             "each stage boundary)"),
+    cl::cat(toolOptions));
 
 static cl::opt<int64_t> scheduleLatency(
     "schedule-latency", cl::init(0),
     cl::desc("Message latency the static schedule plans for, in forward "
-             "times of one micro-batch (0: none)"));
+             "times of one micro-batch (0: none)"),
+    cl::cat(toolOptions));
 
-static cl::opt<std::string> planPath(
-    "plan", cl::desc("Take --stages, --replicas, --micro-batch, --schedule, "
-                     "--schedule-latency, --bucket-mb and --message-precision "
-                     "from this varuna-plan output (JSON)"));
+static cl::opt<std::string>
+    planPath("plan",
+             cl::desc("Take --stages, --replicas, --micro-batch, --schedule, "
+                      "--schedule-latency, --bucket-mb and --message-precision "
+                      "from this varuna-plan output (JSON)"),
+             cl::cat(toolOptions));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
@@ -161,6 +202,8 @@ int main(int argc, char **argv) {
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-run (Varuna " VARUNA_VERSION ")\n";
   });
+  // Only our options in --help, not the ones LLVM registers.
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna training launcher\n");
 
   if (!planPath.empty()) {
