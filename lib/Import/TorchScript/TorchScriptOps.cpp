@@ -683,6 +683,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::where"}, &TSImporter::hWhere);
   reg({"aten::masked_fill"}, &TSImporter::hMaskedFill);
   reg({"aten::triu", "aten::tril"}, &TSImporter::hTrilu);
+  reg({"aten::pad", "aten::constant_pad_nd"}, &TSImporter::hPad);
   reg({"aten::full", "aten::zeros", "aten::ones"}, &TSImporter::hFull);
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like"},
       &TSImporter::hFullLike);

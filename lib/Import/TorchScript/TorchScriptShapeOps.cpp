@@ -436,12 +436,22 @@ LogicalResult TSImporter::hCat(Node *n, Location loc) {
     return failure();
   if (l->empty())
     return error(n, loc) << "concatenation of no tensors";
-  auto axis = normIndex(n, *d, tensorType((*l)[0]).getRank(), loc);
+  // torch.cat skips 1-D empty tensors whatever the others' rank (Hugging
+  // Face's key/value cache starts as one: cat(empty, keys, dim=-2)).
+  SmallVector<Value> parts;
+  for (Value v : *l) {
+    SmallVector<SymInt> dims = dimsOf(v);
+    if (!(dims.size() == 1 && dims[0] == SymInt(0)))
+      parts.push_back(v);
+  }
+  if (parts.empty())
+    return bindResult(n, (*l)[0]);
+  auto axis = normIndex(n, *d, tensorType(parts[0]).getRank(), loc);
   if (failed(axis))
     return failure();
-  Type elt = tensorType((*l)[0]).getElementType();
+  Type elt = tensorType(parts[0]).getElementType();
   SmallVector<Value> inputs;
-  for (Value v : *l)
+  for (Value v : parts)
     inputs.push_back(cast(v, elt, loc));
   return concatInto(*this, n, loc, inputs, *axis);
 }

@@ -96,6 +96,51 @@ LogicalResult TSImporter::hTrilu(Node *n, Location loc) {
                         attr("upper", b().getBoolAttr(opName(n) == "triu"))}));
 }
 
+static Attribute fillAttr(Type elt, double value);
+
+/// F.pad in constant mode: aten::pad(x, pad, mode="constant", value=None)
+/// and aten::constant_pad_nd(x, pad, value=0). `pad` lists (begin, end)
+/// pairs from the last dimension backwards; negative pads (cropping) and
+/// the reflect / replicate / circular modes are refused.
+LogicalResult TSImporter::hPad(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto raw = intListArg(n, 1, loc);
+  if (failed(x) || failed(raw))
+    return failure();
+  bool constantNd = opName(n) == "constant_pad_nd";
+  if (!constantNd) {
+    auto mode = optArg(n, 2, loc, &TSImporter::strArg, std::string("constant"));
+    if (failed(mode))
+      return failure();
+    if (*mode != "constant")
+      return error(n, loc) << "padding mode '" << *mode
+                           << "' is not supported (only 'constant')";
+  }
+  auto fill = optArg(n, constantNd ? 2 : 3, loc, &TSImporter::floatArg, 0.0);
+  if (failed(fill))
+    return failure();
+  VTensorType t = tensorType(*x);
+  int64_t rank = t.getRank();
+  if (raw->size() % 2 || static_cast<int64_t>(raw->size()) > 2 * rank)
+    return error(n, loc) << "pad lists " << raw->size()
+                         << " values for a tensor of rank " << rank;
+  std::vector<int64_t> pads(2 * rank, 0);
+  for (size_t i = 0; i < raw->size() / 2; ++i) {
+    int64_t dim = rank - 1 - static_cast<int64_t>(i);
+    int64_t begin = (*raw)[2 * i], end = (*raw)[2 * i + 1];
+    if (begin < 0 || end < 0)
+      return error(n, loc) << "negative pads (cropping) are not supported";
+    pads[dim] = begin;
+    pads[dim + rank] = end;
+  }
+  if (llvm::all_of(pads, [](int64_t p) { return p == 0; }))
+    return bindResult(n, *x);
+  return bindResult(
+      n, make<PadOp>(loc, {*x},
+                     {attr("pads", b().getDenseI64ArrayAttr(pads)),
+                      attr("value", fillAttr(t.getElementType(), *fill))}));
+}
+
 //===----------------------------------------------------------------------===//
 // Tensor factories
 //===----------------------------------------------------------------------===//

@@ -1,9 +1,10 @@
 """hf_oracle.py OUTDIR NAME [--steps S] [--batch M] [--optimizer adamw|sgd]
-                [--clip X] [--dropout]:
+                [--clip X] [--dropout] [--format onnx|torchscript]:
 a tiny, randomly initialised Hugging Face model (test/Import/ONNX/Inputs/
 hf_models.py: the user's own wrapper returning the loss HF computes from the
 labels) as a user would train it with Varuna, and plain PyTorch's training
 of the same model as the oracle. Writes OUTDIR/model.onnx (varuna.export;
+OUTDIR/model.pt with --format torchscript;
 every dropout probability 0 unless --dropout, so that both runs are
 deterministic), OUTDIR/data/<input>.npy (24 examples, fixed seed; masked-LM
 labels are -100 where not masked, as HF's collator leaves them; with
@@ -33,6 +34,8 @@ ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
 ap.add_argument("--clip", type=float, default=None)
 ap.add_argument("--dropout", action="store_true", help="keep the model's dropout")
+ap.add_argument("--format", default="onnx", choices=["onnx", "torchscript"],
+                help="OUTDIR/model.onnx or OUTDIR/model.pt")
 args = ap.parse_args()
 N = 24
 
@@ -65,7 +68,8 @@ for name, t in zip(names, example):
 os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
 for name, t in zip(names, data):
     np.save(os.path.join(args.outdir, "data", name + ".npy"), t.numpy())
-varuna.export(model, example, os.path.join(args.outdir, "model.onnx"))
+varuna.export(model, example, os.path.join(
+    args.outdir, "model.onnx" if args.format == "onnx" else "model.pt"))
 # Exporting may run the model (a batch norm's running statistics move): the
 # oracle starts again from the freshly built weights, as the file holds them.
 model, _ = build()

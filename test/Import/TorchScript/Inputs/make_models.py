@@ -8,6 +8,9 @@ unsupported.pt  uses torch.cumsum (no varuna mapping)
 smoothing.pt    cross_entropy with label_smoothing=0.1 (imported since it is supported)
 noncontig.pt    a parameter stored transposed (non-contiguous)
 ops.pt          a grab bag of ops: chunk, stack, where, clamp, sdpa, ...
+cache.pt        what Hugging Face's causal LMs do in training: a key cache
+                that starts as a 1-D empty tensor (torch.cat skips it) and
+                labels shifted with F.pad(value=-100)
 """
 import os
 import sys
@@ -85,6 +88,19 @@ class Ops(nn.Module):
         return F.nll_loss(h, y)
 
 
+class Cache(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 4)
+
+    def forward(self, x, y):
+        keys = torch.cat([torch.zeros(0), self.k(x)], dim=-2)
+        labels = F.pad(y, (0, 1), value=-100)[:, 1:]
+        return F.cross_entropy(self.out(keys).flatten(0, 1), labels.flatten(),
+                               ignore_index=-100)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -98,3 +114,5 @@ export(Unsupported(), (x, y), os.path.join(out, "unsupported.pt"), input_names=[
 export(Smoothing(), (x, y), os.path.join(out, "smoothing.pt"), input_names=["x", "y"])
 export(NonContig(), (x, y), os.path.join(out, "noncontig.pt"), input_names=["x", "y"])
 export(Ops(), (torch.randn(2, 4, 8), y), os.path.join(out, "ops.pt"), input_names=["x", "y"])
+export(Cache(), (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))), os.path.join(out, "cache.pt"),
+       input_names=["x", "y"])
