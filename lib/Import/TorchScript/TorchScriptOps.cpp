@@ -496,6 +496,11 @@ LogicalResult TSImporter::hArith(Node *n, Location loc) {
   } else if (op == "add" || op == "sub" || op == "mul" || op == "div" ||
              op == "pow" || op == "maximum" || op == "minimum") {
     r = binary(op, a, c, loc, n);
+  } else if ((op == "min" || op == "max") && n->inputs().size() == 2 &&
+             c.kind == K::Tensor) {
+    // torch.min(a, b) / torch.max(a, b): elementwise (T5's relative
+    // positions); the reducing forms are not mapped.
+    r = binary(op == "min" ? "minimum" : "maximum", a, c, loc, n);
   } else {
     return error(n, loc) << "unsupported arithmetic '" << op << "'";
   }
@@ -641,7 +646,8 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hScalarCast);
   reg({"aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div",
        "aten::true_divide", "aten::floor_divide", "aten::floordiv",
-       "aten::remainder", "aten::pow", "aten::maximum", "aten::minimum"},
+       "aten::remainder", "aten::pow", "aten::maximum", "aten::minimum",
+       "aten::min", "aten::max"},
       &TSImporter::hArith);
   reg({"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"},
       &TSImporter::hCompare);
@@ -684,10 +690,15 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::masked_fill"}, &TSImporter::hMaskedFill);
   reg({"aten::triu", "aten::tril"}, &TSImporter::hTrilu);
   reg({"aten::pad", "aten::constant_pad_nd"}, &TSImporter::hPad);
-  reg({"aten::full", "aten::zeros", "aten::ones"}, &TSImporter::hFull);
+  reg({"aten::cumsum"}, &TSImporter::hCumsum);
+  reg({"aten::numpy_T"}, &TSImporter::hNumpyT);
+  reg({"aten::full", "aten::zeros", "aten::ones", "aten::new_zeros",
+       "aten::new_ones"},
+      &TSImporter::hFull);
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like"},
       &TSImporter::hFullLike);
   reg({"aten::arange"}, &TSImporter::hArange);
-  reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip"},
+  reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip",
+       "aten::hardtanh", "aten::relu6"},
       &TSImporter::hClamp);
 }

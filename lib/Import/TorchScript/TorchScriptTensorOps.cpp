@@ -29,6 +29,17 @@ LogicalResult TSImporter::hClamp(Node *n, Location loc) {
     cur = TSValue::ofTensor(*r);
     return success();
   };
+  if (op == "relu6") { // clamp(x, 0, 6)
+    for (auto [kind, bound] : {std::pair<StringRef, double>{"maximum", 0.0},
+                               {"minimum", 6.0}}) {
+      auto r = binary(kind, cur, TSValue::ofFloat(bound), loc, n);
+      if (failed(r))
+        return failure();
+      cur = TSValue::ofTensor(*r);
+    }
+    bind(n->output(), cur);
+    return success();
+  }
   if (op == "clamp_min" ? failed(apply("maximum", 1))
       : op == "clamp_max"
           ? failed(apply("minimum", 1))
@@ -97,6 +108,36 @@ LogicalResult TSImporter::hTrilu(Node *n, Location loc) {
 }
 
 static Attribute fillAttr(Type elt, double value);
+
+/// torch.cumsum(x, dim, dtype=None): integer and bool inputs sum in int64,
+/// as torch does (RoBERTa's and OPT's position ids from the mask).
+LogicalResult TSImporter::hCumsum(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = intArg(n, 1, loc);
+  auto dtype = dtypeArg(n, 2, loc);
+  if (failed(x) || failed(d) || failed(dtype))
+    return failure();
+  auto axis = normIndex(n, *d, tensorType(*x).getRank(), loc);
+  if (failed(axis))
+    return failure();
+  Type elt = *dtype ? *dtype : tensorType(*x).getElementType();
+  if (!*dtype && !isFloatType(elt))
+    elt = b().getI64Type();
+  Value in = cast(*x, elt, loc);
+  return bindResult(
+      n, b().create<CumsumOp>(loc, in, *axis, false, false).getResult());
+}
+
+/// x.T: every dimension reversed.
+LogicalResult TSImporter::hNumpyT(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  SmallVector<int64_t> perm;
+  for (int64_t i = tensorType(*x).getRank() - 1; i >= 0; --i)
+    perm.push_back(i);
+  return bindResult(n, transpose(*x, perm, loc));
+}
 
 /// F.pad in constant mode: aten::pad(x, pad, mode="constant", value=None)
 /// and aten::constant_pad_nd(x, pad, value=0). `pad` lists (begin, end)
@@ -172,10 +213,20 @@ static FailureOr<std::pair<double, Type>> fillArgs(TSImporter &imp,
 
 LogicalResult TSImporter::hFull(Node *n, Location loc) {
   std::string op = opName(n);
-  auto dims = symIntListArg(n, 0, loc);
+  // x.new_zeros(size, dtype, ...) / new_ones: as zeros / ones after the
+  // tensor, whose dtype they default to.
+  bool fromTensor = op == "new_zeros" || op == "new_ones";
+  Type natural = b().getF32Type();
+  if (fromTensor) {
+    auto x = tensorArg(n, 0, loc);
+    if (failed(x))
+      return failure();
+    natural = tensorType(*x).getElementType();
+    op = op == "new_ones" ? "ones" : "zeros";
+  }
+  auto dims = symIntListArg(n, fromTensor ? 1 : 0, loc);
   if (failed(dims))
     return failure();
-  Type natural = b().getF32Type();
   if (op == "full") {
     K kind = lookup(n->input(1)).kind;
     if (kind == K::Int)
@@ -183,7 +234,15 @@ LogicalResult TSImporter::hFull(Node *n, Location loc) {
     else if (kind == K::Bool)
       natural = b().getI1Type();
   }
-  auto fill = fillArgs(*this, n, loc, op == "full", op == "ones" ? 1.0 : 0.0);
+  FailureOr<std::pair<double, Type>> fill = failure();
+  if (fromTensor) { // (self, size, dtype, ...)
+    auto dtype = dtypeArg(n, 2, loc);
+    if (failed(dtype))
+      return failure();
+    fill = std::make_pair(op == "ones" ? 1.0 : 0.0, *dtype);
+  } else {
+    fill = fillArgs(*this, n, loc, op == "full", op == "ones" ? 1.0 : 0.0);
+  }
   if (failed(fill))
     return failure();
   auto [value, dtype] = *fill;

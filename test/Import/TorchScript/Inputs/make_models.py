@@ -4,13 +4,16 @@
 
 plain.pt        traced with torch.jit.save only (no varuna.json)
 tied.pt         head.weight is wte.weight, reached through both module paths
-unsupported.pt  uses torch.cumsum (no varuna mapping)
+unsupported.pt  uses torch.flip (no varuna mapping)
 smoothing.pt    cross_entropy with label_smoothing=0.1 (imported since it is supported)
 noncontig.pt    a parameter stored transposed (non-contiguous)
 ops.pt          a grab bag of ops: chunk, stack, where, clamp, sdpa, ...
 cache.pt        what Hugging Face's causal LMs do in training: a key cache
                 that starts as a 1-D empty tensor (torch.cat skips it) and
                 labels shifted with F.pad(value=-100)
+hfops.pt        more of what Hugging Face models trace to: cumsum of an int
+                mask (position ids), new_ones, elementwise torch.min, relu6,
+                .T
 """
 import os
 import sys
@@ -50,7 +53,7 @@ class Tied(nn.Module):
 
 class Unsupported(Plain):
     def forward(self, x, y):
-        return F.cross_entropy(torch.cumsum(self.fc(x), 1), y)
+        return F.cross_entropy(torch.flip(self.fc(x), [1]), y)
 
 
 class Smoothing(Plain):
@@ -101,6 +104,18 @@ class Cache(nn.Module):
                                ignore_index=-100)
 
 
+class HfOps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.out = nn.Linear(8, 4, bias=False)
+
+    def forward(self, x, mask, y):
+        pos = torch.cumsum(mask, dim=1) * mask
+        h = F.relu6(torch.min(self.fc(x), x.new_ones((4, 8)))) + pos.unsqueeze(-1)
+        return F.cross_entropy((h @ self.out.weight.T).flatten(0, 1), y.flatten())
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -114,5 +129,8 @@ export(Unsupported(), (x, y), os.path.join(out, "unsupported.pt"), input_names=[
 export(Smoothing(), (x, y), os.path.join(out, "smoothing.pt"), input_names=["x", "y"])
 export(NonContig(), (x, y), os.path.join(out, "noncontig.pt"), input_names=["x", "y"])
 export(Ops(), (torch.randn(2, 4, 8), y), os.path.join(out, "ops.pt"), input_names=["x", "y"])
+export(HfOps(), (torch.randn(2, 4, 8), torch.ones(2, 4, dtype=torch.int32),
+                 torch.randint(0, 4, (2, 4))),
+       os.path.join(out, "hfops.pt"), input_names=["x", "mask", "y"])
 export(Cache(), (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))), os.path.join(out, "cache.pt"),
        input_names=["x", "y"])
