@@ -563,6 +563,41 @@ LogicalResult TSImporter::hGatherAlong(Node *n, Location loc) {
   return bindResult(n, make<OpTy>(loc, {*x, *idx}, {i64("axis", *axis)}));
 }
 
+/// x[..., idx, ...] (aten::index with one index tensor in the list, the
+/// others None): a gather along that axis, numpy's result shape. Several
+/// index tensors (advanced indexing broadcasting them together) and boolean
+/// masks (a data-dependent shape) are refused.
+LogicalResult TSImporter::hIndex(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  TSValue list = lookup(n->input(1));
+  if (list.kind != TSValue::Kind::List)
+    return error(n, loc) << "expected a list of indices";
+  int64_t axis = -1;
+  TSValue index;
+  for (auto [i, v] : llvm::enumerate(list.list)) {
+    if (v.kind == TSValue::Kind::None)
+      continue;
+    if (axis >= 0)
+      return error(n, loc) << "indexing with several index tensors is not "
+                              "supported (one index tensor is)";
+    axis = static_cast<int64_t>(i);
+    index = v;
+  }
+  if (axis < 0)
+    return error(n, loc) << "indexing without an index tensor";
+  auto idx = asTensor(index, Type(), loc, n);
+  if (failed(idx))
+    return failure();
+  if (!tensorType(*idx).getElementType().isSignlessInteger(64) &&
+      !tensorType(*idx).getElementType().isSignlessInteger(32))
+    return error(n, loc) << "indexing with a boolean or floating-point tensor "
+                            "(a mask selects a data-dependent number of "
+                            "elements) is not supported";
+  return bindResult(n, make<GatherOp>(loc, {*x, *idx}, {i64("axis", axis)}));
+}
+
 void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   auto reg = [&](std::initializer_list<const char *> kinds, Handler h) {
     for (const char *k : kinds)
@@ -595,4 +630,5 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::scaled_dot_product_attention"}, &TSImporter::hSDPA);
   reg({"aten::gather"}, &TSImporter::hGatherAlong<GatherElementsOp>);
   reg({"aten::index_select"}, &TSImporter::hGatherAlong<GatherOp>);
+  reg({"aten::index"}, &TSImporter::hIndex);
 }

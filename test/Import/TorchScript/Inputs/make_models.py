@@ -13,7 +13,7 @@ cache.pt        what Hugging Face's causal LMs do in training: a key cache
                 labels shifted with F.pad(value=-100)
 hfops.pt        more of what Hugging Face models trace to: cumsum of an int
                 mask (position ids), new_ones, elementwise torch.min, relu6,
-                .T
+                table[index] (a relative-position bias), .T
 """
 import os
 import sys
@@ -109,10 +109,13 @@ class HfOps(nn.Module):
         super().__init__()
         self.fc = nn.Linear(8, 8)
         self.out = nn.Linear(8, 4, bias=False)
+        self.table = nn.Parameter(torch.randn(6, 8))
+        self.register_buffer("rel", torch.tensor([5, 0, 2, 2]))
 
     def forward(self, x, mask, y):
         pos = torch.cumsum(mask, dim=1) * mask
         h = F.relu6(torch.min(self.fc(x), x.new_ones((4, 8)))) + pos.unsqueeze(-1)
+        h = h + self.table[self.rel]
         return F.cross_entropy((h @ self.out.weight.T).flatten(0, 1), y.flatten())
 
 
