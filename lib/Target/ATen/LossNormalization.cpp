@@ -173,15 +173,6 @@ static double countOf(CrossEntropyOp ce, const at::Tensor &labels) {
 }
 
 std::vector<double>
-LabelCounter::count(const llvm::StringMap<at::Tensor> &inputs,
-                    int64_t batch) const {
-  std::vector<double> counts;
-  for (auto [ce, l] : llvm::zip(means, labels.evaluate(inputs, batch)))
-    counts.push_back(countOf(ce, l));
-  return counts;
-}
-
-std::vector<double>
 LabelCounter::count(const std::vector<rt::BatchTensor> &rows,
                     int64_t batch) const {
   std::vector<double> counts;

@@ -126,16 +126,11 @@ public:
   /// that do not hold the graph's mean cross_entropies in the same order.
   static std::optional<LabelCounter> create(mlir::ModuleOp job);
 
-  /// For the whole step's inputs (graph input name -> tensor of all M
-  /// examples, rows in step order), each mean cross_entropy's count of
+  /// For the whole step's rows of each graph input, in the graph's order
+  /// (DataSource::batch(step, M, 0, M)), each mean cross_entropy's count of
   /// labels not equal to its ignore_index (all of them without one), in
   /// program order. Throws std::runtime_error (naming the op) when an input
   /// is missing or an op fails.
-  std::vector<double> count(const llvm::StringMap<at::Tensor> &inputs,
-                            int64_t batch) const;
-
-  /// The same for the step's rows of each graph input, in the graph's
-  /// order (DataSource::batch(step, M, 0, M)).
   std::vector<double> count(const std::vector<rt::BatchTensor> &rows,
                             int64_t batch) const;
 
