@@ -60,26 +60,35 @@ void varuna::warnMicroBatchSemantics(ModuleOp job,
       first = first ? first : bn;
       ++count;
     });
-  // Mean cross_entropies of the graph (the loss's terms).
-  SmallVector<CrossEntropyOp> means;
+  // The graph's means over the examples (the loss's terms): mean
+  // cross_entropies and reduce means of batched values. Weighted by one
+  // count per micro-batch (LossAggregation::Mean), they are exact only when
+  // every count is proportional to the micro-batch -- not when a
+  // cross_entropy counts only the labels not equal to its ignore_index.
+  SmallVector<Operation *> means;
+  bool ignores = false;
   if (graph)
-    graph.walk([&](CrossEntropyOp ce) {
-      if (ce.getReduction() == LossReduction::mean)
-        means.push_back(ce);
+    graph.walk([&](Operation *op) {
+      if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
+        if (ce.getReduction() == LossReduction::mean) {
+          means.push_back(op);
+          ignores |= ce.getIgnoreIndex().has_value();
+        }
+      } else if (auto r = llvm::dyn_cast<ReduceOp>(op)) {
+        auto in = llvm::dyn_cast<VTensorType>(r.getInput().getType());
+        if (r.getKind() == ReduceKind::mean && in && in.isBatched())
+          means.push_back(op);
+      }
     });
-  if (means.size() > 1 &&
-      llvm::any_of(means,
-                   [](CrossEntropyOp ce) {
-                     return ce.getIgnoreIndex().has_value();
-                   }) &&
+  if (means.size() > 1 && ignores &&
       lossAggregation(job) == LossAggregation::Mean)
-    emitWarning(means[1].getLoc())
+    emitWarning(means[1]->getLoc())
         << "the loss adds " << means.size()
-        << " mean cross_entropies, some counting only the labels not equal "
-           "to their ignore_index: each micro-batch of "
+        << " means over the examples, some cross_entropies counting only "
+           "the labels not equal to their ignore_index: each micro-batch of "
         << options.microBatch
-        << " is weighted by the count of the last one it runs, which is "
-           "exact only when they all count the same labels";
+        << " is weighted by the count of the last cross_entropy it runs, "
+           "which is exact only when they all count the same labels";
   if (!first)
     return;
   emitWarning(first.getLoc())
