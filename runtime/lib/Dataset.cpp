@@ -226,6 +226,13 @@ int64_t DataSource::sampleIndex(int64_t step, int64_t M, int64_t offset,
 
 std::vector<BatchTensor> DataSource::batch(int64_t step, int64_t M,
                                            int64_t offset, int64_t m) const {
+  return batch(step, M, offset, m,
+               std::vector<bool>(inputSpecs.size(), true));
+}
+
+std::vector<BatchTensor>
+DataSource::batch(int64_t step, int64_t M, int64_t offset, int64_t m,
+                  const std::vector<bool> &wanted) const {
   if (step < 0 || M <= 0 || m <= 0 || offset < 0 || offset > M - m)
     throw DataError("bad batch request: step " + std::to_string(step) +
                     ", global batch " + std::to_string(M) + ", slice [" +
@@ -240,6 +247,10 @@ std::vector<BatchTensor> DataSource::batch(int64_t step, int64_t M,
     BatchTensor t;
     t.name = spec.name;
     t.array.dtype = spec.dtype;
+    if (i < wanted.size() && !wanted[i]) {
+      out.push_back(std::move(t));
+      continue;
+    }
     t.array.shape.push_back(m);
     t.array.shape.insert(t.array.shape.end(), spec.sampleShape.begin(),
                          spec.sampleShape.end());

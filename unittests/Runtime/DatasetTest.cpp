@@ -87,6 +87,19 @@ TEST_F(DatasetTest, OpensAndReadsRows) {
   EXPECT_EQ(std::vector<float>(x, x + 4), (std::vector<float>{5, -5, 6, -6}));
 }
 
+TEST_F(DatasetTest, ReadsOnlyTheWantedInputs) {
+  writeDefault(10);
+  auto ds = NpyDataset::open(dir, specs());
+  auto b = ds->batch(1, 4, 1, 2, {false, true}); // samples 5, 6; x only
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].name, "ids");
+  EXPECT_TRUE(b[0].array.shape.empty());
+  EXPECT_TRUE(b[0].array.data.empty());
+  EXPECT_EQ(b[1].array.shape, (std::vector<int64_t>{2, 2}));
+  const auto *x = reinterpret_cast<const float *>(b[1].array.data.data());
+  EXPECT_EQ(std::vector<float>(x, x + 4), (std::vector<float>{5, -5, 6, -6}));
+}
+
 TEST_F(DatasetTest, WrapsAroundTheSampleCount) {
   writeDefault(10);
   auto ds = NpyDataset::open(dir, specs());

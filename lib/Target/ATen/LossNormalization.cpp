@@ -70,8 +70,16 @@ std::optional<InputSlice> InputSlice::create(func::FuncOp graph,
   for (Operation &op : graph.getBody().front())
     if (needed.contains(&op))
       slice.ops.push_back(&op);
+  slice.reads.assign(graph.getNumArguments(), false);
   for (unsigned i = 0; i < graph.getNumArguments(); ++i)
     slice.inputs.push_back(argumentName(graph, i));
+  for (Value v : roots)
+    if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+      slice.reads[arg.getArgNumber()] = true;
+  for (Operation *op : slice.ops)
+    for (Value o : op->getOperands())
+      if (auto arg = llvm::dyn_cast<BlockArgument>(o))
+        slice.reads[arg.getArgNumber()] = true;
   return slice;
 }
 
@@ -126,8 +134,9 @@ std::vector<at::Tensor>
 InputSlice::evaluate(const std::vector<rt::BatchTensor> &rows,
                      int64_t batch) const {
   llvm::StringMap<at::Tensor> byName;
-  for (auto [name, row] : llvm::zip(inputs, rows))
-    byName[name] = tensorFromNpy(row.array);
+  for (size_t i = 0; i < inputs.size() && i < rows.size(); ++i)
+    if (reads[i])
+      byName[inputs[i]] = tensorFromNpy(rows[i].array);
   return evaluate(byName, batch);
 }
 

@@ -462,8 +462,9 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // (every replica's micro-batches: the data is readable by every rank).
   if (labelCounter)
     stageLabels = labelCounter->forSections(
-        labelCounter->count(data.batch(s, M, 0, M), M), firstSection,
-        endSection);
+        labelCounter->count(
+            data.batch(s, M, 0, M, labelCounter->inputsRead()), M),
+        firstSection, endSection);
   std::vector<std::string> inputNames = evaluator.getInputNames();
   auto inputsOf = [&](int k) {
     llvm::StringMap<at::Tensor> byName;

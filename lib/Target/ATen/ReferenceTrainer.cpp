@@ -420,7 +420,8 @@ LogicalResult varuna::trainReference(
     try {
       if (counter)
         labels.counts = counter->count(
-            data.batch(step, options.globalBatch, 0, options.globalBatch),
+            data.batch(step, options.globalBatch, 0, options.globalBatch,
+                       counter->inputsRead()),
             options.globalBatch);
       for (int64_t j = 0; j < micro; ++j) {
         std::vector<at::Tensor> inputs;

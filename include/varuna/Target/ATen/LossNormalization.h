@@ -78,9 +78,13 @@ public:
   /// input) when evaluation fails.
   std::vector<at::Tensor> evaluate(const llvm::StringMap<at::Tensor> &inputs,
                                    int64_t batch) const;
-  /// The same for the rows of each graph input in the graph's order.
+  /// The same for the rows of each graph input in the graph's order; only
+  /// those of inputsRead() are used (DataSource::batch may leave the others
+  /// empty).
   std::vector<at::Tensor> evaluate(const std::vector<rt::BatchTensor> &rows,
                                    int64_t batch) const;
+  /// Which graph inputs the slice reads.
+  const std::vector<bool> &inputsRead() const { return reads; }
 
 private:
   InputSlice() = default;
@@ -88,6 +92,7 @@ private:
   std::vector<mlir::Value> roots;
   std::vector<mlir::Operation *> ops; ///< in program order
   std::vector<std::string> inputs;   ///< name of each graph input
+  std::vector<bool> reads;           ///< per graph input: read by `ops`
 };
 
 /// A loss that is a sum over the examples divided by a count taken from the
@@ -133,6 +138,8 @@ public:
   /// is missing or an op fails.
   std::vector<double> count(const std::vector<rt::BatchTensor> &rows,
                             int64_t batch) const;
+  /// The graph inputs count() reads (the rest of `rows` may be empty).
+  const std::vector<bool> &inputsRead() const { return labels.inputsRead(); }
 
   /// The part of count()'s result that sections [first, end) run, in the
   /// order they run it (all of it for a job run without sections).

@@ -54,6 +54,11 @@ public:
   /// DataError otherwise (or on a read error).
   std::vector<BatchTensor> batch(int64_t step, int64_t M, int64_t offset,
                                  int64_t m) const;
+  /// The same, reading only the inputs i with wanted[i]; the others come
+  /// back named but empty (no shape, no bytes).
+  std::vector<BatchTensor> batch(int64_t step, int64_t M, int64_t offset,
+                                 int64_t m,
+                                 const std::vector<bool> &wanted) const;
 
   /// How many distinct samples there are (batch() wraps around after them).
   virtual int64_t numSamples() const = 0;
