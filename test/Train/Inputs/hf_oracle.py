@@ -24,6 +24,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Import", "ONNX",
                                 "Inputs"))
 import hf_models  # noqa: E402
+from oracle_common import write_degenerate  # noqa: E402
 import varuna  # noqa: E402
 
 ap = argparse.ArgumentParser()
@@ -102,13 +103,9 @@ for step in range(args.steps):
     losses.append(loss.item())
 json.dump({"losses": losses}, open(os.path.join(args.outdir, "expected.json"), "w"))
 os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
-largest = max(float(m.max()) for m in max_grad.values())
+trained = [n for n, p in model.named_parameters() if p.requires_grad]
 for n, p in model.named_parameters():
-    if not p.requires_grad:
-        continue
-    np.save(os.path.join(args.outdir, "params", n + ".npy"), p.detach().numpy())
-    mask = (max_grad[n] < 1e-6 * largest).numpy()
-    if mask.any():  # zero gradient in exact arithmetic: see compare_training.py
-        os.makedirs(os.path.join(args.outdir, "degenerate"), exist_ok=True)
-        np.save(os.path.join(args.outdir, "degenerate", n + ".npy"), mask)
+    if p.requires_grad:
+        np.save(os.path.join(args.outdir, "params", n + ".npy"), p.detach().numpy())
+write_degenerate(args.outdir, max_grad, trained)
 print("oracle", args.name, "losses", losses[0], "->", losses[-1])

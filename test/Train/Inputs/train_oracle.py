@@ -33,6 +33,7 @@ import torch
 
 warnings.filterwarnings("ignore")
 from varuna import models  # noqa: E402
+from oracle_common import write_degenerate  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
@@ -192,13 +193,6 @@ for name, b in model.named_buffers():
     if b.is_floating_point():
         os.makedirs(os.path.join(args.outdir, "buffers"), exist_ok=True)
         np.save(os.path.join(args.outdir, "buffers", name + ".npy"), b.numpy())
-largest = max(float(g.max()) for g in max_grad.values())
-marked = 0
-for name, g in max_grad.items():
-    mask = (g < 1e-6 * largest).numpy()
-    if mask.any():
-        os.makedirs(os.path.join(args.outdir, "degenerate"), exist_ok=True)
-        np.save(os.path.join(args.outdir, "degenerate", name + ".npy"), mask)
-        marked += int(mask.sum())
+marked = write_degenerate(args.outdir, max_grad)
 print("oracle", args.model, "losses", losses[0], "->", losses[-1],
       f"({marked} zero-gradient elements)")
