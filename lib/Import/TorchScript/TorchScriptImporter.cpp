@@ -16,6 +16,7 @@
 
 #include "TorchScriptImporterImpl.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Path.h"
 
@@ -605,6 +606,8 @@ LogicalResult TSImporter::convertNode(Node *n) {
                            << "' is not supported";
     }
   }
+  if (!inplace && foldConstant(n, loc))
+    return success();
   auto it = handlers.find(functional);
   if (it == handlers.end()) {
     std::string src = where(n);
@@ -621,8 +624,108 @@ LogicalResult TSImporter::convertNode(Node *n) {
   });
   if (failed((this->*(it->second))(n, loc)))
     return failure();
-  if (inplace && n->outputs().size() == 1)
+  if (inplace && n->outputs().size() == 1) {
     bind(n->input(0), lookup(n->output()));
+    return writeBack(n->input(0), n, loc);
+  }
+  return success();
+}
+
+/// Whether `v` is read by a node after `n` (or is a graph output).
+static bool usedAfter(TSImporter::JitValue *v, TSImporter::Node *n) {
+  for (const torch::jit::Use &u : v->uses())
+    if (u.user == n->owningGraph()->return_node() || n->isBefore(u.user))
+      return true;
+  return false;
+}
+
+LogicalResult TSImporter::writeBack(JitValue *target, Node *n, Location loc) {
+  // Whether `v` is a view (of a view ...) of `base`.
+  auto isViewOf = [&](JitValue *v, JitValue *base) {
+    for (auto it = views.find(v); it != views.end();
+         it = views.find(it->second.base))
+      if (it->second.base == base)
+        return true;
+    return false;
+  };
+  llvm::SmallPtrSet<JitValue *, 4> chain{target};
+  for (auto it = views.find(target); it != views.end();
+       it = views.find(target)) {
+    ViewInfo view = it->second;
+    for (auto &entry : views)
+      if (!chain.contains(entry.first) && isViewOf(entry.first, view.base) &&
+          usedAfter(entry.first, n))
+        return error(n, loc) << "in-place write into a tensor that another "
+                                "view of it, made at "
+                             << where(entry.first->node())
+                             << ", reads afterwards is not supported";
+    TSValue &baseValue = lookup(view.base);
+    if (baseValue.kind == K::Tensor && !baseValue.param.empty())
+      return error(n, loc) << "in-place update of parameter '"
+                           << baseValue.param << "' is not supported";
+    Value baseTensor = baseValue.tensor;
+    Value part = lookup(target).tensor;
+    if (baseValue.kind != K::Tensor || !baseTensor || !part)
+      return error(n, loc) << "in-place write into a value that is not a "
+                              "tensor";
+    part = cast(part, tensorType(baseTensor).getElementType(), loc);
+    Value updated = part;
+    if (!view.whole) {
+      SmallVector<SymInt> dims = dimsOf(baseTensor);
+      if (!dims[view.axis].isStatic())
+        return error(n, loc) << "in-place write into part of the "
+                                "batch-dependent dimension "
+                             << view.axis << " is not supported";
+      int64_t size = dims[view.axis].constant;
+      if (view.select) {
+        SmallVector<SymInt> withAxis = dimsOf(part);
+        withAxis.insert(withAxis.begin() + view.axis, SymInt(1));
+        auto r = reshape(part, withAxis, loc);
+        if (failed(r))
+          return failure();
+        part = *r;
+      }
+      SmallVector<Value> pieces;
+      if (view.start > 0) {
+        auto before = sliceOf(baseTensor, view.axis, 0, view.start, 1, loc, n);
+        if (failed(before))
+          return failure();
+        pieces.push_back(*before);
+      }
+      pieces.push_back(part);
+      if (view.end < size) {
+        auto after = sliceOf(baseTensor, view.axis, view.end, size, 1, loc, n);
+        if (failed(after))
+          return failure();
+        pieces.push_back(*after);
+      }
+      updated = pieces.front();
+      if (pieces.size() > 1) {
+        auto c = make<ConcatOp>(loc, pieces, {i64("axis", view.axis)});
+        if (failed(c))
+          return failure();
+        updated = *c;
+      }
+    }
+    bindTensor(view.base, updated);
+    target = view.base;
+    chain.insert(target);
+  }
+  // A write through a view we do not track would leave the tensor it views
+  // unchanged here: refuse it unless that tensor is not read again.
+  Node *maker = target->node();
+  static const llvm::StringSet<> viewOps = {
+      "slice", "select", "view", "reshape", "unsqueeze", "squeeze",
+      "transpose", "t", "permute", "expand", "expand_as", "narrow",
+      "diagonal", "as_strided", "unfold", "view_as", "flatten", "unflatten",
+      "swapaxes", "movedim"};
+  if (maker->kind().is_aten() && viewOps.contains(opName(maker)) &&
+      !maker->inputs().empty() && usedAfter(maker->input(0), n))
+    return error(n, loc) << "in-place write through the view made by '"
+                         << maker->kind().toQualString() << "' at "
+                         << where(maker)
+                         << " is not supported (write through a slice or an "
+                            "index, or use the op's out-of-place form)";
   return success();
 }
 

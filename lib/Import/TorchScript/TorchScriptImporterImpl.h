@@ -30,6 +30,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <type_traits>
 
@@ -53,6 +54,9 @@ struct TSValue {
   /// A 0-d tensor made by prim::NumToTensor (or arithmetic on one): kept as
   /// a scalar so sizes stay symbolic; materialized if used as a tensor.
   bool scalarTensor = false;
+  /// Tensor: its contents when known at import time (a small tensor constant
+  /// or what was computed from such constants alone; see foldConstant).
+  std::optional<at::Tensor> known;
 
   // Designated initializers (C++20): the fields not named keep their
   // defaults.
@@ -98,6 +102,20 @@ private:
   mlir::LogicalResult convertGraph();
   mlir::LogicalResult convertNode(Node *node);
   mlir::LogicalResult finish();
+  /// Evaluates `node` with libtorch when a tensor operand is a known
+  /// constant and every other operand is known too (Swin's window size is
+  /// torch.min(torch.tensor(resolution)), read back with aten::Int), binding
+  /// the result as a constant. False (nothing bound) when it cannot.
+  bool foldConstant(Node *node, mlir::Location loc);
+  /// After an in-place op on `target` (already rebound to its new value):
+  /// when `target` is a slice or select of another tensor, writes the new
+  /// value into that tensor (concat of the parts around it), and so on up
+  /// the chain. Fails on writes that cannot be expressed: through views
+  /// other than slice/select while the base is still used, into the
+  /// batch-dependent dimension, into a parameter, or while another view of
+  /// the same tensor, taken before the write, is used after it.
+  mlir::LogicalResult writeBack(JitValue *target, Node *node,
+                                mlir::Location loc);
   mlir::FailureOr<std::string> paramNameFor(llvm::StringRef path,
                                             mlir::Location loc);
   mlir::FailureOr<mlir::Value> readParam(llvm::StringRef name,
@@ -208,6 +226,21 @@ public:
     return attr(name, b().getI64IntegerAttr(v));
   }
 
+  /// A value of the importer for a constant (number, list, string, tensor).
+  mlir::FailureOr<TSValue> fromConstant(const c10::IValue &v, Node *n,
+                                        mlir::Location loc);
+
+  /// A slice (step 1) or select of `base`, recorded so that an in-place op
+  /// on it can be written back (writeBack).
+  struct ViewInfo {
+    JitValue *base = nullptr;
+    int64_t axis = 0;
+    int64_t start = 0, end = 0; // normalized, in [0, size]
+    bool select = false;        // the axis was removed
+    bool whole = false;         // all of base (a slice of every element)
+  };
+  void recordView(Node *n, ViewInfo info) { views[n->output()] = info; }
+
   // --- TorchScriptOps.cpp ---------------------------------------------------
   static void registerBasicOps(llvm::StringMap<Handler> &table);
   mlir::LogicalResult convertConstant(Node *n, mlir::Location loc);
@@ -249,6 +282,7 @@ private:
   std::shared_ptr<torch::jit::Graph> graph;
   llvm::DenseMap<JitValue *, TSValue> env;
   llvm::DenseMap<Node *, int64_t> nodeIndex;
+  llvm::DenseMap<JitValue *, ViewInfo> views;
 
   // varuna.json
   bool haveJson = false;

@@ -418,6 +418,101 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
   return bindResult(n, makeReduce(*this, loc, v, kind, axes, keepdim));
 }
 
+/// aten::min / aten::max: with a tensor (or number) as second operand
+/// elementwise (hArith); alone, the reduction over every element; with a
+/// dimension (and keepdim), the values along it -- the indices (argmin /
+/// argmax) are not supported.
+LogicalResult TSImporter::hMinMax(Node *n, Location loc) {
+  size_t count = n->inputs().size();
+  if (count == 2 && lookup(n->input(1)).kind != K::Int)
+    return hArith(n, loc);
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  ReduceKind kind = opName(n) == "min" ? ReduceKind::min : ReduceKind::max;
+  int64_t rank = tensorType(*x).getRank();
+  if (count == 1) {
+    SmallVector<int64_t> all;
+    for (int64_t i = 0; i < rank; ++i)
+      all.push_back(i);
+    return bindResult(n, makeReduce(*this, loc, *x, kind, all, false));
+  }
+  auto d = intArg(n, 1, loc);
+  auto keep = optArg(n, 2, loc, &TSImporter::boolArg, false);
+  if (failed(d) || failed(keep))
+    return failure();
+  auto axis = normIndex(n, *d, rank, loc);
+  if (failed(axis))
+    return failure();
+  if (n->outputs().size() > 1 && n->output(1)->hasUses())
+    return error(n, loc) << "the indices of " << opName(n)
+                         << " along a dimension (arg" << opName(n)
+                         << ") are not supported";
+  auto r = makeReduce(*this, loc, *x, kind, {*axis}, *keep);
+  if (failed(r))
+    return failure();
+  bindTensor(n->outputs()[0], *r);
+  return success();
+}
+
+/// aten::group_norm(x, groups, weight, bias, eps, cudnn_enabled): normalizes
+/// [N, C, *] over each group of C / groups channels and all positions: a
+/// layer_norm of x viewed as [N, groups, rest], then the per-channel weight
+/// and bias.
+LogicalResult TSImporter::hGroupNorm(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto groups = intArg(n, 1, loc);
+  auto eps = floatArg(n, 4, loc);
+  if (failed(x) || failed(groups) || failed(eps))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (dims.size() < 2)
+    return error(n, loc) << "group_norm needs an input [N, C, ...], got "
+                         << dimsStr(dims);
+  int64_t rest = 1;
+  for (size_t i = 1; i < dims.size(); ++i) {
+    if (!dims[i].isStatic())
+      return error(n, loc) << "group_norm needs static sizes after the "
+                              "batch dimension, got "
+                           << dimsStr(dims);
+    rest *= dims[i].constant;
+  }
+  int64_t c = dims[1].constant;
+  if (*groups <= 0 || c % *groups != 0)
+    return error(n, loc) << c << " channels cannot be split into " << *groups
+                         << " groups";
+  auto grouped =
+      reshape(*x, {dims[0], SymInt(*groups), SymInt(rest / *groups)}, loc);
+  if (failed(grouped))
+    return failure();
+  auto normed = make<LayerNormOp>(
+      loc, {*grouped},
+      {i64("axis", 2), attr("epsilon", b().getF64FloatAttr(*eps)),
+       attr("operand_segment_sizes", b().getDenseI32ArrayAttr({1, 0, 0}))});
+  if (failed(normed))
+    return failure();
+  auto y = reshape(*normed, dims, loc);
+  if (failed(y))
+    return failure();
+  // weight and bias [C] -> [C, 1, ...] to broadcast over the positions.
+  SmallVector<SymInt> perChannel(dims.size() - 1, SymInt(1));
+  perChannel[0] = SymInt(c);
+  for (unsigned i : {2u, 3u}) {
+    if (isNoneArg(n, i))
+      continue;
+    auto p = tensorArg(n, i, loc);
+    if (failed(p))
+      return failure();
+    auto shaped = reshape(*p, perChannel, loc);
+    if (failed(shaped))
+      return failure();
+    y = i == 2 ? make<MulOp>(loc, {*y, *shaped}) : make<AddOp>(loc, {*y, *shaped});
+    if (failed(y))
+      return failure();
+  }
+  return bindResult(n, y);
+}
+
 /// Shared by cross_entropy_loss and nll_loss:
 /// (self, target, weight, reduction, ignore_index, ...).
 static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
@@ -612,6 +707,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hSoftmax);
   reg({"aten::layer_norm"}, &TSImporter::hLayerNorm);
   reg({"aten::batch_norm"}, &TSImporter::hBatchNorm);
+  reg({"aten::group_norm"}, &TSImporter::hGroupNorm);
+  reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);
   reg({"aten::_convolution", "aten::convolution", "aten::conv1d",
        "aten::conv2d", "aten::conv3d"},
       &TSImporter::hConvolution);

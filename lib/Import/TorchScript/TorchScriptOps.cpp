@@ -55,13 +55,24 @@ Type varuna::ts::promoteScalarType(MLIRContext *ctx, Type t,
 // Graph structure
 //===----------------------------------------------------------------------===//
 
+/// Tensors up to this many elements keep their contents for folding.
+static constexpr int64_t kFoldLimit = 4096;
+
 LogicalResult TSImporter::hConstant(Node *n, Location loc) {
   if (n->outputs().size() != 1)
     return error(n, loc) << "constant with several outputs";
   std::optional<c10::IValue> iv = torch::jit::toIValue(n->output());
   if (!iv)
     return error(n, loc) << "cannot read the constant";
-  const c10::IValue &v = *iv;
+  auto out = fromConstant(*iv, n, loc);
+  if (failed(out))
+    return failure();
+  bind(n->output(), *out);
+  return success();
+}
+
+FailureOr<TSValue> TSImporter::fromConstant(const c10::IValue &v, Node *n,
+                                            Location loc) {
   TSValue out;
   if (v.isNone()) {
     out = TSValue::none();
@@ -101,11 +112,13 @@ LogicalResult TSImporter::hConstant(Node *n, Location loc) {
     auto elt = elementTypeOf(ctx, t.scalar_type());
     if (failed(elt))
       return error(n, loc) << "tensor constant of unsupported dtype "
-                           << c10::toString(t.scalar_type());
+                           << c10::toString(t.scalar_type()),
+             failure();
     if (t.numel() > (1 << 20))
       return error(n, loc) << "tensor constant of " << t.numel()
                            << " elements is too large to inline; register it "
-                              "as a buffer or parameter";
+                              "as a buffer or parameter",
+             failure();
     SmallVector<int64_t> shape(t.sizes().begin(), t.sizes().end());
     auto shaped = RankedTensorType::get(shape, *elt);
     DenseElementsAttr dense;
@@ -150,12 +163,86 @@ LogicalResult TSImporter::hConstant(Node *n, Location loc) {
     Value c = b().create<ConstantOp>(loc, VTensorType::get(ctx, shape, -1, *elt),
                                      dense);
     out = TSValue::ofTensor(c);
+    if (count <= kFoldLimit)
+      out.known = t.clone();
   } else {
     // Devices, layouts...: only ever consumed as arguments we ignore.
     out = TSValue();
   }
-  bind(n->output(), out);
-  return success();
+  return out;
+}
+
+/// The operand as a libtorch value, when known at import time.
+static std::optional<c10::IValue> knownIValue(TSImporter::JitValue *v,
+                                              const TSValue &t) {
+  if (t.known)
+    return c10::IValue(*t.known);
+  if (auto iv = torch::jit::toIValue(v))
+    return iv;
+  auto number = [](const TSValue &x) -> std::optional<c10::IValue> {
+    if (x.kind == K::Int && x.i.isStatic())
+      return c10::IValue(x.i.constant);
+    if (x.kind == K::Float)
+      return c10::IValue(x.f);
+    if (x.kind == K::Bool)
+      return c10::IValue(x.b);
+    return std::nullopt;
+  };
+  if (t.kind == K::None)
+    return c10::IValue();
+  if (auto x = number(t)) {
+    if (!v->type()->cast<c10::TensorType>())
+      return x;
+    return c10::IValue(t.kind == K::Float ? at::scalar_tensor(t.f)
+                                          : at::scalar_tensor(x->toScalar(),
+                                                              at::kLong));
+  }
+  if (t.kind == K::List) {
+    std::vector<int64_t> ints;
+    for (const TSValue &e : t.list) {
+      if (e.kind != K::Int || !e.i.isStatic())
+        return std::nullopt;
+      ints.push_back(e.i.constant);
+    }
+    return c10::IValue(ints);
+  }
+  return std::nullopt;
+}
+
+bool TSImporter::foldConstant(Node *n, Location loc) {
+  if (!n->kind().is_aten() || n->outputs().size() != 1 ||
+      llvm::StringRef(n->kind().toUnqualString()).ends_with("_") ||
+      n->isNondeterministic() || n->hasSideEffects() || !n->maybeSchema())
+    return false;
+  bool anyKnown = false;
+  torch::jit::Stack stack;
+  for (JitValue *v : n->inputs()) {
+    const TSValue &t = lookup(v);
+    anyKnown |= t.known.has_value();
+    auto iv = knownIValue(v, t);
+    if (!iv)
+      return false;
+    stack.push_back(std::move(*iv));
+  }
+  if (!anyKnown)
+    return false;
+  try {
+    n->getOperation()(stack);
+  } catch (const std::exception &) {
+    return false; // the handler will report what is wrong
+  }
+  if (stack.size() != 1)
+    return false;
+  // Only results fromConstant takes without a diagnostic.
+  if (stack[0].isTensor() &&
+      (stack[0].toTensor().numel() > kFoldLimit ||
+       failed(elementTypeOf(ctx, stack[0].toTensor().scalar_type()))))
+    return false;
+  auto out = fromConstant(stack[0], n, loc);
+  if (failed(out) || out->kind == K::Other)
+    return false;
+  bind(n->output(), *out);
+  return true;
 }
 
 LogicalResult TSImporter::hListConstruct(Node *n, Location loc) {
@@ -646,8 +733,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hScalarCast);
   reg({"aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div",
        "aten::true_divide", "aten::floor_divide", "aten::floordiv",
-       "aten::remainder", "aten::pow", "aten::maximum", "aten::minimum",
-       "aten::min", "aten::max"},
+       "aten::remainder", "aten::pow", "aten::maximum", "aten::minimum"},
       &TSImporter::hArith);
   reg({"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"},
       &TSImporter::hCompare);
@@ -698,6 +784,9 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like"},
       &TSImporter::hFullLike);
   reg({"aten::arange"}, &TSImporter::hArange);
+  reg({"aten::copy", "aten::fill", "aten::zero"}, &TSImporter::hCopy);
+  reg({"aten::repeat"}, &TSImporter::hRepeat);
+  reg({"aten::repeat_interleave"}, &TSImporter::hRepeatInterleave);
   reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip",
        "aten::hardtanh", "aten::relu6"},
       &TSImporter::hClamp);

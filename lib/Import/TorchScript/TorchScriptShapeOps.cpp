@@ -9,6 +9,7 @@
 #include "TorchScriptImporterImpl.h"
 
 #include <limits>
+#include <optional>
 
 using namespace mlir;
 using namespace varuna;
@@ -35,6 +36,21 @@ FailureOr<Value> TSImporter::swapDims(Value v, int64_t a, int64_t c,
   return transpose(v, perm, loc);
 }
 
+/// Python slice bounds of a dimension of `size`: a negative bound counts
+/// from the end, an end past the size (or "to the end") is the size; both
+/// then clamped to [0, size]. Null unless size and bounds are static.
+static std::optional<std::pair<int64_t, int64_t>>
+staticBounds(SymInt start, SymInt end, SymInt size) {
+  if (!size.isStatic() || !start.isStatic() || !end.isStatic())
+    return std::nullopt;
+  auto norm = [&](int64_t v) {
+    if (v < 0)
+      v += size.constant;
+    return std::clamp<int64_t>(v, 0, size.constant);
+  };
+  return std::make_pair(norm(start.constant), norm(end.constant));
+}
+
 FailureOr<Value> TSImporter::sliceOf(Value v, int64_t axis, SymInt start,
                                      SymInt end, int64_t step, Location loc,
                                      Node *n) {
@@ -52,13 +68,13 @@ FailureOr<Value> TSImporter::sliceOf(Value v, int64_t axis, SymInt start,
     return error(n, loc) << "slicing the batch-dependent dimension " << axis
                          << " (size " << size.str() << ") is not supported",
            failure();
-  if (!start.isStatic() || !end.isStatic())
+  auto bounds = staticBounds(start, end, size);
+  if (!bounds)
     return error(n, loc) << "slice bounds depend on the batch size",
            failure();
   if (step <= 0)
     return error(n, loc) << "slice step must be positive", failure();
-  int64_t s = std::clamp<int64_t>(start.constant, 0, size.constant);
-  int64_t e = std::clamp<int64_t>(end.constant, 0, size.constant);
+  auto [s, e] = *bounds;
   if (step == 1 && s == 0 && e == size.constant)
     return v;
   return make<SliceOp>(loc, {v},
@@ -299,7 +315,17 @@ LogicalResult TSImporter::hSlice(Node *n, Location loc) {
                     SymInt(std::numeric_limits<int64_t>::max()));
   if (failed(end))
     return failure();
-  return bindResult(n, sliceOf(*x, *axis, *start, *end, *step, loc, n));
+  auto r = sliceOf(*x, *axis, *start, *end, *step, loc, n);
+  if (failed(bindResult(n, r)))
+    return failure();
+  if (*r == *x)
+    recordView(n, {.base = n->input(0), .whole = true});
+  else if (*step == 1)
+    if (auto bounds =
+            staticBounds(*start, *end, tensorType(*x).getDim(*axis)))
+      recordView(n, {.base = n->input(0), .axis = *axis,
+                     .start = bounds->first, .end = bounds->second});
+  return success();
 }
 
 LogicalResult TSImporter::hSelect(Node *n, Location loc) {
@@ -321,7 +347,11 @@ LogicalResult TSImporter::hSelect(Node *n, Location loc) {
   if (failed(s))
     return failure();
   dims.erase(dims.begin() + *axis);
-  return bindResult(n, reshape(*s, dims, loc));
+  if (failed(bindResult(n, reshape(*s, dims, loc))))
+    return failure();
+  recordView(n, {.base = n->input(0), .axis = *axis, .start = *i,
+                 .end = *i + 1, .select = true});
+  return success();
 }
 
 LogicalResult TSImporter::hNarrow(Node *n, Location loc) {
@@ -476,4 +506,112 @@ LogicalResult TSImporter::hStack(Node *n, Location loc) {
     inputs.push_back(*r);
   }
   return concatInto(*this, n, loc, inputs, *axis);
+}
+
+/// Repeats dimension `i` of `v` (dims `dims`) `r` times through a new axis
+/// of 1 expanded to r and merged back: the new axis before i tiles the whole
+/// dimension (repeat), after i repeats each element (repeat_interleave).
+static FailureOr<Value> repeatAxis(TSImporter &imp, TSImporter::Node *n,
+                                   Location loc, Value v, int64_t i, SymInt r,
+                                   bool interleave) {
+  SmallVector<SymInt> dims = dimsOf(v);
+  if (r.isStatic() ? r.constant < 1 : !r.isBatchMultiple())
+    return imp.error(n, loc) << "repeat " << r.str() << " of dimension " << i
+                             << " is not a positive size",
+           failure();
+  if (!dims[i].isStatic())
+    return imp.error(n, loc) << "repeating the batch-dependent dimension "
+                             << i << " is not supported",
+           failure();
+  int64_t at = interleave ? i + 1 : i;
+  SmallVector<SymInt> spread(dims);
+  spread.insert(spread.begin() + at, SymInt(1));
+  auto one = imp.reshape(v, spread, loc);
+  if (failed(one))
+    return failure();
+  spread[at] = r;
+  auto type = imp.typeFromDims(spread, tensorType(v).getElementType(), loc);
+  if (failed(type))
+    return failure();
+  Value expanded = imp.b().create<ExpandOp>(loc, *type, *one);
+  std::optional<SymInt> merged = r.mul(dims[i]);
+  if (!merged)
+    return imp.error(n, loc) << "repeated size of dimension " << i
+                             << " is not representable",
+           failure();
+  dims[i] = *merged;
+  return imp.reshape(expanded, dims, loc);
+}
+
+/// repeat(self, repeats): tiles self; more repeats than dimensions prepend
+/// dimensions of 1 (as torch).
+LogicalResult TSImporter::hRepeat(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto reps = symIntListArg(n, 1, loc);
+  if (failed(x) || failed(reps))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (reps->size() < dims.size())
+    return error(n, loc) << "repeat needs at least as many repeats ("
+                         << reps->size() << ") as the tensor has dimensions ("
+                         << dims.size() << ")";
+  Value cur = *x;
+  if (reps->size() > dims.size()) {
+    dims.insert(dims.begin(), reps->size() - dims.size(), SymInt(1));
+    auto r = reshape(cur, dims, loc);
+    if (failed(r))
+      return failure();
+    cur = *r;
+  }
+  for (auto [i, r] : llvm::enumerate(*reps)) {
+    if (r == SymInt(1))
+      continue;
+    auto next = repeatAxis(*this, n, loc, cur, i, r, /*interleave=*/false);
+    if (failed(next))
+      return failure();
+    cur = *next;
+  }
+  return bindResult(n, cur);
+}
+
+/// repeat_interleave(self, repeats: int, dim): each element repeated along
+/// dim (a flattened self when dim is None). Per-element repeat counts (a
+/// tensor) are data-dependent and refused.
+LogicalResult TSImporter::hRepeatInterleave(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  if (n->inputs().size() < 2 || lookup(n->input(1)).kind != K::Int)
+    return error(n, loc) << "repeat_interleave with a tensor of repeats is "
+                            "data-dependent; only a number of repeats is "
+                            "supported";
+  SymInt r = lookup(n->input(1)).i;
+  Value cur = *x;
+  int64_t axis = 0;
+  if (isNoneArg(n, 2)) {
+    SmallVector<SymInt> dims = dimsOf(cur);
+    SymInt all(1);
+    for (SymInt d : dims) {
+      std::optional<SymInt> m = all.mul(d);
+      if (!m)
+        return error(n, loc) << "cannot flatten " << dimsStr(dims);
+      all = *m;
+    }
+    auto flat = reshape(cur, {all}, loc);
+    if (failed(flat))
+      return failure();
+    cur = *flat;
+  } else {
+    auto d = intArg(n, 2, loc);
+    if (failed(d))
+      return failure();
+    auto a = normIndex(n, *d, tensorType(cur).getRank(), loc);
+    if (failed(a))
+      return failure();
+    axis = *a;
+  }
+  if (r == SymInt(1))
+    return bindResult(n, cur);
+  return bindResult(n, repeatAxis(*this, n, loc, cur, axis, r,
+                                  /*interleave=*/true));
 }

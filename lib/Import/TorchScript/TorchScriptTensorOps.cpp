@@ -327,3 +327,42 @@ LogicalResult TSImporter::hArange(Node *n, Location loc) {
                                  b().getF64FloatAttr(st));
   return bindResult(n, r);
 }
+
+/// copy_(self, src) / fill_(self, value) / zero_(self), functional: self's
+/// type with the new contents (src cast and broadcast). The write itself is
+/// the node loop's: convertNode rebinds self and writeBack updates the
+/// tensor self is a slice of.
+LogicalResult TSImporter::hCopy(Node *n, Location loc) {
+  auto self = tensorArg(n, 0, loc);
+  if (failed(self))
+    return failure();
+  VTensorType t = tensorType(*self);
+  TSValue v = opName(n) == "zero" ? TSValue::ofFloat(0.0) : lookup(n->input(1));
+  if (v.isScalar()) {
+    if (v.kind == K::Int && !v.i.isStatic())
+      return error(n, loc) << "the batch-dependent size " << v.i.str()
+                           << " is used as a tensor value";
+    double x = v.kind == K::Float  ? v.f
+               : v.kind == K::Bool ? (v.b ? 1.0 : 0.0)
+                                   : static_cast<double>(v.i.constant);
+    return bindResult(
+        n, b().create<FullOp>(loc, t, fillAttr(t.getElementType(), x))
+               .getResult());
+  }
+  auto src = tensorArg(n, 1, loc);
+  if (failed(src))
+    return failure();
+  Value s = cast(*src, t.getElementType(), loc);
+  if (tensorType(s) == t)
+    return bindResult(n, s);
+  SmallVector<SymInt> from = dimsOf(s), to = dimsOf(*self);
+  bool broadcasts = from.size() <= to.size();
+  for (size_t i = 0; broadcasts && i < from.size(); ++i) {
+    SymInt f = from[from.size() - 1 - i], d = to[to.size() - 1 - i];
+    broadcasts = f == d || f == SymInt(1);
+  }
+  if (!broadcasts)
+    return error(n, loc) << "cannot copy a tensor of shape " << dimsStr(from)
+                         << " into one of shape " << dimsStr(to);
+  return bindResult(n, b().create<ExpandOp>(loc, t, s).getResult());
+}

@@ -14,10 +14,21 @@ cache.pt        what Hugging Face's causal LMs do in training: a key cache
 hfops.pt        more of what Hugging Face models trace to: cumsum of an int
                 mask (position ids), new_ones, elementwise torch.min, relu6,
                 table[index] (a relative-position bias), .T
+written.pt      in-place writes into a slice and an index (T5's shift right),
+                repeat / repeat_interleave (GPT-J's rotary tables),
+                an in-place multiply of a slice, group_norm (PoolFormer), torch.min of a constant tensor read
+                back as a size (Swin's window), max along a dimension;
+                written.inputs/ and written.expected.json hold inputs of
+                batch 3 and PyTorch's loss on them
+aliased.pt      writes into a slice while a view taken before is read after
+viewwrite.pt    an in-place write through a reshape of a tensor read after
 """
 import os
 import sys
 
+import json
+
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -119,6 +130,42 @@ class HfOps(nn.Module):
         return F.cross_entropy((h @ self.out.weight.T).flatten(0, 1), y.flatten())
 
 
+class Written(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.norm = nn.GroupNorm(2, 4)
+        self.out = nn.Linear(6, 4)
+        self.register_buffer("pos", torch.randn(4, 2))
+
+    def forward(self, x, y):
+        shifted = y.new_zeros(y.shape)
+        shifted[..., 1:] = y[..., :-1].clone()
+        shifted[..., 0] = 3
+        w = int(torch.min(torch.tensor([8, 6])))
+        h = self.norm(self.fc(x))
+        rot = torch.repeat_interleave(self.pos, 2, 1).repeat(x.shape[0], 1, 2)
+        h = (h * rot)[..., :w]
+        h[:, 1:3] *= 2.0
+        h = h - torch.max(h, dim=-1, keepdim=True).values
+        return F.cross_entropy(self.out(h).flatten(0, 1), shifted.flatten())
+
+
+class Aliased(nn.Module):
+    def forward(self, x, y):
+        z = x * 2
+        first = z[:, 0]
+        z[:, 1:] = 0.0
+        return F.cross_entropy(z + first.unsqueeze(1), y)
+
+
+class ViewWrite(nn.Module):
+    def forward(self, x, y):
+        z = x * 2
+        z.view(-1).fill_(1.0)
+        return F.cross_entropy(z, y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -137,3 +184,14 @@ export(HfOps(), (torch.randn(2, 4, 8), torch.ones(2, 4, dtype=torch.int32),
        os.path.join(out, "hfops.pt"), input_names=["x", "mask", "y"])
 export(Cache(), (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))), os.path.join(out, "cache.pt"),
        input_names=["x", "y"])
+export(Aliased(), (x, y), os.path.join(out, "aliased.pt"), input_names=["x", "y"])
+export(ViewWrite(), (x, y), os.path.join(out, "viewwrite.pt"), input_names=["x", "y"])
+written = Written()
+export(written, (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))),
+       os.path.join(out, "written.pt"), input_names=["x", "y"])
+wx, wy = torch.randn(3, 4, 8), torch.randint(0, 4, (3, 4))
+os.makedirs(os.path.join(out, "written.inputs"), exist_ok=True)
+np.save(os.path.join(out, "written.inputs", "x.npy"), wx.numpy())
+np.save(os.path.join(out, "written.inputs", "y.npy"), wy.numpy())
+with open(os.path.join(out, "written.expected.json"), "w") as fh:
+    json.dump({"loss": written(wx, wy).item()}, fh)
