@@ -7,6 +7,7 @@
 
 #include "KnownValue.h"
 #include "ONNXOpImporters.h"
+#include "varuna/Import/Decompose.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -135,7 +136,72 @@ LogicalResult importReduce(NodeContext &nc) {
   llvm::sort(axes);
   axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   bool keep = nc.intAttr("keepdims").value_or(1) != 0;
+  if (op == "ReduceLogSumExp" || op == "ReduceL1" || op == "ReduceL2") {
+    if (!typeOf(*v).getElementType().isa<FloatType>())
+      return nc.error("expected a floating-point input");
+    Decomposer d(nc.b(), nc.loc);
+    return setResult(nc, op == "ReduceLogSumExp"
+                             ? d.logSumExp(*v, axes, keep)
+                             : d.vectorNorm(*v, op == "ReduceL1" ? 1.0 : 2.0,
+                                            axes, keep));
+  }
   return setResult(nc, nc.create<ReduceOp>(kind, *v, axes, keep));
+}
+
+/// Einsum: Decomposer::einsum (shared with the TorchScript importer).
+LogicalResult importEinsum(NodeContext &nc) {
+  std::optional<std::string> eq = nc.stringAttr("equation");
+  if (!eq)
+    return nc.error("missing attribute 'equation'");
+  SmallVector<Value> operands;
+  for (int i = 0; i < nc.node.input_size(); ++i) {
+    auto v = nc.runtime(i);
+    if (failed(v))
+      return failure();
+    operands.push_back(*v);
+  }
+  return setResult(nc, Decomposer(nc.b(), nc.loc).einsum(*eq, operands));
+}
+
+/// Activations without a varuna.unary kind, built by the Decomposer shared
+/// with the TorchScript importer; ONNX's attribute defaults.
+LogicalResult importActivation(NodeContext &nc) {
+  StringRef op = nc.node.op_type();
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  if (!typeOf(*v).getElementType().isa<FloatType>())
+    return nc.error("expected a floating-point input");
+  Decomposer d(nc.b(), nc.loc);
+  auto alpha = [&](double dflt) { return nc.floatAttr("alpha").value_or(dflt); };
+  if (op == "Selu") {
+    // torch's constants are the defaults; others are not supported.
+    double a = alpha(1.67326319217681884765625),
+           g = nc.floatAttr("gamma").value_or(1.05070102214813232421875);
+    if (std::abs(a - 1.6732632423543772) > 1e-6 ||
+        std::abs(g - 1.0507009873554805) > 1e-6)
+      return nc.error("Selu with alpha " + std::to_string(a) + " and gamma " +
+                      std::to_string(g) +
+                      " is not supported (only the standard constants)");
+    return setResult(nc, d.activation(Activation::selu, *v));
+  }
+  std::optional<Activation> kind =
+      llvm::StringSwitch<std::optional<Activation>>(op)
+          .Case("Mish", Activation::mish)
+          .Case("HardSwish", Activation::hardswish)
+          .Case("HardSigmoid", Activation::hardsigmoid)
+          .Case("Elu", Activation::elu)
+          .Case("Celu", Activation::celu)
+          .Case("LeakyRelu", Activation::leaky_relu)
+          .Case("Softsign", Activation::softsign)
+          .Default(std::nullopt);
+  if (!kind)
+    return nc.error("unsupported activation");
+  double a = *kind == Activation::hardsigmoid ? alpha(0.2)
+             : *kind == Activation::leaky_relu ? alpha(0.01)
+                                               : alpha(1.0);
+  double beta = nc.floatAttr("beta").value_or(0.5);
+  return setResult(nc, d.activation(*kind, *v, a, beta));
 }
 
 LogicalResult importLayerNorm(NodeContext &nc) {
@@ -405,7 +471,12 @@ OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
       .Case("Gemm", importGemm)
       .Cases("Softmax", "LogSoftmax", importSoftmax)
       .Cases("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", importReduce)
-      .Case("ReduceProd", importReduce)
+      .Cases("ReduceProd", "ReduceLogSumExp", "ReduceL1", "ReduceL2",
+             importReduce)
+      .Cases("Mish", "HardSwish", "HardSigmoid", "Elu", "Celu", "Selu",
+             importActivation)
+      .Cases("LeakyRelu", "Softsign", importActivation)
+      .Case("Einsum", importEinsum)
       .Case("LayerNormalization", importLayerNorm)
       .Case("BatchNormalization", importBatchNorm)
       .Case("InstanceNormalization", importInstanceNorm)

@@ -12,6 +12,9 @@
 // TorchScriptShapeOps.cpp: view/slice/split/concat. TorchScriptTensorOps.cpp:
 // where/masks/clamp and factories. TorchScriptNNOps.cpp: linear algebra,
 // normalization, convolution, pooling, losses, attention.
+// TorchScriptFunctions.cpp: functions without a varuna op (activations,
+// logsumexp, variance, norms, RMS / instance norm, elementwise losses),
+// composed by the Decomposer shared with the ONNX importer.
 // All code here runs inside the try/catch of importTorchScript.
 //
 //===----------------------------------------------------------------------===//
@@ -181,6 +184,10 @@ public:
   symIntListArg(Node *n, unsigned i, mlir::Location loc);
   mlir::FailureOr<llvm::SmallVector<int64_t>>
   intListArg(Node *n, unsigned i, mlir::Location loc);
+  /// Operand i as reduction axes of a rank-`rank` tensor: an int or an int
+  /// list, normalized, sorted and unique; None or empty means all axes.
+  mlir::FailureOr<llvm::SmallVector<int64_t>>
+  axesArg(Node *n, unsigned i, int64_t rank, mlir::Location loc);
   /// A tensor list (prim::ListConstruct of tensors).
   mlir::FailureOr<llvm::SmallVector<mlir::Value>>
   tensorListArg(Node *n, unsigned i, mlir::Location loc);
@@ -270,6 +277,13 @@ public:
 
   // --- TorchScriptNNOps.cpp -------------------------------------------------
   static void registerNNOps(llvm::StringMap<Handler> &table);
+  /// x [N, C, *] normalized over each group of C / groups channels and all
+  /// positions (a layer_norm of x viewed as [N, groups, rest]), then scaled
+  /// and shifted per channel by operands weightIdx / biasIdx unless None.
+  mlir::FailureOr<mlir::Value> groupNorm(Node *n, mlir::Location loc,
+                                         mlir::Value x, int64_t groups,
+                                         unsigned weightIdx, unsigned biasIdx,
+                                         double eps);
   /// aten::gather / aten::index_select (x, dim, index): OpTy with an axis.
   template <typename OpTy>
   mlir::LogicalResult hGatherAlong(Node *n, mlir::Location loc);

@@ -340,6 +340,19 @@ LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
   auto out = intListArg(n, 1, loc);
   if (failed(x) || failed(out))
     return failure();
+  // adaptive_max_poolNd returns (values, indices): the indices unsupported.
+  bool isMax = StringRef(opName(n)).starts_with("adaptive_max");
+  if (isMax && n->outputs().size() > 1 && n->output(1)->hasUses())
+    return error(n, loc) << "the indices of adaptive max pooling are not "
+                            "supported";
+  ReduceKind reduceKind = isMax ? ReduceKind::max : ReduceKind::mean;
+  PoolKind poolKind = isMax ? PoolKind::max : PoolKind::avg;
+  auto bindFirst = [&](FailureOr<Value> r) {
+    if (failed(r))
+      return failure();
+    bindTensor(n->outputs()[0], *r);
+    return success();
+  };
   VTensorType t = tensorType(*x);
   int64_t sp = t.getRank() - 2;
   SmallVector<int64_t> o = window(*out, sp, 1);
@@ -349,8 +362,7 @@ LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
     SmallVector<int64_t> axes;
     for (int64_t i = 0; i < sp; ++i)
       axes.push_back(i + 2);
-    return bindResult(n,
-                      makeReduce(*this, loc, *x, ReduceKind::mean, axes, true));
+    return bindFirst(makeReduce(*this, loc, *x, reduceKind, axes, true));
   }
   SmallVector<int64_t> k;
   for (int64_t i = 0; i < sp; ++i) {
@@ -361,9 +373,41 @@ LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
                            << " is supported only when the size divides";
     k.push_back(in.constant / o[i]);
   }
-  return bindResult(n, makePool(*this, loc, *x, PoolKind::avg, k, k,
-                                SmallVector<int64_t>(2 * sp, 0),
-                                SmallVector<int64_t>(sp, 1), false, true));
+  return bindFirst(makePool(*this, loc, *x, poolKind, k, k,
+                            SmallVector<int64_t>(2 * sp, 0),
+                            SmallVector<int64_t>(sp, 1), false, true));
+}
+
+FailureOr<SmallVector<int64_t>> TSImporter::axesArg(Node *n, unsigned i,
+                                                    int64_t rank,
+                                                    Location loc) {
+  SmallVector<int64_t> axes;
+  if (!isNoneArg(n, i)) {
+    SmallVector<int64_t> listed;
+    if (lookup(n->input(i)).kind == K::Int) {
+      auto a = intArg(n, i, loc);
+      if (failed(a))
+        return failure();
+      listed.push_back(*a);
+    } else {
+      auto l = intListArg(n, i, loc);
+      if (failed(l))
+        return failure();
+      listed = *l;
+    }
+    for (int64_t a : listed) {
+      auto axis = normIndex(n, a, rank, loc);
+      if (failed(axis))
+        return failure();
+      axes.push_back(*axis);
+    }
+  }
+  if (axes.empty())
+    for (int64_t a = 0; a < rank; ++a)
+      axes.push_back(a);
+  llvm::sort(axes);
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
 }
 
 LogicalResult TSImporter::hReduce(Node *n, Location loc) {
@@ -376,32 +420,22 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
   bool keepdim = false;
   unsigned dtypeIdx = 1;
   // mean(x, dtype) / mean(x, dims, keepdim, dtype) / amax(x, dims, keepdim)
+  // / prod(x, dim, keepdim, dtype)
   bool withDims = n->inputs().size() >= 3;
+  auto all = axesArg(n, withDims ? 1 : n->inputs().size(), rank, loc);
+  if (failed(all))
+    return failure();
+  axes = *all;
   if (withDims) {
-    if (!isNoneArg(n, 1)) {
-      auto l = intListArg(n, 1, loc);
-      if (failed(l))
-        return failure();
-      for (int64_t a : *l) {
-        auto axis = normIndex(n, a, rank, loc);
-        if (failed(axis))
-          return failure();
-        axes.push_back(*axis);
-      }
-    }
     auto k = boolArg(n, 2, loc);
     if (failed(k))
       return failure();
     keepdim = *k;
     dtypeIdx = 3;
   }
-  if (axes.empty())
-    for (int64_t i = 0; i < rank; ++i)
-      axes.push_back(i);
-  llvm::sort(axes);
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   Value v = *x;
-  if (n->inputs().size() > dtypeIdx && (op == "mean" || op == "sum")) {
+  if (n->inputs().size() > dtypeIdx &&
+      (op == "mean" || op == "sum" || op == "prod")) {
     auto dt = dtypeArg(n, dtypeIdx, loc);
     if (failed(dt))
       return failure();
@@ -455,39 +489,35 @@ LogicalResult TSImporter::hMinMax(Node *n, Location loc) {
   return success();
 }
 
-/// aten::group_norm(x, groups, weight, bias, eps, cudnn_enabled): normalizes
-/// [N, C, *] over each group of C / groups channels and all positions: a
-/// layer_norm of x viewed as [N, groups, rest], then the per-channel weight
-/// and bias.
-LogicalResult TSImporter::hGroupNorm(Node *n, Location loc) {
-  auto x = tensorArg(n, 0, loc);
-  auto groups = intArg(n, 1, loc);
-  auto eps = floatArg(n, 4, loc);
-  if (failed(x) || failed(groups) || failed(eps))
-    return failure();
-  SmallVector<SymInt> dims = dimsOf(*x);
+FailureOr<Value> TSImporter::groupNorm(Node *n, Location loc, Value x,
+                                       int64_t groups, unsigned weightIdx,
+                                       unsigned biasIdx, double eps) {
+  SmallVector<SymInt> dims = dimsOf(x);
   if (dims.size() < 2)
-    return error(n, loc) << "group_norm needs an input [N, C, ...], got "
-                         << dimsStr(dims);
+    return error(n, loc) << "needs an input [N, C, ...], got "
+                         << dimsStr(dims),
+           failure();
   int64_t rest = 1;
   for (size_t i = 1; i < dims.size(); ++i) {
     if (!dims[i].isStatic())
-      return error(n, loc) << "group_norm needs static sizes after the "
-                              "batch dimension, got "
-                           << dimsStr(dims);
+      return error(n, loc) << "needs static sizes after the batch "
+                              "dimension, got "
+                           << dimsStr(dims),
+             failure();
     rest *= dims[i].constant;
   }
   int64_t c = dims[1].constant;
-  if (*groups <= 0 || c % *groups != 0)
-    return error(n, loc) << c << " channels cannot be split into " << *groups
-                         << " groups";
-  auto grouped =
-      reshape(*x, {dims[0], SymInt(*groups), SymInt(rest / *groups)}, loc);
+  if (groups <= 0 || c % groups != 0)
+    return error(n, loc) << c << " channels cannot be split into " << groups
+                         << " groups",
+           failure();
+  auto grouped = reshape(x, {dims[0], SymInt(groups), SymInt(rest / groups)},
+                         loc);
   if (failed(grouped))
     return failure();
   auto normed = make<LayerNormOp>(
       loc, {*grouped},
-      {i64("axis", 2), attr("epsilon", b().getF64FloatAttr(*eps)),
+      {i64("axis", 2), attr("epsilon", b().getF64FloatAttr(eps)),
        attr("operand_segment_sizes", b().getDenseI32ArrayAttr({1, 0, 0}))});
   if (failed(normed))
     return failure();
@@ -497,7 +527,7 @@ LogicalResult TSImporter::hGroupNorm(Node *n, Location loc) {
   // weight and bias [C] -> [C, 1, ...] to broadcast over the positions.
   SmallVector<SymInt> perChannel(dims.size() - 1, SymInt(1));
   perChannel[0] = SymInt(c);
-  for (unsigned i : {2u, 3u}) {
+  for (unsigned i : {weightIdx, biasIdx}) {
     if (isNoneArg(n, i))
       continue;
     auto p = tensorArg(n, i, loc);
@@ -506,11 +536,22 @@ LogicalResult TSImporter::hGroupNorm(Node *n, Location loc) {
     auto shaped = reshape(*p, perChannel, loc);
     if (failed(shaped))
       return failure();
-    y = i == 2 ? make<MulOp>(loc, {*y, *shaped}) : make<AddOp>(loc, {*y, *shaped});
+    y = i == weightIdx ? make<MulOp>(loc, {*y, *shaped})
+                       : make<AddOp>(loc, {*y, *shaped});
     if (failed(y))
       return failure();
   }
-  return bindResult(n, y);
+  return y;
+}
+
+/// aten::group_norm(x, groups, weight, bias, eps, cudnn_enabled).
+LogicalResult TSImporter::hGroupNorm(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto groups = intArg(n, 1, loc);
+  auto eps = floatArg(n, 4, loc);
+  if (failed(x) || failed(groups) || failed(eps))
+    return failure();
+  return bindResult(n, groupNorm(n, loc, *x, *groups, 2, 3, *eps));
 }
 
 /// Shared by cross_entropy_loss and nll_loss:
@@ -708,6 +749,21 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::layer_norm"}, &TSImporter::hLayerNorm);
   reg({"aten::batch_norm"}, &TSImporter::hBatchNorm);
   reg({"aten::group_norm"}, &TSImporter::hGroupNorm);
+  reg({"aten::instance_norm"}, &TSImporter::hInstanceNorm);
+  reg({"aten::rms_norm"}, &TSImporter::hRmsNorm);
+  reg({"aten::mish", "aten::hardswish", "aten::hardsigmoid", "aten::elu",
+       "aten::selu", "aten::celu", "aten::leaky_relu", "aten::log_sigmoid"},
+      &TSImporter::hActivation);
+  reg({"aten::glu"}, &TSImporter::hGlu);
+  reg({"aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss",
+       "aten::huber_loss", "aten::binary_cross_entropy",
+       "aten::binary_cross_entropy_with_logits", "aten::kl_div"},
+      &TSImporter::hElementwiseLoss);
+  reg({"aten::cosine_similarity"}, &TSImporter::hCosineSimilarity);
+  reg({"aten::einsum"}, &TSImporter::hEinsum);
+  reg({"aten::logsumexp"}, &TSImporter::hLogSumExp);
+  reg({"aten::var", "aten::std"}, &TSImporter::hVariance);
+  reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
   reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);
   reg({"aten::_convolution", "aten::convolution", "aten::conv1d",
        "aten::conv2d", "aten::conv3d"},
@@ -717,9 +773,10 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"},
       &TSImporter::hAvgPool);
   reg({"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d",
-       "aten::adaptive_avg_pool3d"},
+       "aten::adaptive_avg_pool3d", "aten::adaptive_max_pool1d",
+       "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d"},
       &TSImporter::hAdaptiveAvgPool);
-  reg({"aten::mean", "aten::sum", "aten::amax", "aten::amin"},
+  reg({"aten::mean", "aten::sum", "aten::amax", "aten::amin", "aten::prod"},
       &TSImporter::hReduce);
   reg({"aten::cross_entropy_loss"}, &TSImporter::hCrossEntropy);
   reg({"aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"},

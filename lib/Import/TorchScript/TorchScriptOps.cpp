@@ -787,6 +787,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::copy", "aten::fill", "aten::zero"}, &TSImporter::hCopy);
   reg({"aten::repeat"}, &TSImporter::hRepeat);
   reg({"aten::repeat_interleave"}, &TSImporter::hRepeatInterleave);
+  reg({"aten::broadcast_tensors"}, &TSImporter::hBroadcastTensors);
   reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip",
        "aten::hardtanh", "aten::relu6"},
       &TSImporter::hClamp);

@@ -615,3 +615,39 @@ LogicalResult TSImporter::hRepeatInterleave(Node *n, Location loc) {
   return bindResult(n, repeatAxis(*this, n, loc, cur, axis, r,
                                   /*interleave=*/true));
 }
+
+/// broadcast_tensors(tensors): each expanded to their common shape (a list,
+/// as torch returns).
+LogicalResult TSImporter::hBroadcastTensors(Node *n, Location loc) {
+  auto ts = tensorListArg(n, 0, loc);
+  if (failed(ts))
+    return failure();
+  SmallVector<SymInt> shape;
+  for (Value v : *ts) {
+    SmallVector<SymInt> dims = dimsOf(v);
+    if (dims.size() > shape.size())
+      shape.insert(shape.begin(), dims.size() - shape.size(), SymInt(1));
+    size_t lead = shape.size() - dims.size();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      SymInt &s = shape[lead + i];
+      if (dims[i] == s || dims[i] == SymInt(1))
+        continue;
+      if (s != SymInt(1))
+        return error(n, loc) << "shapes do not broadcast: " << dimsStr(dims)
+                             << " against " << dimsStr(shape);
+      s = dims[i];
+    }
+  }
+  TSValue out = TSValue::make(K::List);
+  for (Value v : *ts) {
+    auto type = typeFromDims(shape, tensorType(v).getElementType(), loc);
+    if (failed(type))
+      return failure();
+    Value e = *type == tensorType(v)
+                  ? v
+                  : b().create<ExpandOp>(loc, *type, v).getResult();
+    out.list.push_back(TSValue::ofTensor(e));
+  }
+  bind(n->output(), out);
+  return success();
+}

@@ -209,6 +209,9 @@ namespace {
 struct LossAnalysis {
   LossAggregation aggregation = LossAggregation::Mean;
   Value divisor; ///< Ratio: the count the sum is divided by
+  /// The loss when it is neither a sum, a ratio nor a mean over the
+  /// examples (see lossSplitsInexactly).
+  Value inexact;
 };
 } // namespace
 
@@ -218,7 +221,7 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
   if (!graph || graph.getBody().empty())
     return result;
   // Mean cross_entropies normalize by the step's labels when they can.
-  const bool countable = LabelCounter::create(job).has_value();
+  bool countable = LabelCounter::create(job).has_value();
   bool normalizes = false;
   llvm::DenseMap<Value, bool> fromInputs;
   auto batched = [](Value v) {
@@ -291,6 +294,16 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
   for (unsigned i = 0; i < graph.getNumResults(); ++i)
     if (graph.getResultAttr(i, kLossAttr) && i < ret->getNumOperands()) {
       Kind k = kind(ret->getOperand(i));
+      if (k == Other) {
+        // Inexact unless it is a combination of means once the mean
+        // cross_entropies count as means again (the Mean aggregation).
+        Value divisor = result.divisor;
+        countable = false;
+        memo.clear();
+        if (kind(ret->getOperand(i)) == Other)
+          result.inexact = ret->getOperand(i);
+        result.divisor = divisor;
+      }
       if (k == Sum)
         result.aggregation =
             normalizes ? LossAggregation::Normalized : LossAggregation::Sum;
@@ -304,6 +317,10 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
 
 LossAggregation varuna::lossAggregation(ModuleOp job) {
   return analyzeLoss(job).aggregation;
+}
+
+Value varuna::lossSplitsInexactly(ModuleOp job) {
+  return analyzeLoss(job).inexact;
 }
 
 std::optional<LossDivisor> LossDivisor::create(ModuleOp job) {

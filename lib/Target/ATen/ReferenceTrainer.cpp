@@ -75,8 +75,11 @@ void varuna::warnMicroBatchSemantics(ModuleOp job,
           ignores |= ce.getIgnoreIndex().has_value();
         }
       } else if (auto r = llvm::dyn_cast<ReduceOp>(op)) {
+        // Over the examples: the batch dimension is reduced away.
         auto in = llvm::dyn_cast<VTensorType>(r.getInput().getType());
-        if (r.getKind() == ReduceKind::mean && in && in.isBatched())
+        auto out = llvm::dyn_cast<VTensorType>(r.getType());
+        if (r.getKind() == ReduceKind::mean && in && in.isBatched() && out &&
+            !out.isBatched())
           means.push_back(op);
       }
     });
@@ -89,6 +92,19 @@ void varuna::warnMicroBatchSemantics(ModuleOp job,
         << options.microBatch
         << " is weighted by the count of the last cross_entropy it runs, "
            "which is exact only when they all count the same labels";
+  if (Value loss = lossSplitsInexactly(job)) {
+    Location at = loss.getDefiningOp() ? loss.getDefiningOp()->getLoc()
+                                       : graph.getLoc();
+    emitWarning(at)
+        << "the loss combines reductions over the examples in a way "
+           "micro-batches cannot add up to (e.g. a sum over the examples "
+           "added to a mean, or a function of a mean): each micro-batch of "
+        << options.microBatch
+        << " is weighted as a mean over its examples, so the loss and "
+           "gradients differ from one full-batch step of "
+        << options.globalBatch << "; --micro-batch " << options.globalBatch
+        << " with one replica trains exactly";
+  }
   if (!first)
     return;
   emitWarning(first.getLoc())

@@ -1,5 +1,6 @@
 """hf_oracle.py OUTDIR NAME [--steps S] [--batch M] [--optimizer adamw|sgd]
-                [--clip X] [--dropout] [--format onnx|torchscript]:
+                [--clip X] [--dropout] [--format onnx|torchscript]
+                [--module FILE:FACTORY]:
 a tiny, randomly initialised Hugging Face model (test/Import/ONNX/Inputs/
 hf_models.py: the user's own wrapper returning the loss HF computes from the
 labels) as a user would train it with Varuna, and plain PyTorch's training
@@ -11,7 +12,10 @@ labels are -100 where not masked, as HF's collator leaves them; with
 bert-pretraining also a next-sentence label per example),
 OUTDIR/train.json, and PyTorch's S steps over batches of M (whole batch,
 torch.optim): OUTDIR/expected.json (loss per step), OUTDIR/params/<name>.npy
-and OUTDIR/degenerate (what compare_training.py reads)."""
+and OUTDIR/degenerate (what compare_training.py reads). --module: the
+model is FACTORY() from the Python file FILE (same contract as an entry of
+hf_models.MODELS: returns (model, example inputs)); NAME then only names
+it."""
 import argparse
 import inspect
 import json
@@ -29,7 +33,7 @@ import varuna  # noqa: E402
 
 ap = argparse.ArgumentParser()
 ap.add_argument("outdir")
-ap.add_argument("name", choices=sorted(hf_models.MODELS))
+ap.add_argument("name", help="one of " + ", ".join(sorted(hf_models.MODELS)))
 ap.add_argument("--steps", type=int, default=4)
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--optimizer", default="adamw", choices=["adamw", "sgd"])
@@ -37,13 +41,26 @@ ap.add_argument("--clip", type=float, default=None)
 ap.add_argument("--dropout", action="store_true", help="keep the model's dropout")
 ap.add_argument("--format", default="onnx", choices=["onnx", "torchscript"],
                 help="OUTDIR/model.onnx or OUTDIR/model.pt")
+ap.add_argument("--module", default=None,
+                help="FILE:FACTORY building (model, example inputs) instead of a zoo model")
 args = ap.parse_args()
+if args.module:
+    import importlib.util
+    path, _, factory = args.module.rpartition(":")
+    spec = importlib.util.spec_from_file_location("user_module", path)
+    user_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(user_module)
+    make_model = getattr(user_module, factory)
+elif args.name in hf_models.MODELS:
+    make_model = hf_models.MODELS[args.name]
+else:
+    ap.error(f"unknown model '{args.name}' (and no --module)")
 N = 24
 
 
 def build():
     torch.manual_seed(0)
-    model, example = hf_models.MODELS[args.name]()
+    model, example = make_model()
     return (model if args.dropout else hf_models.no_dropout(model)), example
 
 

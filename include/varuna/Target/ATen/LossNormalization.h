@@ -58,6 +58,12 @@ enum class LossAggregation { Mean, Sum, Normalized, Ratio };
 /// Mean when the job has no training graph or loss.
 LossAggregation lossAggregation(mlir::ModuleOp job);
 
+/// The loss of `job` when micro-batches cannot reproduce it: a function of
+/// reductions over the examples that is none of the four above (a sum over
+/// the examples added to a mean, a product or log of means, ...), which
+/// the Mean aggregation weighs as if it were a mean. Null otherwise.
+mlir::Value lossSplitsInexactly(mlir::ModuleOp job);
+
 /// Whether the micro-batches' losses simply add up to the step's (Sum,
 /// Normalized); otherwise each is weighted by a count (Mean, Ratio).
 inline bool lossesAddUp(LossAggregation a) {

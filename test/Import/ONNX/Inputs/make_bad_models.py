@@ -20,8 +20,8 @@ x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
 y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
 w = numpy_helper.from_array(np.ones((8, 3), np.float32), "w")
 
-save("unsupported", [helper.make_node("Einsum", ["x", "w"], ["y"], name="my_einsum",
-                                      equation="bi,ij->bj")], [x], [y], [w])
+save("unsupported", [helper.make_node("Hardmax", ["x"], ["y"], name="my_hardmax",
+                                      axis=1)], [x], [y], [w])
 save("opset11", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [w],
      opset=11)
 xs = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])

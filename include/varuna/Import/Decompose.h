@@ -1,0 +1,115 @@
+//===- Decompose.h - Framework functions as compositions of ops -*- C++ -*-===//
+//
+// Functions PyTorch and ONNX have that the varuna dialect has no op for
+// (mish, hardswish, elu, leaky_relu, logsumexp, variance, vector norms, RMS
+// normalization, GLU), built from varuna ops. Shared by the ONNX and the
+// TorchScript importers, so both import a function to the same ops; the
+// runtime differentiates the composition with ATen's autograd like any other
+// graph.
+//
+// Contract:
+//  * Inputs are floating-point tensors (callers cast integers first); the
+//    results have the input's element type.
+//  * Ops are created at the builder's insertion point with location `loc`.
+//  * Failure is a diagnostic at `loc` naming what does not fit (e.g. a
+//    variance over the batch-dependent dimension, whose element count is
+//    not known at import time); nothing aborts.
+//  * Compositions avoid NaN gradients where a naive form would make them:
+//    elu/celu take exp of min(x, 0) (exp of a large x would be inf, and
+//    where's zero gradient times inf is NaN).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_IMPORT_DECOMPOSE_H
+#define VARUNA_IMPORT_DECOMPOSE_H
+
+#include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace varuna {
+
+/// Elementwise functions without a varuna.unary kind. Parameters:
+/// hardsigmoid max(0, min(1, alpha * x + beta)) (torch: alpha 1/6, beta
+/// 0.5); elu alpha * (exp(x) - 1) below 0; celu alpha * (exp(x / alpha) - 1)
+/// below 0; leaky_relu alpha * x below 0; selu with torch's constants.
+enum class Activation {
+  mish,
+  hardswish,
+  hardsigmoid,
+  elu,
+  selu,
+  celu,
+  leaky_relu,
+  softsign,
+  logsigmoid,
+};
+
+class Decomposer {
+public:
+  Decomposer(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
+
+  mlir::FailureOr<mlir::Value> activation(Activation kind, mlir::Value x,
+                                          double alpha = 0, double beta = 0);
+  /// GLU along `axis` (even size): first half * sigmoid(second half).
+  mlir::FailureOr<mlir::Value> glu(mlir::Value x, int64_t axis);
+  /// log(sum(exp(x))) over sorted unique `axes`, shifted by the maximum.
+  mlir::FailureOr<mlir::Value> logSumExp(mlir::Value x,
+                                         llvm::ArrayRef<int64_t> axes,
+                                         bool keepdim);
+  /// sum((x - mean)^2) / (N - correction) over sorted unique `axes`; with
+  /// `sqrtOf` the standard deviation. The axes' sizes must be static.
+  mlir::FailureOr<mlir::Value> variance(mlir::Value x,
+                                        llvm::ArrayRef<int64_t> axes,
+                                        bool keepdim, double correction,
+                                        bool sqrtOf);
+  /// The p-norm over `axes` for p = 1, 2 or infinity.
+  mlir::FailureOr<mlir::Value> vectorNorm(mlir::Value x, double p,
+                                          llvm::ArrayRef<int64_t> axes,
+                                          bool keepdim);
+  /// x * rsqrt(mean(x^2 over [axis, rank)) + eps) (* weight when non-null).
+  mlir::FailureOr<mlir::Value> rmsNorm(mlir::Value x, int64_t axis,
+                                       mlir::Value weight, double eps);
+
+  /// torch.einsum / ONNX Einsum: "ij,jk->ik" (or without "->": the
+  /// letters used once, sorted) over one or more operands, folded left to
+  /// right; each pair becomes transposes, reshapes and one batched matmul,
+  /// letters no later operand or the output uses are summed first. Not
+  /// supported (diagnosed): "...", a letter repeated within an operand (a
+  /// diagonal), sizes that disagree.
+  mlir::FailureOr<mlir::Value> einsum(llvm::StringRef equation,
+                                      llvm::ArrayRef<mlir::Value> operands);
+
+  /// A rank-0 constant of element type `et`.
+  mlir::Value scalar(double v, mlir::Type et);
+
+private:
+  template <typename OpTy>
+  mlir::FailureOr<mlir::Value>
+  make(mlir::ValueRange operands,
+       llvm::ArrayRef<mlir::NamedAttribute> attrs = {});
+  mlir::FailureOr<mlir::Value> unary(UnaryKind kind, mlir::Value x);
+  mlir::FailureOr<mlir::Value> reduce(ReduceKind kind, mlir::Value x,
+                                      llvm::ArrayRef<int64_t> axes,
+                                      bool keepdim);
+  mlir::FailureOr<mlir::Value> times(mlir::Value x, double c);
+  mlir::FailureOr<mlir::Value> plus(mlir::Value x, double c);
+  mlir::FailureOr<mlir::Value> reshape(mlir::Value x,
+                                       llvm::ArrayRef<SymInt> dims);
+  mlir::FailureOr<mlir::Value> transpose(mlir::Value x,
+                                         llvm::ArrayRef<int64_t> perm);
+  /// `x` with letters `have` summed over those not in `keep`, then
+  /// transposed to `order` (letters of have that are kept).
+  mlir::FailureOr<mlir::Value> arrange(mlir::Value x, std::string &have,
+                                       llvm::StringRef keep);
+  /// One einsum pair: a (letters la) and b (lb) -> letters `out`.
+  mlir::FailureOr<mlir::Value> einsumPair(mlir::Value a, std::string la,
+                                          mlir::Value b, std::string lb,
+                                          llvm::StringRef out);
+
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+};
+
+} // namespace varuna
+
+#endif // VARUNA_IMPORT_DECOMPOSE_H

@@ -1,0 +1,467 @@
+//===- Decompose.cpp - Framework functions as compositions of ops ---------===//
+
+#include "varuna/Import/Decompose.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace varuna;
+
+template <typename OpTy>
+FailureOr<Value> Decomposer::make(ValueRange operands,
+                                  ArrayRef<NamedAttribute> attrs) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<Type, 1> types;
+  auto dict = DictionaryAttr::get(ctx, attrs);
+  if (failed(OpTy::inferReturnTypes(ctx, loc, operands, dict, {}, types)) ||
+      types.size() != 1 || !types[0])
+    return emitError(loc) << "cannot build " << OpTy::getOperationName()
+                          << " for this decomposition",
+           failure();
+  return b.create<OpTy>(loc, types, operands, attrs)->getResult(0);
+}
+
+Value Decomposer::scalar(double v, Type et) {
+  auto shaped = RankedTensorType::get({}, et);
+  Attribute a = et.isa<FloatType>()
+                    ? Attribute(FloatAttr::get(et, v))
+                    : Attribute(IntegerAttr::get(et, static_cast<int64_t>(v)));
+  return b.create<ConstantOp>(loc, VTensorType::get(b.getContext(), {}, -1, et),
+                              DenseElementsAttr::get(shaped, {a}));
+}
+
+FailureOr<Value> Decomposer::unary(UnaryKind kind, Value x) {
+  return make<UnaryOp>({x}, {b.getNamedAttr(
+                                "kind", UnaryKindAttr::get(b.getContext(),
+                                                           kind))});
+}
+
+FailureOr<Value> Decomposer::reduce(ReduceKind kind, Value x,
+                                    ArrayRef<int64_t> axes, bool keepdim) {
+  return make<ReduceOp>(
+      {x}, {b.getNamedAttr("kind", ReduceKindAttr::get(b.getContext(), kind)),
+            b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+            b.getNamedAttr("keepdim", b.getBoolAttr(keepdim))});
+}
+
+static Type elementTypeOf(Value v) {
+  return v.getType().cast<VTensorType>().getElementType();
+}
+
+FailureOr<Value> Decomposer::times(Value x, double c) {
+  return make<MulOp>({x, scalar(c, elementTypeOf(x))});
+}
+
+FailureOr<Value> Decomposer::plus(Value x, double c) {
+  return make<AddOp>({x, scalar(c, elementTypeOf(x))});
+}
+
+FailureOr<Value> Decomposer::activation(Activation kind, Value x, double alpha,
+                                        double beta) {
+  Type et = elementTypeOf(x);
+  if (!et.isa<FloatType>())
+    return emitError(loc) << "expected a floating-point tensor", failure();
+  Value zero = scalar(0.0, et);
+  // exp(min(x, 0) * s) - 1: the negative side of elu / celu.
+  auto expm1Below = [&](double s) -> FailureOr<Value> {
+    auto m = make<MinimumOp>({x, zero});
+    if (failed(m))
+      return failure();
+    if (s != 1.0 && failed(m = times(*m, s)))
+      return failure();
+    auto e = unary(UnaryKind::exp, *m);
+    return failed(e) ? e : plus(*e, -1.0);
+  };
+  switch (kind) {
+  case Activation::mish: { // x * tanh(softplus(x))
+    auto sp = unary(UnaryKind::softplus, x);
+    auto t = failed(sp) ? sp : unary(UnaryKind::tanh, *sp);
+    return failed(t) ? t : make<MulOp>({x, *t});
+  }
+  case Activation::hardsigmoid: { // clamp(alpha * x + beta, 0, 1)
+    auto s = times(x, alpha);
+    auto t = failed(s) ? s : plus(*s, beta);
+    auto lo = failed(t) ? t : make<MaximumOp>({*t, zero});
+    return failed(lo) ? lo : make<MinimumOp>({*lo, scalar(1.0, et)});
+  }
+  case Activation::hardswish: { // x * hardsigmoid(x) (1/6, 1/2)
+    auto h = activation(Activation::hardsigmoid, x, 1.0 / 6.0, 0.5);
+    return failed(h) ? h : make<MulOp>({x, *h});
+  }
+  case Activation::elu:
+  case Activation::selu:
+  case Activation::celu: { // relu(x) + alpha * (exp(min(x, 0) / s) - 1)
+    double scale = 1.0;
+    if (kind == Activation::selu) {
+      alpha = 1.6732632423543772848170429916717;
+      scale = 1.0507009873554804934193349852946;
+    }
+    if (kind == Activation::celu && alpha == 0.0)
+      return emitError(loc) << "celu with alpha 0", failure();
+    auto neg = expm1Below(kind == Activation::celu ? 1.0 / alpha : 1.0);
+    auto negScaled = failed(neg) ? neg : times(*neg, alpha);
+    auto pos = unary(UnaryKind::relu, x);
+    if (failed(negScaled) || failed(pos))
+      return failure();
+    auto sum = make<AddOp>({*pos, *negScaled});
+    return failed(sum) || scale == 1.0 ? sum : times(*sum, scale);
+  }
+  case Activation::leaky_relu: { // where(x > 0, x, alpha * x)
+    auto gt = make<CompareOp>(
+        {x, zero}, {b.getNamedAttr("predicate",
+                                   ComparePredicateAttr::get(
+                                       b.getContext(), ComparePredicate::gt))});
+    auto s = times(x, alpha);
+    if (failed(gt) || failed(s))
+      return failure();
+    return make<WhereOp>({*gt, x, *s});
+  }
+  case Activation::softsign: { // x / (1 + |x|)
+    auto a = unary(UnaryKind::abs, x);
+    auto d = failed(a) ? a : plus(*a, 1.0);
+    return failed(d) ? d : make<DivOp>({x, *d});
+  }
+  case Activation::logsigmoid: { // -softplus(-x)
+    auto n = unary(UnaryKind::neg, x);
+    auto sp = failed(n) ? n : unary(UnaryKind::softplus, *n);
+    return failed(sp) ? sp : unary(UnaryKind::neg, *sp);
+  }
+  }
+  return emitError(loc) << "unknown activation", failure();
+}
+
+FailureOr<Value> Decomposer::glu(Value x, int64_t axis) {
+  auto t = x.getType().cast<VTensorType>();
+  SymInt size = t.getDim(axis);
+  if (!size.isStatic() || size.constant % 2 != 0)
+    return emitError(loc) << "GLU needs an even, static size along dimension "
+                          << axis << ", got " << size.str(),
+           failure();
+  int64_t half = size.constant / 2;
+  auto part = [&](int64_t start) {
+    return make<SliceOp>({x}, {b.getNamedAttr("axis", b.getI64IntegerAttr(axis)),
+                               b.getNamedAttr("start", b.getI64IntegerAttr(start)),
+                               b.getNamedAttr("end",
+                                              b.getI64IntegerAttr(start + half)),
+                               b.getNamedAttr("step", b.getI64IntegerAttr(1))});
+  };
+  auto a = part(0), g = part(half);
+  if (failed(a) || failed(g))
+    return failure();
+  auto s = unary(UnaryKind::sigmoid, *g);
+  return failed(s) ? s : make<MulOp>({*a, *s});
+}
+
+FailureOr<Value> Decomposer::logSumExp(Value x, ArrayRef<int64_t> axes,
+                                       bool keepdim) {
+  auto m = reduce(ReduceKind::max, x, axes, true);
+  auto d = failed(m) ? m : make<SubOp>({x, *m});
+  auto e = failed(d) ? d : unary(UnaryKind::exp, *d);
+  auto s = failed(e) ? e : reduce(ReduceKind::sum, *e, axes, keepdim);
+  auto l = failed(s) ? s : unary(UnaryKind::log, *s);
+  if (failed(l))
+    return failure();
+  auto shift = keepdim ? m : reduce(ReduceKind::max, x, axes, false);
+  return failed(shift) ? shift : make<AddOp>({*l, *shift});
+}
+
+FailureOr<Value> Decomposer::variance(Value x, ArrayRef<int64_t> axes,
+                                      bool keepdim, double correction,
+                                      bool sqrtOf) {
+  auto t = x.getType().cast<VTensorType>();
+  int64_t count = 1;
+  for (int64_t a : axes) {
+    if (!t.getDim(a).isStatic())
+      return emitError(loc) << "variance over the batch-dependent dimension "
+                            << a << " (size " << t.getDim(a).str()
+                            << ") is not supported",
+             failure();
+    count *= t.getDim(a).constant;
+  }
+  auto mean = reduce(ReduceKind::mean, x, axes, true);
+  auto d = failed(mean) ? mean : make<SubOp>({x, *mean});
+  auto sq = failed(d) ? d : make<MulOp>({*d, *d});
+  auto s = failed(sq) ? sq : reduce(ReduceKind::sum, *sq, axes, keepdim);
+  double n = static_cast<double>(count) - correction;
+  // torch: a non-positive divisor gives inf / nan.
+  auto v = failed(s) ? s
+                     : times(*s, n > 0 ? 1.0 / n
+                                       : std::numeric_limits<double>::infinity());
+  return failed(v) || !sqrtOf ? v : unary(UnaryKind::sqrt, *v);
+}
+
+FailureOr<Value> Decomposer::vectorNorm(Value x, double p,
+                                        ArrayRef<int64_t> axes, bool keepdim) {
+  if (p == 2.0) {
+    auto sq = make<MulOp>({x, x});
+    auto s = failed(sq) ? sq : reduce(ReduceKind::sum, *sq, axes, keepdim);
+    return failed(s) ? s : unary(UnaryKind::sqrt, *s);
+  }
+  auto a = unary(UnaryKind::abs, x);
+  if (failed(a))
+    return failure();
+  if (p == 1.0)
+    return reduce(ReduceKind::sum, *a, axes, keepdim);
+  if (std::isinf(p) && p > 0)
+    return reduce(ReduceKind::max, *a, axes, keepdim);
+  return emitError(loc) << "a " << p
+                        << "-norm is not supported (only 1, 2 and inf)",
+         failure();
+}
+
+FailureOr<Value> Decomposer::rmsNorm(Value x, int64_t axis, Value weight,
+                                     double eps) {
+  int64_t rank = x.getType().cast<VTensorType>().getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t i = axis; i < rank; ++i)
+    axes.push_back(i);
+  auto sq = make<MulOp>({x, x});
+  auto ms = failed(sq) ? sq : reduce(ReduceKind::mean, *sq, axes, true);
+  auto shifted = failed(ms) ? ms : plus(*ms, eps);
+  auto inv = failed(shifted) ? shifted : unary(UnaryKind::rsqrt, *shifted);
+  auto y = failed(inv) ? inv : make<MulOp>({x, *inv});
+  return failed(y) || !weight ? y : make<MulOp>({*y, weight});
+}
+
+//===----------------------------------------------------------------------===//
+// einsum
+//===----------------------------------------------------------------------===//
+
+FailureOr<Value> Decomposer::reshape(Value x, ArrayRef<SymInt> dims) {
+  auto t = x.getType().cast<VTensorType>();
+  if (t.getDims() == SmallVector<SymInt>(dims.begin(), dims.end()))
+    return x;
+  VTensorType type =
+      VTensorType::getFromDims(b.getContext(), dims, t.getElementType());
+  if (!type || type.getNumElements() != t.getNumElements())
+    return emitError(loc) << "einsum: cannot reshape " << t << " to the "
+                          << dims.size() << " grouped dimensions",
+           failure();
+  return b.create<ReshapeOp>(loc, type, x).getResult();
+}
+
+FailureOr<Value> Decomposer::transpose(Value x, ArrayRef<int64_t> perm) {
+  bool identity = true;
+  for (auto [i, p] : llvm::enumerate(perm))
+    identity &= static_cast<int64_t>(i) == p;
+  if (identity)
+    return x;
+  return make<TransposeOp>({x},
+                           {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
+}
+
+FailureOr<Value> Decomposer::arrange(Value x, std::string &have,
+                                     StringRef keep) {
+  SmallVector<int64_t> summed;
+  std::string kept;
+  for (auto [i, c] : llvm::enumerate(have)) {
+    if (keep.contains(c))
+      kept.push_back(c);
+    else
+      summed.push_back(i);
+  }
+  if (!summed.empty()) {
+    auto r = reduce(ReduceKind::sum, x, summed, false);
+    if (failed(r))
+      return failure();
+    x = *r;
+    have = kept;
+  }
+  return x;
+}
+
+/// The product of `dims` (at most one batch-dependent).
+static std::optional<SymInt> productOf(ArrayRef<SymInt> dims) {
+  SymInt p(1);
+  for (SymInt d : dims) {
+    std::optional<SymInt> m = p.mul(d);
+    if (!m)
+      return std::nullopt;
+    p = *m;
+  }
+  return p;
+}
+
+FailureOr<Value> Decomposer::einsumPair(Value a, std::string la, Value bv,
+                                        std::string lb, StringRef out) {
+  // Letters only one side has and the result does not need: summed first.
+  std::string keepA, keepB;
+  for (char c : la)
+    if (out.contains(c) || lb.find(c) != std::string::npos)
+      keepA.push_back(c);
+  for (char c : lb)
+    if (out.contains(c) || la.find(c) != std::string::npos)
+      keepB.push_back(c);
+  auto ra = arrange(a, la, keepA), rb = arrange(bv, lb, keepB);
+  if (failed(ra) || failed(rb))
+    return failure();
+  a = *ra;
+  bv = *rb;
+  auto dimsA = a.getType().cast<VTensorType>().getDims();
+  auto dimsB = bv.getType().cast<VTensorType>().getDims();
+  std::string batch, freeA, freeB, contracted;
+  for (char c : la) {
+    bool inB = lb.find(c) != std::string::npos;
+    (inB ? (out.contains(c) ? batch : contracted) : freeA).push_back(c);
+  }
+  for (char c : lb)
+    if (la.find(c) == std::string::npos)
+      freeB.push_back(c);
+  auto sizeIn = [](ArrayRef<SymInt> dims, const std::string &letters, char c) {
+    return dims[letters.find(c)];
+  };
+  SmallVector<SymInt> batchDims, freeADims, freeBDims, contractedDims;
+  for (char c : batch) {
+    SymInt x = sizeIn(dimsA, la, c), y = sizeIn(dimsB, lb, c);
+    if (x != y && x != SymInt(1) && y != SymInt(1))
+      return emitError(loc) << "einsum: letter '" << c << "' has sizes "
+                            << x.str() << " and " << y.str(),
+             failure();
+    batchDims.push_back(x == SymInt(1) ? y : x);
+  }
+  for (char c : contracted) {
+    SymInt x = sizeIn(dimsA, la, c), y = sizeIn(dimsB, lb, c);
+    if (x != y)
+      return emitError(loc) << "einsum: summed letter '" << c
+                            << "' has sizes " << x.str() << " and " << y.str(),
+             failure();
+    contractedDims.push_back(x);
+  }
+  for (char c : freeA)
+    freeADims.push_back(sizeIn(dimsA, la, c));
+  for (char c : freeB)
+    freeBDims.push_back(sizeIn(dimsB, lb, c));
+  // a -> [batch, freeA, contracted], b -> [batch, contracted, freeB].
+  auto permFor = [](const std::string &letters,
+                    std::initializer_list<const std::string *> groups) {
+    SmallVector<int64_t> perm;
+    for (const std::string *g : groups)
+      for (char c : *g)
+        perm.push_back(letters.find(c));
+    return perm;
+  };
+  auto pa = transpose(a, permFor(la, {&batch, &freeA, &contracted}));
+  auto pb = transpose(bv, permFor(lb, {&batch, &contracted, &freeB}));
+  auto m = productOf(freeADims), k = productOf(contractedDims),
+       n = productOf(freeBDims);
+  if (failed(pa) || failed(pb) || !m || !k || !n)
+    return emitError(loc) << "einsum: the grouped sizes cannot be "
+                             "represented",
+           failure();
+  auto batchOf = [&](ArrayRef<SymInt> dims, const std::string &letters) {
+    SmallVector<SymInt> own;
+    for (char c : batch)
+      own.push_back(sizeIn(dims, letters, c));
+    return own;
+  };
+  SmallVector<SymInt> shapeA = batchOf(dimsA, la), shapeB = batchOf(dimsB, lb);
+  shapeA.append({*m, *k});
+  shapeB.append({*k, *n});
+  auto ga = reshape(*pa, shapeA), gb = reshape(*pb, shapeB);
+  if (failed(ga) || failed(gb))
+    return failure();
+  auto prod = make<MatmulOp>({*ga, *gb});
+  if (failed(prod))
+    return failure();
+  SmallVector<SymInt> full(batchDims);
+  full.append(freeADims.begin(), freeADims.end());
+  full.append(freeBDims.begin(), freeBDims.end());
+  auto split = reshape(*prod, full);
+  if (failed(split))
+    return failure();
+  std::string have = batch + freeA + freeB;
+  SmallVector<int64_t> perm;
+  for (char c : out)
+    perm.push_back(have.find(c));
+  return transpose(*split, perm);
+}
+
+FailureOr<Value> Decomposer::einsum(StringRef equation,
+                                    ArrayRef<Value> operands) {
+  std::string eq;
+  for (char c : equation)
+    if (c != ' ')
+      eq.push_back(c);
+  if (eq.find("...") != std::string::npos)
+    return emitError(loc) << "einsum '" << equation
+                          << "': '...' is not supported (name the "
+                             "dimensions)",
+           failure();
+  StringRef lhs = eq, rhs;
+  bool explicitOut = false;
+  if (size_t arrow = eq.find("->"); arrow != std::string::npos) {
+    lhs = StringRef(eq).take_front(arrow);
+    rhs = StringRef(eq).drop_front(arrow + 2);
+    explicitOut = true;
+  }
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != operands.size())
+    return emitError(loc) << "einsum '" << equation << "' names "
+                          << terms.size() << " operands, got "
+                          << operands.size(),
+           failure();
+  std::string counts(128, 0);
+  for (auto [term, v] : llvm::zip(terms, operands)) {
+    if (static_cast<int64_t>(term.size()) !=
+        v.getType().cast<VTensorType>().getRank())
+      return emitError(loc) << "einsum '" << equation << "': term '" << term
+                            << "' does not match an operand of rank "
+                            << v.getType().cast<VTensorType>().getRank(),
+             failure();
+    for (char c : term) {
+      if (!llvm::isAlpha(c))
+        return emitError(loc) << "einsum '" << equation
+                              << "': unexpected character '" << c << "'",
+               failure();
+      if (term.count(c) > 1)
+        return emitError(loc) << "einsum '" << equation << "': letter '" << c
+                              << "' repeats within a term (a diagonal), "
+                                 "which is not supported",
+               failure();
+      ++counts[c];
+    }
+  }
+  std::string out;
+  if (explicitOut) {
+    out = rhs.str();
+  } else {
+    for (int c = 0; c < 128; ++c)
+      if (counts[c] == 1)
+        out.push_back(static_cast<char>(c));
+  }
+  // Fold left to right; each intermediate keeps the letters a later operand
+  // or the output uses.
+  Value acc = operands[0];
+  std::string accLetters = terms[0].str();
+  for (size_t i = 1; i < operands.size(); ++i) {
+    std::string later = out;
+    for (size_t j = i + 1; j < terms.size(); ++j)
+      later += terms[j].str();
+    std::string next;
+    for (char c : accLetters + terms[i].str())
+      if (later.find(c) != std::string::npos &&
+          next.find(c) == std::string::npos)
+        next.push_back(c);
+    auto r = einsumPair(acc, accLetters, operands[i], terms[i].str(), next);
+    if (failed(r))
+      return failure();
+    acc = *r;
+    accLetters = next;
+  }
+  auto summed = arrange(acc, accLetters, out);
+  if (failed(summed))
+    return failure();
+  SmallVector<int64_t> perm;
+  for (char c : out) {
+    size_t at = accLetters.find(c);
+    if (at == std::string::npos)
+      return emitError(loc) << "einsum '" << equation << "': output letter '"
+                            << c << "' is in no operand",
+             failure();
+    perm.push_back(at);
+  }
+  return transpose(*summed, perm);
+}

@@ -1,0 +1,387 @@
+//===- TorchScriptFunctions.cpp - Functions without a varuna op ----------===//
+//
+// Activations (mish, hardswish, elu, leaky_relu, ...), GLU, logsumexp,
+// variance / standard deviation, vector norms, RMS and instance
+// normalization: each a composition of varuna ops built by the Decomposer
+// shared with the ONNX importer (include/varuna/Import/Decompose.h).
+//
+//===----------------------------------------------------------------------===//
+
+#include "TorchScriptImporterImpl.h"
+
+#include "varuna/Import/Decompose.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace varuna;
+using namespace varuna::ts;
+
+/// Operand 0 as a floating-point tensor (integers become f32, as torch's
+/// floating functions promote them).
+static FailureOr<Value> floatInput(TSImporter &imp, TSImporter::Node *n,
+                                   Location loc) {
+  auto x = imp.tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  if (isFloatType(tensorType(*x).getElementType()))
+    return *x;
+  return imp.cast(*x, imp.b().getF32Type(), loc);
+}
+
+LogicalResult TSImporter::hActivation(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = floatInput(*this, n, loc);
+  if (failed(x))
+    return failure();
+  Decomposer d(b(), loc);
+  auto param = [&](unsigned i, double dflt) {
+    return optArg(n, i, loc, &TSImporter::floatArg, dflt);
+  };
+  if (op == "elu") { // elu(x, alpha, scale, input_scale)
+    auto alpha = param(1, 1.0), scale = param(2, 1.0), in = param(3, 1.0);
+    if (failed(alpha) || failed(scale) || failed(in))
+      return failure();
+    if (*scale != 1.0 || *in != 1.0)
+      return error(n, loc) << "elu with scale " << *scale << " and input_scale "
+                           << *in << " is not supported (only 1)";
+    return bindResult(n, d.activation(Activation::elu, *x, *alpha));
+  }
+  if (op == "celu" || op == "leaky_relu") {
+    auto alpha = param(1, op == "celu" ? 1.0 : 0.01);
+    if (failed(alpha))
+      return failure();
+    return bindResult(n, d.activation(op == "celu" ? Activation::celu
+                                                   : Activation::leaky_relu,
+                                      *x, *alpha));
+  }
+  std::optional<Activation> kind =
+      llvm::StringSwitch<std::optional<Activation>>(op)
+          .Case("mish", Activation::mish)
+          .Case("hardswish", Activation::hardswish)
+          .Case("hardsigmoid", Activation::hardsigmoid)
+          .Case("selu", Activation::selu)
+          .Case("log_sigmoid", Activation::logsigmoid)
+          .Default(std::nullopt);
+  if (!kind)
+    return error(n, loc) << "internal: no activation " << op;
+  return bindResult(n, d.activation(*kind, *x, 1.0 / 6.0, 0.5));
+}
+
+LogicalResult TSImporter::hGlu(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto dim = optArg(n, 1, loc, &TSImporter::intArg, -1);
+  if (failed(x) || failed(dim))
+    return failure();
+  auto axis = normIndex(n, *dim, tensorType(*x).getRank(), loc);
+  if (failed(axis))
+    return failure();
+  return bindResult(n, Decomposer(b(), loc).glu(*x, *axis));
+}
+
+LogicalResult TSImporter::hLogSumExp(Node *n, Location loc) {
+  // logsumexp(x, dim, keepdim)
+  auto x = floatInput(*this, n, loc);
+  if (failed(x))
+    return failure();
+  auto axes = axesArg(n, 1, tensorType(*x).getRank(), loc);
+  auto keep = optArg(n, 2, loc, &TSImporter::boolArg, false);
+  if (failed(axes) || failed(keep))
+    return failure();
+  return bindResult(n, Decomposer(b(), loc).logSumExp(*x, *axes, *keep));
+}
+
+LogicalResult TSImporter::hVariance(Node *n, Location loc) {
+  // var/std(x, unbiased) / (x, dim, unbiased, keepdim) /
+  // (x, dim, correction, keepdim)
+  auto x = floatInput(*this, n, loc);
+  if (failed(x))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  bool keepdim = false;
+  double correction = 1.0;
+  SmallVector<int64_t> axes;
+  auto readCorrection = [&](unsigned i) -> LogicalResult {
+    if (isNoneArg(n, i))
+      return success();
+    TSValue &c = lookup(n->input(i));
+    if (c.kind == K::Bool) {
+      correction = c.b ? 1.0 : 0.0;
+      return success();
+    }
+    auto f = floatArg(n, i, loc);
+    if (failed(f))
+      return failure();
+    correction = *f;
+    return success();
+  };
+  if (n->inputs().size() <= 2) {
+    if (failed(readCorrection(1)))
+      return failure();
+    for (int64_t a = 0; a < rank; ++a)
+      axes.push_back(a);
+  } else {
+    auto a = axesArg(n, 1, rank, loc);
+    auto k = optArg(n, 3, loc, &TSImporter::boolArg, false);
+    if (failed(a) || failed(k) || failed(readCorrection(2)))
+      return failure();
+    axes = *a;
+    keepdim = *k;
+  }
+  return bindResult(n, Decomposer(b(), loc).variance(*x, axes, keepdim,
+                                                     correction,
+                                                     opName(n) == "std"));
+}
+
+LogicalResult TSImporter::hNorm(Node *n, Location loc) {
+  // norm(x, p) / norm(x, p, dim, keepdim[, dtype]) /
+  // linalg_vector_norm(x, ord, dim, keepdim, dtype)
+  auto x = floatInput(*this, n, loc);
+  if (failed(x))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  auto p = optArg(n, 1, loc, &TSImporter::floatArg, 2.0);
+  auto axes = axesArg(n, n->inputs().size() > 2 ? 2 : n->inputs().size(),
+                      rank, loc);
+  auto keep = optArg(n, 3, loc, &TSImporter::boolArg, false);
+  if (failed(p) || failed(axes) || failed(keep))
+    return failure();
+  return bindResult(n, Decomposer(b(), loc).vectorNorm(*x, *p, *axes, *keep));
+}
+
+LogicalResult TSImporter::hRmsNorm(Node *n, Location loc) {
+  // rms_norm(x, normalized_shape, weight, eps)
+  auto x = floatInput(*this, n, loc);
+  auto shape = intListArg(n, 1, loc);
+  if (failed(x) || failed(shape))
+    return failure();
+  Type et = tensorType(*x).getElementType();
+  // torch: eps None is the dtype's machine epsilon.
+  double machineEps = et.isF64()   ? std::numeric_limits<double>::epsilon()
+                      : et.isF16() ? 0.0009765625
+                      : et.isBF16() ? 0.0078125
+                                    : std::numeric_limits<float>::epsilon();
+  auto eps = optArg(n, 3, loc, &TSImporter::floatArg, machineEps);
+  auto w = optArg(n, 2, loc, &TSImporter::tensorArg, Value());
+  if (failed(eps) || failed(w))
+    return failure();
+  int64_t axis = tensorType(*x).getRank() - shape->size();
+  if (axis < 0)
+    return error(n, loc) << "normalized_shape has more dimensions than the "
+                            "input";
+  return bindResult(n, Decomposer(b(), loc).rmsNorm(*x, axis, *w, *eps));
+}
+
+LogicalResult TSImporter::hInstanceNorm(Node *n, Location loc) {
+  // instance_norm(x, weight, bias, running_mean, running_var,
+  //               use_input_stats, momentum, eps, cudnn_enabled)
+  auto x = tensorArg(n, 0, loc);
+  auto useInput = boolArg(n, 5, loc);
+  auto eps = floatArg(n, 7, loc);
+  if (failed(x) || failed(useInput) || failed(eps))
+    return failure();
+  if (!*useInput)
+    return error(n, loc) << "instance_norm with running statistics "
+                            "(track_running_stats in eval mode) is not "
+                            "supported";
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (dims.size() < 3 || !dims[1].isStatic())
+    return error(n, loc) << "instance_norm needs an input [N, C, ...] with a "
+                            "static C, got "
+                         << dimsStr(dims);
+  // The running statistics (when tracked) are buffers: their update does
+  // not change the training step's result, and is dropped like BatchNorm's
+  // num_batches_tracked.
+  return bindResult(n, groupNorm(n, loc, *x, dims[1].constant, 1, 2, *eps));
+}
+
+/// Elementwise losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss,
+/// binary_cross_entropy(_with_logits), kl_div, each followed by the
+/// reduction torch's enum names (0 none, 1 mean, 2 sum).
+LogicalResult TSImporter::hElementwiseLoss(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = floatInput(*this, n, loc);
+  auto y = tensorArg(n, 1, loc);
+  if (failed(x) || failed(y))
+    return failure();
+  Type et = tensorType(*x).getElementType();
+  Value target = cast(*y, et, loc);
+  Decomposer d(b(), loc);
+  auto c = [&](double v) { return d.scalar(v, et); };
+  auto un = [&](UnaryKind k, Value v) { return unary(k, v, loc); };
+  unsigned reductionIdx = 2;
+  FailureOr<Value> per = failure();
+  auto diff = make<SubOp>(loc, {*x, target});
+  if (failed(diff))
+    return failure();
+  if (op == "mse_loss") {
+    per = make<MulOp>(loc, {*diff, *diff});
+  } else if (op == "l1_loss") {
+    per = un(UnaryKind::abs, *diff);
+  } else if (op == "smooth_l1_loss" || op == "huber_loss") {
+    // d = |x - y|; d < t: 0.5 d^2 (/ beta for smooth L1), else
+    // d - 0.5 beta (smooth L1) or delta * (d - 0.5 delta) (Huber).
+    auto t = floatArg(n, 3, loc);
+    if (failed(t))
+      return failure();
+    bool huber = op == "huber_loss";
+    auto a = un(UnaryKind::abs, *diff);
+    if (failed(a))
+      return failure();
+    if (*t == 0.0) {
+      per = a; // smooth L1 with beta 0 is L1 (torch)
+    } else {
+      auto sq = make<MulOp>(loc, {*a, *a});
+      auto quad = failed(sq) ? sq
+                             : make<MulOp>(loc, {*sq, c(huber ? 0.5
+                                                              : 0.5 / *t)});
+      auto lin = make<SubOp>(loc, {*a, c(0.5 * *t)});
+      if (huber && succeeded(lin))
+        lin = make<MulOp>(loc, {*lin, c(*t)});
+      auto small = make<CompareOp>(
+          loc, {*a, c(*t)},
+          {attr("predicate", ComparePredicateAttr::get(ctx,
+                                                       ComparePredicate::lt))});
+      if (failed(quad) || failed(lin) || failed(small))
+        return failure();
+      per = make<WhereOp>(loc, {*small, *quad, *lin});
+    }
+  } else if (op == "binary_cross_entropy_with_logits") {
+    // (x, y, weight, pos_weight, reduction): softplus(x) - x * y.
+    if (!isNoneArg(n, 2) || !isNoneArg(n, 3))
+      return error(n, loc) << "binary_cross_entropy_with_logits with weight "
+                              "or pos_weight is not supported";
+    reductionIdx = 4;
+    auto sp = un(UnaryKind::softplus, *x);
+    auto xy = make<MulOp>(loc, {*x, target});
+    if (failed(sp) || failed(xy))
+      return failure();
+    per = make<SubOp>(loc, {*sp, *xy});
+  } else if (op == "binary_cross_entropy") {
+    // (p, y, weight, reduction): -(y log p + (1 - y) log(1 - p)), each log
+    // clamped at -100 as torch does.
+    if (!isNoneArg(n, 2))
+      return error(n, loc) << "binary_cross_entropy with weight is not "
+                              "supported";
+    reductionIdx = 3;
+    auto clampedLog = [&](Value v) -> FailureOr<Value> {
+      auto l = un(UnaryKind::log, v);
+      return failed(l) ? l : make<MaximumOp>(loc, {*l, c(-100.0)});
+    };
+    auto q = make<SubOp>(loc, {c(1.0), *x});
+    auto lp = clampedLog(*x);
+    auto lq = failed(q) ? q : clampedLog(*q);
+    auto ny = make<SubOp>(loc, {c(1.0), target});
+    if (failed(lp) || failed(lq) || failed(ny))
+      return failure();
+    auto t1 = make<MulOp>(loc, {target, *lp});
+    auto t2 = make<MulOp>(loc, {*ny, *lq});
+    if (failed(t1) || failed(t2))
+      return failure();
+    auto s = make<AddOp>(loc, {*t1, *t2});
+    per = failed(s) ? s : un(UnaryKind::neg, *s);
+  } else if (op == "kl_div") {
+    // (input, target, reduction, log_target): target * (log target - input),
+    // 0 where target is 0; exp(t) * (t - input) with log_target.
+    auto logTarget = optArg(n, 3, loc, &TSImporter::boolArg, false);
+    if (failed(logTarget))
+      return failure();
+    if (*logTarget) {
+      auto e = un(UnaryKind::exp, target);
+      auto dd = make<SubOp>(loc, {target, *x});
+      if (failed(e) || failed(dd))
+        return failure();
+      per = make<MulOp>(loc, {*e, *dd});
+    } else {
+      // log of max(target, tiny): finite where target is 0, where the
+      // product is then 0 * finite = 0 (and so is its gradient).
+      auto safe = make<MaximumOp>(
+          loc, {target, c(std::numeric_limits<float>::min())});
+      auto l = failed(safe) ? safe : un(UnaryKind::log, *safe);
+      auto dd = failed(l) ? l : make<SubOp>(loc, {*l, *x});
+      per = failed(dd) ? dd : make<MulOp>(loc, {target, *dd});
+    }
+  } else {
+    return error(n, loc) << "internal: no loss " << op;
+  }
+  if (failed(per))
+    return failure();
+  auto reduction = optArg(n, reductionIdx, loc, &TSImporter::intArg, 1);
+  if (failed(reduction))
+    return failure();
+  if (*reduction == 0)
+    return bindResult(n, per);
+  if (*reduction != 1 && *reduction != 2)
+    return error(n, loc) << "unknown reduction " << *reduction;
+  SmallVector<int64_t> all;
+  for (int64_t i = 0; i < tensorType(*per).getRank(); ++i)
+    all.push_back(i);
+  return bindResult(
+      n, make<ReduceOp>(loc, {*per},
+                        {attr("kind", ReduceKindAttr::get(
+                                          ctx, *reduction == 1
+                                                   ? ReduceKind::mean
+                                                   : ReduceKind::sum)),
+                         attr("axes", b().getDenseI64ArrayAttr(all)),
+                         attr("keepdim", b().getBoolAttr(false))}));
+}
+
+/// cosine_similarity(x1, x2, dim, eps): each divided by its 2-norm
+/// (clamped at eps, as torch), then the dot product along dim.
+LogicalResult TSImporter::hCosineSimilarity(Node *n, Location loc) {
+  auto x1 = floatInput(*this, n, loc);
+  auto x2 = tensorArg(n, 1, loc);
+  auto dim = intArg(n, 2, loc);
+  auto eps = floatArg(n, 3, loc);
+  if (failed(x1) || failed(x2) || failed(dim) || failed(eps))
+    return failure();
+  Value b2 = cast(*x2, tensorType(*x1).getElementType(), loc);
+  int64_t rank = std::max(tensorType(*x1).getRank(), tensorType(b2).getRank());
+  auto axis = normIndex(n, *dim, rank, loc);
+  if (failed(axis))
+    return failure();
+  Decomposer d(b(), loc);
+  auto unit = [&](Value v) -> FailureOr<Value> {
+    int64_t a = *axis - (rank - tensorType(v).getRank());
+    if (a < 0)
+      return error(n, loc) << "dimension " << *dim
+                           << " is a broadcast dimension of an operand",
+             failure();
+    auto norm = d.vectorNorm(v, 2.0, {a}, true);
+    auto clamped = failed(norm) ? norm
+                                : make<MaximumOp>(loc, {*norm,
+                                                        d.scalar(*eps,
+                                                                 tensorType(v)
+                                                                     .getElementType())});
+    return failed(clamped) ? clamped : make<DivOp>(loc, {v, *clamped});
+  };
+  auto u1 = unit(*x1), u2 = unit(b2);
+  if (failed(u1) || failed(u2))
+    return failure();
+  auto prod = make<MulOp>(loc, {*u1, *u2});
+  if (failed(prod))
+    return failure();
+  return bindResult(
+      n, make<ReduceOp>(loc, {*prod},
+                        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::sum)),
+                         attr("axes", b().getDenseI64ArrayAttr({*axis})),
+                         attr("keepdim", b().getBoolAttr(false))}));
+}
+
+/// einsum(equation, tensors, path): Decomposer::einsum (the path, torch's
+/// contraction order hint, is ignored: operands fold left to right).
+LogicalResult TSImporter::hEinsum(Node *n, Location loc) {
+  auto eq = strArg(n, 0, loc);
+  auto ts = tensorListArg(n, 1, loc);
+  if (failed(eq) || failed(ts))
+    return failure();
+  if (ts->empty())
+    return error(n, loc) << "einsum without operands";
+  Type et = tensorType(ts->front()).getElementType();
+  for (Value v : *ts)
+    et = promoteTypes(et, tensorType(v).getElementType());
+  SmallVector<Value> same;
+  for (Value v : *ts)
+    same.push_back(cast(v, et, loc));
+  return bindResult(n, Decomposer(b(), loc).einsum(*eq, same));
+}

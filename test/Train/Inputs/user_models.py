@@ -1,0 +1,105 @@
+"""Models written as a user would, with PyTorch functions that have no
+varuna op of their own (imported as compositions; include/varuna/Import/
+Decompose.h). Each factory returns (model, example inputs) like the entries
+of hf_models.MODELS, for hf_oracle.py --module user_models.py:FACTORY.
+
+functions       TorchScript: RMSNorm, mish / hardswish / elu / selu / celu /
+                leaky_relu / logsigmoid, GLU, einsum attention, logsumexp, var / std, vector
+                norms, GroupNorm / InstanceNorm, cosine similarity, adaptive
+                max pooling, and a loss adding mse, smooth L1, Huber, L1,
+                binary cross-entropy (with logits and on probabilities), KL
+                divergence and cross-entropy
+functions_onnx  the part the ONNX exporter (opset 17) takes: no RMSNorm,
+                no L1 / smooth L1 / Huber / binary cross-entropy on
+                probabilities (torch cannot export them)
+mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
+                examples
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+S, D, C = 8, 16, 10
+
+
+class Block(nn.Module):
+    def __init__(self, act, rms):
+        super().__init__()
+        self.norm = nn.RMSNorm(D) if rms else nn.LayerNorm(D)
+        self.up = nn.Linear(D, 2 * D)
+        self.down = nn.Linear(D, D)
+        self.act = act
+
+    def forward(self, h):
+        u = F.glu(self.up(self.norm(h)), dim=-1)
+        return h + self.down(self.act(u))
+
+
+class Functions(nn.Module):
+    def __init__(self, onnx=False):
+        super().__init__()
+        self.onnx = onnx
+        self.embed = nn.Linear(4, D)
+        acts = [F.mish, F.hardswish, lambda t: F.elu(t, 0.7), F.selu,
+                lambda t: F.celu(t, 1.3), lambda t: F.leaky_relu(t, 0.05), F.logsigmoid]
+        self.blocks = nn.ModuleList(Block(a, not onnx) for a in acts)
+        self.mix = nn.Parameter(torch.randn(D, D) / 4)
+        self.conv = nn.Conv1d(D, D, 3, padding=1)
+        self.gn = nn.GroupNorm(4, D)
+        self.inorm = nn.InstanceNorm1d(D, affine=True)
+        self.protos = nn.Parameter(torch.randn(C, D))
+        self.head = nn.Linear(3 * D + 2, C)
+
+    def forward(self, x, targets, labels):
+        h = self.embed(x)
+        for b in self.blocks:
+            h = b(h)
+        q = torch.einsum("bsd,de->bse", h, self.mix)
+        att = torch.einsum("bqd,bkd->bqk", q, h).softmax(-1)
+        h = h + torch.einsum("bqk,bkd->bqd", att, h)
+        c = self.inorm(self.gn(self.conv(h.transpose(1, 2))))
+        pooled = F.adaptive_max_pool1d(c, 1).squeeze(-1)
+        stats = torch.stack([torch.logsumexp(h, (1, 2)), h.std(dim=(1, 2))], -1)
+        feats = torch.cat([pooled, h.mean(1) / h.var(1, keepdim=False).add(1).sqrt(),
+                           h.norm(dim=1) / 10, stats], -1)
+        logits = self.head(feats) + F.cosine_similarity(
+            h.mean(1).unsqueeze(1), self.protos.unsqueeze(0), dim=-1)
+        probs = torch.sigmoid(targets)
+        loss = (F.cross_entropy(logits, labels) + F.mse_loss(logits, targets)
+                + F.binary_cross_entropy_with_logits(logits, probs)
+                + F.kl_div(F.log_softmax(logits, -1), F.softmax(targets, -1),
+                           reduction="mean"))
+        if not self.onnx:
+            loss = loss + (F.binary_cross_entropy(torch.sigmoid(logits), probs) + F.l1_loss(logits, targets) + F.smooth_l1_loss(logits, targets, beta=0.5)
+                           + F.huber_loss(logits, targets, delta=2.0))
+        return loss
+
+
+def _example():
+    return (torch.randn(2, S, 4), torch.randn(2, C), torch.randint(0, C, (2,)))
+
+
+def functions():
+    return Functions(), _example()
+
+
+def functions_onnx():
+    return Functions(onnx=True), _example()
+
+
+class MixedReductions(nn.Module):
+    """A mean over the examples plus a sum over them: micro-batches cannot
+    add up to it (varuna-run warns)."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, D), nn.GELU(), nn.Linear(D, C))
+
+    def forward(self, x, targets, labels):
+        logits = self.body(x.mean(1))
+        return F.cross_entropy(logits, labels) + F.kl_div(
+            F.log_softmax(logits, -1), F.softmax(targets, -1), reduction="sum") / 64
+
+
+def mixed_reductions():
+    return MixedReductions(), _example()
