@@ -226,6 +226,11 @@ bool TSImporter::foldConstant(Node *n, Location loc) {
   }
   if (!anyKnown)
     return false;
+  // A value written in place later keeps its op: a slice or select records
+  // the tensor it views (writeBack), a folded copy would not.
+  for (const torch::jit::Use &u : n->output()->uses())
+    if (StringRef(u.user->kind().toUnqualString()).ends_with("_"))
+      return false;
   try {
     n->getOperation()(stack);
   } catch (const std::exception &) {

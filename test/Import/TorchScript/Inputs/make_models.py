@@ -16,7 +16,8 @@ hfops.pt        more of what Hugging Face models trace to: cumsum of an int
                 table[index] (a relative-position bias), .T
 written.pt      in-place writes into a slice and an index (T5's shift right),
                 repeat / repeat_interleave (GPT-J's rotary tables),
-                an in-place multiply of a slice, group_norm (PoolFormer), torch.min of a constant tensor read
+                an in-place multiply of a slice, a write into a constant
+                tensor, group_norm (PoolFormer), torch.min of a constant tensor read
                 back as a size (Swin's window), max along a dimension;
                 written.inputs/ and written.expected.json hold inputs of
                 batch 3 and PyTorch's loss on them
@@ -147,6 +148,9 @@ class Written(nn.Module):
         rot = torch.repeat_interleave(self.pos, 2, 1).repeat(x.shape[0], 1, 2)
         h = (h * rot)[..., :w]
         h[:, 1:3] *= 2.0
+        scale = torch.tensor([1.0, 0.5, 2.0, 1.0]) * 2.0
+        scale[1] = 3.0
+        h = h * scale.view(1, 4, 1)
         h = h - torch.max(h, dim=-1, keepdim=True).values
         return F.cross_entropy(self.out(h).flatten(0, 1), shifted.flatten())
 
