@@ -10,6 +10,8 @@
 #include "ONNXOpImporters.h"
 #include "llvm/ADT/StringSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace varuna;
 using namespace varuna::onnx_import;
@@ -395,10 +397,6 @@ LogicalResult importSlice(NodeContext &nc) {
       return nc.error("axis out of range");
     if (steps[i] == 0)
       return nc.error("slice step is 0");
-    if (steps[i] < 0 && !data->known)
-      return nc.error("slices with step " + Twine(steps[i]) +
-                      " of a tensor computed at run time are not supported "
-                      "(only positive steps)");
     SymInt st = starts->intAt(i), en = ends->intAt(i), size = data->dims[axis];
     if (!size.isStatic()) {
       // Only the whole batch dimension can be taken.
@@ -450,12 +448,160 @@ LogicalResult importSlice(NodeContext &nc) {
   }
   Value v = data->value;
   for (const Cut &c : cuts) {
+    // A negative step (torch.flip, x[::-1]) gathers the indices it picks.
+    if (c.step < 0) {
+      std::vector<SymInt> picked;
+      for (int64_t k = c.start; k > c.end; k += c.step)
+        picked.push_back(SymInt(k));
+      auto idx = nc.importer.materialize(
+          KnownTensor::ofInts(nc.b().getI64Type(),
+                              {static_cast<int64_t>(picked.size())}, picked),
+          nc.loc);
+      if (failed(idx))
+        return failure();
+      auto g = nc.create<GatherOp>(v, *idx, c.axis, IntegerAttr());
+      if (failed(g))
+        return failure();
+      v = *g;
+      continue;
+    }
     auto r = nc.create<SliceOp>(v, c.axis, c.start, c.end, c.step);
     if (failed(r))
       return failure();
     v = *r;
   }
   nc.setOutput(0, v);
+  return success();
+}
+
+/// DepthToSpace (modes DCR and CRD: torch's pixel_shuffle) and
+/// SpaceToDepth: reshape to six dimensions, transpose, reshape.
+LogicalResult importDepthToSpace(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  SmallVector<SymInt> d = typeOf(*v).getDims();
+  int64_t f = nc.intAttr("blocksize").value_or(0);
+  bool toSpace = nc.node.op_type() == "DepthToSpace";
+  std::string mode = nc.stringAttr("mode").value_or("DCR");
+  if (d.size() != 4 || !d[1].isStatic() || !d[2].isStatic() ||
+      !d[3].isStatic() || f < 1)
+    return nc.error("expected an input [N, C, H, W] with static C, H, W and "
+                    "a positive blocksize");
+  if (mode != "DCR" && mode != "CRD")
+    return nc.error("unknown mode '" + mode + "'");
+  int64_t c = d[1].constant, h = d[2].constant, w = d[3].constant;
+  if (toSpace ? c % (f * f) != 0 : (h % f != 0 || w % f != 0))
+    return nc.error("blocksize " + Twine(f) + " does not divide the input");
+  SmallVector<SymInt> split, merged;
+  SmallVector<int64_t> perm;
+  SymInt F(f);
+  if (toSpace) {
+    SymInt cc(c / (f * f));
+    if (mode == "DCR") {
+      split = {d[0], F, F, cc, d[2], d[3]};
+      perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      split = {d[0], cc, F, F, d[2], d[3]};
+      perm = {0, 1, 4, 2, 5, 3};
+    }
+    merged = {d[0], cc, SymInt(h * f), SymInt(w * f)};
+  } else {
+    split = {d[0], d[1], SymInt(h / f), F, SymInt(w / f), F};
+    perm = {0, 3, 5, 1, 2, 4};
+    merged = {d[0], SymInt(c * f * f), SymInt(h / f), SymInt(w / f)};
+  }
+  auto a = reshapeTo(nc, *v, split);
+  if (failed(a))
+    return failure();
+  auto t = nc.create<TransposeOp>(*a, ArrayRef<int64_t>(perm));
+  if (failed(t))
+    return failure();
+  return setResult(nc, reshapeTo(nc, *t, merged));
+}
+
+/// Resize in nearest mode by integer factors of the spatial dimensions
+/// (F.interpolate(mode="nearest"), nn.Upsample): each element repeated,
+/// through a new axis of 1 after the dimension, expanded and merged. With
+/// an integer factor, the coordinate modes torch exports (asymmetric +
+/// floor, (pytorch_)half_pixel + round_prefer_floor/ceil) all pick
+/// floor(i / factor). Other modes and factors are refused.
+LogicalResult importResize(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  std::string mode = nc.stringAttr("mode").value_or("nearest");
+  std::string coord =
+      nc.stringAttr("coordinate_transformation_mode").value_or("half_pixel");
+  std::string nearest =
+      nc.stringAttr("nearest_mode").value_or("round_prefer_floor");
+  bool floorPick = coord == "asymmetric" && nearest == "floor";
+  bool roundPick = (coord == "half_pixel" || coord == "pytorch_half_pixel") &&
+                   (nearest == "round_prefer_floor" ||
+                    nearest == "round_prefer_ceil");
+  if (mode != "nearest" || !(floorPick || roundPick))
+    return nc.error("only nearest resizing by integer factors is supported "
+                    "(mode '" + mode + "', coordinate_transformation_mode '" +
+                    coord + "', nearest_mode '" + nearest + "')");
+  SmallVector<SymInt> d = typeOf(*v).getDims();
+  int64_t rank = d.size();
+  std::vector<int64_t> factors(rank, 1);
+  if (nc.hasInput(2)) {
+    auto scales = nc.knownInput(2, "scales");
+    if (failed(scales))
+      return failure();
+    if (scales->numel() != rank)
+      return nc.error("expected " + Twine(rank) + " scales");
+    for (int64_t i = 0; i < rank; ++i) {
+      double f = scales->floatAt(i);
+      if (f < 1.0 || f != std::floor(f))
+        return nc.error("resizing dimension " + Twine(i) + " by " +
+                        std::to_string(f) +
+                        " (only integer factors are supported)");
+      factors[i] = static_cast<int64_t>(f);
+    }
+  } else if (nc.hasInput(3)) {
+    auto sizes = nc.knownInput(3, "sizes");
+    if (failed(sizes))
+      return failure();
+    if (sizes->numel() != rank)
+      return nc.error("expected " + Twine(rank) + " sizes");
+    for (int64_t i = 0; i < rank; ++i) {
+      SymInt out = sizes->intAt(i);
+      if (out == d[i])
+        continue;
+      if (!out.isStatic() || !d[i].isStatic() ||
+          out.constant % d[i].constant != 0)
+        return nc.error("resizing dimension " + Twine(i) + " from " +
+                        d[i].str() + " to " + out.str() +
+                        " (only integer factors are supported)");
+      factors[i] = out.constant / d[i].constant;
+    }
+  } else {
+    return nc.error("neither scales nor sizes given");
+  }
+  Value cur = *v;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (factors[i] == 1)
+      continue;
+    if (!d[i].isStatic())
+      return nc.error("resizing the batch-dependent dimension " + Twine(i));
+    SmallVector<SymInt> spread(d);
+    spread.insert(spread.begin() + i + 1, SymInt(1));
+    auto one = reshapeTo(nc, cur, spread);
+    if (failed(one))
+      return failure();
+    spread[i + 1] = SymInt(factors[i]);
+    VTensorType et = VTensorType::getFromDims(nc.ctx(), spread,
+                                              typeOf(cur).getElementType());
+    Value expanded = nc.b().create<ExpandOp>(nc.loc, et, *one);
+    d[i] = SymInt(d[i].constant * factors[i]);
+    auto merged = reshapeTo(nc, expanded, d);
+    if (failed(merged))
+      return failure();
+    cur = *merged;
+  }
+  nc.setOutput(0, cur);
   return success();
 }
 
@@ -846,6 +992,8 @@ OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
       .Case("ScatterND", importScatterND)
       .Case("CumSum", importCumSum)
       .Case("Tile", importTile)
+      .Cases("DepthToSpace", "SpaceToDepth", importDepthToSpace)
+      .Case("Resize", importResize)
       .Cases("RandomUniformLike", "RandomNormalLike", importRandomLike)
       .Default(nullptr);
 }

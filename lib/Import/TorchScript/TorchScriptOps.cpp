@@ -793,6 +793,13 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::repeat"}, &TSImporter::hRepeat);
   reg({"aten::repeat_interleave"}, &TSImporter::hRepeatInterleave);
   reg({"aten::broadcast_tensors"}, &TSImporter::hBroadcastTensors);
+  reg({"aten::pixel_shuffle", "aten::pixel_unshuffle"},
+      &TSImporter::hPixelShuffle);
+  reg({"aten::upsample_nearest1d", "aten::upsample_nearest2d",
+       "aten::upsample_nearest3d"},
+      &TSImporter::hUpsampleNearest);
+  reg({"aten::flip"}, &TSImporter::hFlip);
+  reg({"aten::roll"}, &TSImporter::hRoll);
   reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip",
        "aten::hardtanh", "aten::relu6"},
       &TSImporter::hClamp);

@@ -8,6 +8,7 @@
 
 #include "TorchScriptImporterImpl.h"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -650,4 +651,174 @@ LogicalResult TSImporter::hBroadcastTensors(Node *n, Location loc) {
   }
   bind(n->output(), out);
   return success();
+}
+
+/// pixel_shuffle(x, r): [N, C*r*r, H, W] -> [N, C, H*r, W*r] as reshape to
+/// [N, C, r, r, H, W], transpose to [N, C, H, r, W, r], reshape;
+/// pixel_unshuffle the inverse.
+LogicalResult TSImporter::hPixelShuffle(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto r = intArg(n, 1, loc);
+  if (failed(x) || failed(r))
+    return failure();
+  SmallVector<SymInt> d = dimsOf(*x);
+  bool shuffle = opName(n) == "pixel_shuffle";
+  if (d.size() != 4 || !d[1].isStatic() || !d[2].isStatic() ||
+      !d[3].isStatic() || *r < 1)
+    return error(n, loc) << opName(n)
+                         << " needs an input [N, C, H, W] with static C, H, "
+                            "W and a positive factor, got "
+                         << dimsStr(d) << " and " << *r;
+  int64_t c = d[1].constant, h = d[2].constant, w = d[3].constant, f = *r;
+  if (shuffle ? c % (f * f) != 0 : (h % f != 0 || w % f != 0))
+    return error(n, loc) << opName(n) << " by " << f << " does not divide "
+                         << dimsStr(d);
+  SmallVector<SymInt> split, merged;
+  SmallVector<int64_t> perm;
+  if (shuffle) {
+    split = {d[0], SymInt(c / (f * f)), SymInt(f), SymInt(f), d[2], d[3]};
+    perm = {0, 1, 4, 2, 5, 3};
+    merged = {d[0], SymInt(c / (f * f)), SymInt(h * f), SymInt(w * f)};
+  } else {
+    split = {d[0], d[1], SymInt(h / f), SymInt(f), SymInt(w / f), SymInt(f)};
+    perm = {0, 1, 3, 5, 2, 4};
+    merged = {d[0], SymInt(c * f * f), SymInt(h / f), SymInt(w / f)};
+  }
+  auto a = reshape(*x, split, loc);
+  auto t = failed(a) ? a : transpose(*a, perm, loc);
+  return bindResult(n, failed(t) ? t : reshape(*t, merged, loc));
+}
+
+/// upsample_nearestNd(x, output_size, scale_factors) (or per-dim scales):
+/// an integer factor per spatial dimension, each element repeated
+/// (repeat_interleave). Non-integer factors are refused.
+LogicalResult TSImporter::hUpsampleNearest(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  SmallVector<SymInt> d = dimsOf(*x);
+  int64_t spatial = static_cast<int64_t>(d.size()) - 2;
+  if (spatial < 1)
+    return error(n, loc) << "expected an input [N, C, spatial...], got "
+                         << dimsStr(d);
+  SmallVector<int64_t> factors;
+  if (!isNoneArg(n, 1)) {
+    auto sizes = intListArg(n, 1, loc);
+    if (failed(sizes))
+      return failure();
+    if (static_cast<int64_t>(sizes->size()) != spatial)
+      return error(n, loc) << "output size has " << sizes->size()
+                           << " entries for " << spatial
+                           << " spatial dimensions";
+    for (int64_t i = 0; i < spatial; ++i) {
+      SymInt in = d[i + 2];
+      if (!in.isStatic() || (*sizes)[i] % in.constant != 0)
+        return error(n, loc) << "nearest upsampling from " << in.str()
+                             << " to " << (*sizes)[i]
+                             << " is supported only by an integer factor";
+      factors.push_back((*sizes)[i] / in.constant);
+    }
+  } else {
+    SmallVector<double> scales;
+    TSValue &s = lookup(n->input(2));
+    if (s.kind == K::List) {
+      for (const TSValue &e : s.list)
+        scales.push_back(e.kind == K::Float ? e.f
+                                            : static_cast<double>(e.i.constant));
+    } else {
+      for (unsigned i = 2; i < n->inputs().size(); ++i) {
+        auto f = optArg(n, i, loc, &TSImporter::floatArg, 0.0);
+        if (failed(f))
+          return failure();
+        scales.push_back(*f);
+      }
+    }
+    if (static_cast<int64_t>(scales.size()) != spatial)
+      return error(n, loc) << "expected " << spatial << " scale factors";
+    for (double f : scales) {
+      if (f < 1.0 || f != std::floor(f))
+        return error(n, loc) << "nearest upsampling by " << f
+                             << " is supported only by an integer factor";
+      factors.push_back(static_cast<int64_t>(f));
+    }
+  }
+  Value cur = *x;
+  for (int64_t i = 0; i < spatial; ++i) {
+    if (factors[i] == 1)
+      continue;
+    auto next = repeatAxis(*this, n, loc, cur, i + 2, SymInt(factors[i]),
+                           /*interleave=*/true);
+    if (failed(next))
+      return failure();
+    cur = *next;
+  }
+  return bindResult(n, cur);
+}
+
+/// flip(x, dims): per dimension a gather with the reversed indices.
+LogicalResult TSImporter::hFlip(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto dims = intListArg(n, 1, loc);
+  if (failed(x) || failed(dims))
+    return failure();
+  Value cur = *x;
+  for (int64_t dim : *dims) {
+    SmallVector<SymInt> d = dimsOf(cur);
+    auto axis = normIndex(n, dim, d.size(), loc);
+    if (failed(axis))
+      return failure();
+    if (!d[*axis].isStatic())
+      return error(n, loc) << "flipping the batch-dependent dimension "
+                           << *axis << " is not supported";
+    int64_t size = d[*axis].constant;
+    SmallVector<int64_t> reversed;
+    for (int64_t i = size - 1; i >= 0; --i)
+      reversed.push_back(i);
+    auto shaped = RankedTensorType::get({size}, b().getI64Type());
+    Value idx = b().create<ConstantOp>(
+        loc, VTensorType::get(ctx, {size}, -1, b().getI64Type()),
+        DenseElementsAttr::get(shaped, ArrayRef<int64_t>(reversed)));
+    auto g = make<GatherOp>(loc, {cur, idx}, {i64("axis", *axis)});
+    if (failed(g))
+      return failure();
+    cur = *g;
+  }
+  return bindResult(n, cur);
+}
+
+/// roll(x, shifts, dims): per dimension the last `shift` elements moved to
+/// the front (concat of two slices). Rolling the flattened tensor (no dims)
+/// is refused.
+LogicalResult TSImporter::hRoll(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto shifts = intListArg(n, 1, loc);
+  auto dims = intListArg(n, 2, loc);
+  if (failed(x) || failed(shifts) || failed(dims))
+    return failure();
+  if (dims->empty() || dims->size() != shifts->size())
+    return error(n, loc) << "roll needs one dimension per shift (rolling "
+                            "the flattened tensor is not supported)";
+  Value cur = *x;
+  for (auto [shift, dim] : llvm::zip(*shifts, *dims)) {
+    SmallVector<SymInt> d = dimsOf(cur);
+    auto axis = normIndex(n, dim, d.size(), loc);
+    if (failed(axis))
+      return failure();
+    if (!d[*axis].isStatic())
+      return error(n, loc) << "rolling the batch-dependent dimension "
+                           << *axis << " is not supported";
+    int64_t size = d[*axis].constant;
+    int64_t s = size == 0 ? 0 : ((shift % size) + size) % size;
+    if (s == 0)
+      continue;
+    auto tail = sliceOf(cur, *axis, size - s, size, 1, loc, n);
+    auto head = sliceOf(cur, *axis, 0, size - s, 1, loc, n);
+    if (failed(tail) || failed(head))
+      return failure();
+    auto c = make<ConcatOp>(loc, {*tail, *head}, {i64("axis", *axis)});
+    if (failed(c))
+      return failure();
+    cur = *c;
+  }
+  return bindResult(n, cur);
 }

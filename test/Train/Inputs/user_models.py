@@ -12,6 +12,9 @@ functions       TorchScript: RMSNorm, mish / hardswish / elu / selu / celu /
 functions_onnx  the part the ONNX exporter (opset 17) takes: no RMSNorm,
                 no L1 / smooth L1 / Huber / binary cross-entropy on
                 probabilities (torch cannot export them)
+shapes          TorchScript and ONNX: pixel_shuffle / pixel_unshuffle
+                (DepthToSpace), nearest upsampling (Resize), flip, roll
+                between repeated convolution blocks
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -103,3 +106,35 @@ class MixedReductions(nn.Module):
 
 def mixed_reductions():
     return MixedReductions(), _example()
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, shift):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 16, 3, padding=1)
+        self.back = nn.Conv2d(4, 4, 3, stride=2, padding=1)
+        self.shift = shift
+
+    def forward(self, h):  # [B, 4, 8, 8]
+        up = F.pixel_shuffle(self.conv(h), 2)  # [B, 4, 16, 16]
+        up = torch.roll(torch.flip(up, [3]), self.shift, 2)
+        down = self.back(F.gelu(up))  # [B, 4, 8, 8]
+        return h + down + F.interpolate(F.avg_pool2d(h, 2), scale_factor=2, mode="nearest")
+
+
+class Shapes(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, padding=1)
+        self.blocks = nn.ModuleList(ConvBlock(s) for s in (1, -2, 3, 2))
+        self.head = nn.Linear(16 * 4 * 4, C)
+
+    def forward(self, x, labels):
+        h = self.stem(x)
+        for b in self.blocks:
+            h = b(h)
+        return F.cross_entropy(self.head(F.pixel_unshuffle(h, 2).flatten(1)), labels)
+
+
+def shapes():
+    return Shapes(), (torch.randn(2, 3, 8, 8), torch.randint(0, C, (2,)))
