@@ -385,3 +385,47 @@ LogicalResult TSImporter::hEinsum(Node *n, Location loc) {
     same.push_back(cast(v, et, loc));
   return bindResult(n, Decomposer(b(), loc).einsum(*eq, same));
 }
+
+/// bilinear(x1, x2, weight [O, I, J], bias): einsum("...i,oij,...j->...o")
+/// (+ bias), on inputs flattened to [N, I] / [N, J] and the result
+/// reshaped back.
+LogicalResult TSImporter::hBilinear(Node *n, Location loc) {
+  auto x1 = floatInput(*this, n, loc);
+  auto x2 = tensorArg(n, 1, loc), w = tensorArg(n, 2, loc);
+  if (failed(x1) || failed(x2) || failed(w))
+    return failure();
+  SmallVector<SymInt> d1 = dimsOf(*x1), d2 = dimsOf(*x2), dw = dimsOf(*w);
+  if (d1.empty() || d1.size() != d2.size() || dw.size() != 3 ||
+      SmallVector<SymInt>(d1.begin(), d1.end() - 1) !=
+          SmallVector<SymInt>(d2.begin(), d2.end() - 1))
+    return error(n, loc) << "bilinear needs inputs [..., I] and [..., J] "
+                            "with the same leading sizes and a weight "
+                            "[O, I, J], got "
+                         << dimsStr(d1) << ", " << dimsStr(d2) << ", "
+                         << dimsStr(dw);
+  SmallVector<SymInt> lead(d1.begin(), d1.end() - 1);
+  SymInt rows(1);
+  for (SymInt s : lead) {
+    std::optional<SymInt> m = rows.mul(s);
+    if (!m)
+      return error(n, loc) << "cannot flatten " << dimsStr(d1);
+    rows = *m;
+  }
+  auto a = reshape(*x1, {rows, d1.back()}, loc);
+  auto c = reshape(cast(*x2, tensorType(*x1).getElementType(), loc),
+                   {rows, d2.back()}, loc);
+  if (failed(a) || failed(c))
+    return failure();
+  auto y = Decomposer(b(), loc).einsum("ni,oij,nj->no", {*a, *w, *c});
+  if (failed(y))
+    return failure();
+  SmallVector<SymInt> outDims(lead);
+  outDims.push_back(dw[0]);
+  auto r = reshape(*y, outDims, loc);
+  if (failed(r) || isNoneArg(n, 3))
+    return bindResult(n, r);
+  auto bias = tensorArg(n, 3, loc);
+  if (failed(bias))
+    return failure();
+  return bindResult(n, make<AddOp>(loc, {*r, *bias}));
+}

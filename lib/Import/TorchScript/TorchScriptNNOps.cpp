@@ -761,6 +761,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hElementwiseLoss);
   reg({"aten::cosine_similarity"}, &TSImporter::hCosineSimilarity);
   reg({"aten::einsum"}, &TSImporter::hEinsum);
+  reg({"aten::bilinear"}, &TSImporter::hBilinear);
   reg({"aten::logsumexp"}, &TSImporter::hLogSumExp);
   reg({"aten::var", "aten::std"}, &TSImporter::hVariance);
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);

@@ -4,14 +4,15 @@ Decompose.h). Each factory returns (model, example inputs) like the entries
 of hf_models.MODELS, for hf_oracle.py --module user_models.py:FACTORY.
 
 functions       TorchScript: RMSNorm, mish / hardswish / elu / selu / celu /
-                leaky_relu / logsigmoid, GLU, einsum attention, logsumexp, var / std, vector
-                norms, GroupNorm / InstanceNorm, cosine similarity, adaptive
-                max pooling, and a loss adding mse, smooth L1, Huber, L1,
-                binary cross-entropy (with logits and on probabilities), KL
-                divergence and cross-entropy
+                leaky_relu / logsigmoid, GLU, einsum attention, logsumexp,
+                var / std, vector norms, GroupNorm / InstanceNorm, cosine
+                similarity, nn.Bilinear, adaptive max pooling, and a loss
+                adding mse, smooth L1, Huber, L1, binary cross-entropy (with
+                logits and on probabilities), KL divergence and
+                cross-entropy
 functions_onnx  the part the ONNX exporter (opset 17) takes: no RMSNorm,
-                no L1 / smooth L1 / Huber / binary cross-entropy on
-                probabilities (torch cannot export them)
+                no Bilinear, no L1 / smooth L1 / Huber / binary
+                cross-entropy on probabilities (torch cannot export them)
 shapes          TorchScript and ONNX: pixel_shuffle / pixel_unshuffle
                 (DepthToSpace), nearest upsampling (Resize), flip, roll
                 between repeated convolution blocks
@@ -52,6 +53,8 @@ class Functions(nn.Module):
         self.inorm = nn.InstanceNorm1d(D, affine=True)
         self.protos = nn.Parameter(torch.randn(C, D))
         self.head = nn.Linear(3 * D + 2, C)
+        if not onnx:
+            self.bil = nn.Bilinear(D, D, C)
 
     def forward(self, x, targets, labels):
         h = self.embed(x)
@@ -67,6 +70,8 @@ class Functions(nn.Module):
                            h.norm(dim=1) / 10, stats], -1)
         logits = self.head(feats) + F.cosine_similarity(
             h.mean(1).unsqueeze(1), self.protos.unsqueeze(0), dim=-1)
+        if not self.onnx:
+            logits = logits + self.bil(h.mean(1), h.max(1).values) / 4
         probs = torch.sigmoid(targets)
         loss = (F.cross_entropy(logits, labels) + F.mse_loss(logits, targets)
                 + F.binary_cross_entropy_with_logits(logits, probs)
