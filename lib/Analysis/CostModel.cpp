@@ -116,6 +116,19 @@ FailureOr<OpCost> varuna::getOpCost(Operation *op) {
         c.flops = out.scaled(2 * perOut);
         c.backward = out.scaled(4 * perOut);
       })
+      .Case<ConvTransposeOp>([&](ConvTransposeOp conv) {
+        // Each input element meets every (F / groups) x kernel weight.
+        VTensorType in = typeOf(conv.getInput()), w = typeOf(conv.getWeight());
+        int64_t perIn = w.getShape()[1];
+        for (int64_t i = 2; i < w.getRank(); ++i)
+          perIn *= w.getShape()[i];
+        int64_t perRow = 1;
+        for (int64_t i = 1; i < in.getRank(); ++i)
+          perRow *= in.getShape()[i];
+        SymInt rows = in.getDim(0);
+        c.flops = rows.scaled(2 * perIn * perRow);
+        c.backward = rows.scaled(4 * perIn * perRow);
+      })
       .Case<PoolOp>([&](PoolOp p) {
         int64_t window = 1;
         for (int64_t k : p.getKernel())

@@ -347,6 +347,15 @@ at::Tensor convKernel(const at::Tensor &input, const at::Tensor &w,
                          /*transposed=*/false, outputPadding, groups);
 }
 
+at::Tensor convTransposeKernel(const at::Tensor &x, const at::Tensor &w,
+                               const at::Tensor &b, c10::IntArrayRef strides,
+                               c10::IntArrayRef pads,
+                               c10::IntArrayRef outputPadding,
+                               c10::IntArrayRef dilations, int64_t groups) {
+  return at::convolution(x, w, b, strides, pads, dilations,
+                         /*transposed=*/true, outputPadding, groups);
+}
+
 at::Tensor poolKernel(Pool kind, const at::Tensor &input,
                       c10::IntArrayRef kernel, c10::IntArrayRef strides,
                       c10::IntArrayRef rawPads, c10::IntArrayRef dilations,

@@ -210,6 +210,14 @@ Tensor conv(const Tensor &x, const Tensor &w, const Tensor &b, IntList strides,
                           ia(dilations), groups);
   });
 }
+Tensor conv_transpose(const Tensor &x, const Tensor &w, const Tensor &b,
+                      IntList strides, IntList pads, IntList outputPadding,
+                      IntList dilations, int64_t groups) {
+  return guarded("conv_transpose", [&] {
+    return rt::convTransposeKernel(T(x), T(w), T(b), ia(strides), ia(pads),
+                                   ia(outputPadding), ia(dilations), groups);
+  });
+}
 Tensor pool(Pool kind, const Tensor &x, IntList kernel, IntList strides,
             IntList pads, IntList dilations, bool ceilMode,
             bool countIncludePad) {

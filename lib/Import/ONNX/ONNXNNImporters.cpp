@@ -365,6 +365,50 @@ LogicalResult importConv(NodeContext &nc) {
                    nc.create<ConvOp>(*x, *w, b, strides, *pads, dil, groups));
 }
 
+/// ConvTranspose with explicit, symmetric pads (what torch exports);
+/// auto_pad and output_shape are refused.
+LogicalResult importConvTranspose(NodeContext &nc) {
+  auto x = nc.runtime(0), w = nc.runtime(1);
+  if (failed(x) || failed(w))
+    return failure();
+  VTensorType in = typeOf(*x), wt = typeOf(*w);
+  if (in.getRank() < 3 || wt.getRank() != in.getRank())
+    return nc.error("input and weight must have the same rank >= 3");
+  size_t n = in.getRank() - 2;
+  if (nc.stringAttr("auto_pad").value_or("NOTSET") != "NOTSET" ||
+      nc.intsAttr("output_shape"))
+    return nc.error("auto_pad and output_shape are not supported (give pads "
+                    "and output_padding)");
+  auto attr = [&](StringRef name, int64_t dflt, size_t count) {
+    return nc.intsAttr(name).value_or(std::vector<int64_t>(count, dflt));
+  };
+  std::vector<int64_t> strides = attr("strides", 1, n),
+                       dil = attr("dilations", 1, n),
+                       outPad = attr("output_padding", 0, n),
+                       pads = attr("pads", 0, 2 * n);
+  if (strides.size() != n || dil.size() != n || outPad.size() != n ||
+      pads.size() != 2 * n)
+    return nc.error("strides/dilations/output_padding/pads do not match the "
+                    "spatial rank");
+  std::vector<int64_t> symmetric;
+  for (size_t i = 0; i < n; ++i) {
+    if (pads[i] != pads[i + n])
+      return nc.error("asymmetric pads are not supported");
+    symmetric.push_back(pads[i]);
+  }
+  Value b;
+  if (nc.hasInput(2)) {
+    auto r = nc.runtime(2);
+    if (failed(r))
+      return failure();
+    b = *r;
+  }
+  int64_t groups = nc.intAttr("group").value_or(1);
+  return setResult(nc, nc.create<ConvTransposeOp>(*x, *w, b, strides,
+                                                  symmetric, outPad, dil,
+                                                  groups));
+}
+
 LogicalResult importPool(NodeContext &nc) {
   StringRef op = nc.node.op_type();
   if (failed(rejectUsedOutput(nc, 1, "indices")))
@@ -481,6 +525,7 @@ OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
       .Case("BatchNormalization", importBatchNorm)
       .Case("InstanceNormalization", importInstanceNorm)
       .Case("Conv", importConv)
+      .Case("ConvTranspose", importConvTranspose)
       .Cases("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
              importPool)
       .Case("Dropout", importDropout)

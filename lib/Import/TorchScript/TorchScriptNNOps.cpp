@@ -264,9 +264,43 @@ LogicalResult TSImporter::hConvolution(Node *n, Location loc) {
   if (sp < 1)
     return error(n, loc) << "input must be [N, C, spatial...]";
   bool full = opName(n) == "_convolution" || opName(n) == "convolution";
+  bool transposeOp = StringRef(opName(n)).starts_with("conv_transpose");
   // conv2d(input, weight, bias, stride, padding, dilation, groups);
   // _convolution(..., stride, padding, dilation, transposed, output_padding,
-  //              groups, ...)
+  //              groups, ...);
+  // conv_transpose2d(input, weight, bias, stride, padding, output_padding,
+  //                  groups, dilation)
+  SmallVector<Value> operands{*x, *w};
+  auto bias = optArg(n, 2, loc, &TSImporter::tensorArg, Value());
+  if (failed(bias))
+    return failure();
+  if (*bias)
+    operands.push_back(*bias);
+  bool transposed = transposeOp;
+  if (full) {
+    auto t = boolArg(n, 6, loc);
+    if (failed(t))
+      return failure();
+    transposed = *t;
+  }
+  if (transposed) {
+    auto stride = intListArg(n, 3, loc), pad = intListArg(n, 4, loc);
+    auto outPad = intListArg(n, full ? 7 : 5, loc);
+    auto dil = intListArg(n, full ? 5 : 7, loc);
+    auto groups = intArg(n, full ? 8 : 6, loc);
+    if (failed(stride) || failed(pad) || failed(outPad) || failed(dil) ||
+        failed(groups))
+      return failure();
+    return bindResult(
+        n, make<ConvTransposeOp>(
+               loc, operands,
+               {attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1))),
+                attr("pads", b().getDenseI64ArrayAttr(window(*pad, sp, 0))),
+                attr("output_padding",
+                     b().getDenseI64ArrayAttr(window(*outPad, sp, 0))),
+                attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
+                i64("groups", *groups)}));
+  }
   if (!full && lookup(n->input(4)).kind == K::Str)
     return error(n, loc) << "string padding ('same'/'valid') is not "
                             "supported; trace with integer padding";
@@ -275,19 +309,6 @@ LogicalResult TSImporter::hConvolution(Node *n, Location loc) {
   auto groups = intArg(n, full ? 8 : 6, loc);
   if (failed(stride) || failed(pad) || failed(dil) || failed(groups))
     return failure();
-  if (full) {
-    auto transposed = boolArg(n, 6, loc);
-    if (failed(transposed))
-      return failure();
-    if (*transposed)
-      return error(n, loc) << "transposed convolution is not supported";
-  }
-  SmallVector<Value> operands{*x, *w};
-  auto bias = optArg(n, 2, loc, &TSImporter::tensorArg, Value());
-  if (failed(bias))
-    return failure();
-  if (*bias)
-    operands.push_back(*bias);
   return bindResult(
       n,
       make<ConvOp>(
@@ -767,7 +788,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
   reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);
   reg({"aten::_convolution", "aten::convolution", "aten::conv1d",
-       "aten::conv2d", "aten::conv3d"},
+       "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d",
+       "aten::conv_transpose2d", "aten::conv_transpose3d"},
       &TSImporter::hConvolution);
   reg({"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d"},
       &TSImporter::hMaxPool);

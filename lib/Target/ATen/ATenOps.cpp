@@ -240,6 +240,12 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
                               ia(o.getDilations()),
                               static_cast<int64_t>(o.getGroups()));
       })
+      .Case([&](ConvTransposeOp o) {
+        return rt::convTransposeKernel(
+            in[0], in[1], o.getBias() ? in[2] : at::Tensor(),
+            ia(o.getStrides()), ia(o.getPads()), ia(o.getOutputPadding()),
+            ia(o.getDilations()), static_cast<int64_t>(o.getGroups()));
+      })
       .Case([&](PoolOp o) {
         return rt::poolKernel(code<rt::Pool>(o.getKind()), in[0],
                               ia(o.getKernel()), ia(o.getStrides()),

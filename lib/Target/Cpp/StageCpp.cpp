@@ -385,6 +385,13 @@ std::string BodyEmitter::call(Operation *op) {
                intList(c.getPads()) + ", " + intList(c.getDilations()) + ", " +
                lit(static_cast<int64_t>(c.getGroups())) + ")";
       })
+      .Case([&](ConvTransposeOp c) {
+        return "stage::conv_transpose(" + o(0) + ", " + o(1) + ", " +
+               optional(c.getBias()) + ", " + intList(c.getStrides()) + ", " +
+               intList(c.getPads()) + ", " + intList(c.getOutputPadding()) +
+               ", " + intList(c.getDilations()) + ", " +
+               lit(static_cast<int64_t>(c.getGroups())) + ")";
+      })
       .Case([&](PoolOp p) {
         return "stage::pool(" + code("Pool", rt::kPoolNames, int(p.getKind())) +
                ", " + o(0) + ", " + intList(p.getKernel()) + ", " +

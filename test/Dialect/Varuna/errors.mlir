@@ -173,3 +173,11 @@ func.func @smoothing_range(%x: !varuna.tensor<[B, 4], f32>, %y: !varuna.tensor<[
   %l = varuna.cross_entropy mean, %x, %y {label_smoothing = 1.5 : f64} : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[], f32>
   return
 }
+
+// -----
+
+func.func @conv_transpose_channels(%x: !varuna.tensor<[B, 4, 8, 8], f32>, %w: !varuna.tensor<[3, 2, 3, 3], f32>) {
+  // expected-error @+1 {{varuna.conv_transpose: 4 input channels, weight !varuna.tensor<[3, 2, 3, 3], f32> and 1 groups do not fit}}
+  %y = varuna.conv_transpose %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>, pads = array<i64: 0, 0>, strides = array<i64: 1, 1>} : !varuna.tensor<[B, 4, 8, 8], f32>, !varuna.tensor<[3, 2, 3, 3], f32> -> !varuna.tensor<[B, 2, 10, 10], f32>
+  return
+}

@@ -69,3 +69,10 @@ func.func @cut(%x: !varuna.tensor<[B, 16, 32], f32>, %m: !varuna.tensor<[B, 16],
   %y = varuna.add %c#0, %c#0 : !varuna.tensor<[B, 16, 32], f32>, !varuna.tensor<[B, 16, 32], f32> -> !varuna.tensor<[B, 16, 32], f32>
   return %y : !varuna.tensor<[B, 16, 32], f32>
 }
+
+// CHECK-LABEL: func.func @conv_transpose
+// CHECK: varuna.conv_transpose {{.*}} -> !varuna.tensor<[B, 4, 16, 16], f32>
+func.func @conv_transpose(%x: !varuna.tensor<[B, 4, 8, 8], f32>, %w: !varuna.tensor<[4, 2, 3, 3], f32>, %b: !varuna.tensor<[4], f32>) -> !varuna.tensor<[B, 4, 16, 16], f32> {
+  %y = varuna.conv_transpose %x, %w bias %b : !varuna.tensor<[4], f32> {dilations = array<i64: 1, 1>, groups = 2 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 1, 1>, strides = array<i64: 2, 2>} : !varuna.tensor<[B, 4, 8, 8], f32>, !varuna.tensor<[4, 2, 3, 3], f32> -> !varuna.tensor<[B, 4, 16, 16], f32>
+  return %y : !varuna.tensor<[B, 4, 16, 16], f32>
+}

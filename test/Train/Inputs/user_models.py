@@ -14,8 +14,8 @@ functions_onnx  the part the ONNX exporter (opset 17) takes: no RMSNorm,
                 no Bilinear, no L1 / smooth L1 / Huber / binary
                 cross-entropy on probabilities (torch cannot export them)
 shapes          TorchScript and ONNX: pixel_shuffle / pixel_unshuffle
-                (DepthToSpace), nearest upsampling (Resize), flip, roll
-                between repeated convolution blocks
+                (DepthToSpace), transposed convolution, nearest upsampling
+                (Resize), flip, roll between repeated convolution blocks
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -118,11 +118,13 @@ class ConvBlock(nn.Module):
         super().__init__()
         self.conv = nn.Conv2d(4, 16, 3, padding=1)
         self.back = nn.Conv2d(4, 4, 3, stride=2, padding=1)
+        self.tconv = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1, output_padding=1,
+                                        groups=2)
         self.shift = shift
 
     def forward(self, h):  # [B, 4, 8, 8]
         up = F.pixel_shuffle(self.conv(h), 2)  # [B, 4, 16, 16]
-        up = torch.roll(torch.flip(up, [3]), self.shift, 2)
+        up = torch.roll(torch.flip(up, [3]), self.shift, 2) + self.tconv(h)
         down = self.back(F.gelu(up))  # [B, 4, 8, 8]
         return h + down + F.interpolate(F.avg_pool2d(h, 2), scale_factor=2, mode="nearest")
 

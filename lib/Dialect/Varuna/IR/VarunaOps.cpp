@@ -862,6 +862,61 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *ctx,
   return success();
 }
 
+LogicalResult ConvTransposeOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, ValueRange operands,
+    DictionaryAttr attrs, RegionRange regions,
+    SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, regions);
+  VTensorType in = tensorOf(adaptor.getInput()),
+             w = tensorOf(adaptor.getWeight());
+  int64_t n = in.getRank() - 2;
+  StringRef op = "varuna.conv_transpose";
+  if (n < 1 || w.getRank() != in.getRank())
+    return fail(loc, Twine(op) + ": input " + typeStr(in) + " and weight " +
+                         typeStr(w) + " must both have rank >= 3");
+  if (in.getBatchDim() > 0 || w.isBatched())
+    return fail(loc, Twine(op) + ": only dimension 0 of the input may depend "
+                                 "on the batch");
+  if (in.getElementType() != w.getElementType())
+    return fail(loc, Twine(op) + ": input and weight element types differ");
+  ArrayRef<int64_t> strides = adaptor.getStrides(), pads = adaptor.getPads(),
+                    outPad = adaptor.getOutputPadding(),
+                    dils = adaptor.getDilations();
+  if (static_cast<int64_t>(strides.size()) != n ||
+      static_cast<int64_t>(pads.size()) != n ||
+      static_cast<int64_t>(outPad.size()) != n ||
+      static_cast<int64_t>(dils.size()) != n)
+    return fail(loc, Twine(op) + ": expected " + Twine(n) +
+                         " strides, pads, output paddings and dilations");
+  for (int64_t i = 0; i < n; ++i)
+    if (strides[i] < 1 || dils[i] < 1 || pads[i] < 0 || outPad[i] < 0 ||
+        (outPad[i] >= strides[i] && outPad[i] >= dils[i]))
+      return fail(loc, Twine(op) + ": window attributes of spatial "
+                                   "dimension " +
+                           Twine(i) + " are out of range");
+  int64_t groups = adaptor.getGroups();
+  int64_t c = in.getShape()[1];
+  if (groups < 1 || c % groups || w.getShape()[0] != c)
+    return fail(loc, Twine(op) + ": " + Twine(c) +
+                         " input channels, weight " + typeStr(w) + " and " +
+                         Twine(groups) + " groups do not fit");
+  int64_t f = w.getShape()[1] * groups;
+  if (Value b = adaptor.getBias())
+    if (failed(checkStaticShape(loc, op, "bias", tensorOf(b), {SymInt(f)})))
+      return failure();
+  SmallVector<SymInt> dims{in.getDim(0), SymInt(f)};
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t o = (in.getShape()[i + 2] - 1) * strides[i] - 2 * pads[i] +
+                dils[i] * (w.getShape()[i + 2] - 1) + outPad[i] + 1;
+    if (o < 1)
+      return fail(loc, Twine(op) + ": empty output in spatial dimension " +
+                           Twine(i));
+    dims.push_back(o);
+  }
+  results.push_back(VTensorType::getFromDims(ctx, dims, in.getElementType()));
+  return success();
+}
+
 LogicalResult PoolOp::inferReturnTypes(MLIRContext *ctx,
                                        std::optional<Location> loc,
                                        ValueRange operands,

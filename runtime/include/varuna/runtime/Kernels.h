@@ -130,6 +130,13 @@ at::Tensor convKernel(const at::Tensor &x, const at::Tensor &w,
                       const at::Tensor &b, c10::IntArrayRef strides,
                       c10::IntArrayRef pads, c10::IntArrayRef dilations,
                       int64_t groups);
+/// Transposed convolution (at::convolution with transposed = true); `pads`
+/// one per spatial dim (symmetric), as torch's conv_transposeNd.
+at::Tensor convTransposeKernel(const at::Tensor &x, const at::Tensor &w,
+                               const at::Tensor &b, c10::IntArrayRef strides,
+                               c10::IntArrayRef pads,
+                               c10::IntArrayRef outputPadding,
+                               c10::IntArrayRef dilations, int64_t groups);
 at::Tensor poolKernel(Pool kind, const at::Tensor &x, c10::IntArrayRef kernel,
                       c10::IntArrayRef strides, c10::IntArrayRef pads,
                       c10::IntArrayRef dilations, bool ceilMode,

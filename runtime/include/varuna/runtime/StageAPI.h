@@ -157,6 +157,11 @@ VARUNA_STAGE_API Tensor attention(const Tensor &q, const Tensor &keyT,
 VARUNA_STAGE_API Tensor conv(const Tensor &x, const Tensor &w, const Tensor &b,
                              IntList strides, IntList pads, IntList dilations,
                              int64_t groups);
+/// `pads`: one per spatial dim (symmetric), as torch's conv_transposeNd.
+VARUNA_STAGE_API Tensor conv_transpose(const Tensor &x, const Tensor &w,
+                                       const Tensor &b, IntList strides,
+                                       IntList pads, IntList outputPadding,
+                                       IntList dilations, int64_t groups);
 VARUNA_STAGE_API Tensor pool(Pool kind, const Tensor &x, IntList kernel,
                              IntList strides, IntList pads, IntList dilations,
                              bool ceilMode, bool countIncludePad);

@@ -564,6 +564,28 @@ def Varuna_ConvOp : Varuna_InferOp<"conv"> {
   }];
 }
 
+def Varuna_ConvTransposeOp : Varuna_InferOp<"conv_transpose"> {
+  let summary = "N-d transposed convolution, like torch.nn.functional.conv_transposeNd";
+  let description = [{
+    input [N, C, spatial...], weight [C, F/group, kernel...], bias [F]: the
+    gradient of varuna.conv with respect to its input. `pads` are the
+    (symmetric) input paddings of that convolution, one per spatial dim;
+    `output_padding` adds to one side of each output dim.
+    out = (in - 1)*stride - 2*pad + dilation*(kernel-1) + output_padding + 1.
+    FLOPs = 2 * N * C * prod(in spatial) * (F/group) * prod(kernel).
+  }];
+  let arguments = (ins AnyVTensor:$input, AnyVTensor:$weight,
+                       Optional<AnyVTensor>:$bias, DenseI64ArrayAttr:$strides,
+                       DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$output_padding,
+                       DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^ `:` qualified(type($bias)))? attr-dict
+    `:` qualified(type($input)) `,` qualified(type($weight)) `->` qualified(type($result))
+  }];
+}
+
 def Varuna_PoolKind : I64EnumAttr<"PoolKind", "pooling", [
     I64EnumAttrCase<"max", 0>, I64EnumAttrCase<"avg", 1>]> {
   let cppNamespace = "::varuna";
