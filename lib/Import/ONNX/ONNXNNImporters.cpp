@@ -335,46 +335,59 @@ windowPads(NodeContext &nc, VTensorType in, ArrayRef<int64_t> kernel,
   return pads;
 }
 
-LogicalResult importConv(NodeContext &nc) {
+/// The input, weight and optional bias of Conv / ConvTranspose, with the
+/// number of spatial dimensions.
+struct ConvOperands {
+  Value x, w, b;
+  VTensorType in, wt;
+  size_t spatial;
+};
+
+FailureOr<ConvOperands> convOperands(NodeContext &nc) {
   auto x = nc.runtime(0), w = nc.runtime(1);
   if (failed(x) || failed(w))
     return failure();
-  VTensorType in = typeOf(*x), wt = typeOf(*w);
-  if (in.getRank() < 3 || wt.getRank() != in.getRank())
+  ConvOperands c{*x, *w, Value(), typeOf(*x), typeOf(*w), 0};
+  if (c.in.getRank() < 3 || c.wt.getRank() != c.in.getRank())
     return nc.error("input and weight must have the same rank >= 3");
-  size_t n = in.getRank() - 2;
-  std::vector<int64_t> kernel(wt.getShape().begin() + 2, wt.getShape().end());
+  c.spatial = c.in.getRank() - 2;
+  if (nc.hasInput(2)) {
+    auto r = nc.runtime(2);
+    if (failed(r))
+      return failure();
+    c.b = *r;
+  }
+  return c;
+}
+
+LogicalResult importConv(NodeContext &nc) {
+  auto c = convOperands(nc);
+  if (failed(c))
+    return failure();
+  size_t n = c->spatial;
+  std::vector<int64_t> kernel(c->wt.getShape().begin() + 2,
+                              c->wt.getShape().end());
   std::vector<int64_t> strides =
       nc.intsAttr("strides").value_or(std::vector<int64_t>(n, 1));
   std::vector<int64_t> dil =
       nc.intsAttr("dilations").value_or(std::vector<int64_t>(n, 1));
   if (strides.size() != n || dil.size() != n)
     return nc.error("strides/dilations do not match the spatial rank");
-  auto pads = windowPads(nc, in, kernel, strides, dil);
+  auto pads = windowPads(nc, c->in, kernel, strides, dil);
   if (failed(pads))
     return failure();
-  Value b;
-  if (nc.hasInput(2)) {
-    auto r = nc.runtime(2);
-    if (failed(r))
-      return failure();
-    b = *r;
-  }
   int64_t groups = nc.intAttr("group").value_or(1);
-  return setResult(nc,
-                   nc.create<ConvOp>(*x, *w, b, strides, *pads, dil, groups));
+  return setResult(nc, nc.create<ConvOp>(c->x, c->w, c->b, strides, *pads,
+                                         dil, groups));
 }
 
 /// ConvTranspose with explicit, symmetric pads (what torch exports);
 /// auto_pad and output_shape are refused.
 LogicalResult importConvTranspose(NodeContext &nc) {
-  auto x = nc.runtime(0), w = nc.runtime(1);
-  if (failed(x) || failed(w))
+  auto c = convOperands(nc);
+  if (failed(c))
     return failure();
-  VTensorType in = typeOf(*x), wt = typeOf(*w);
-  if (in.getRank() < 3 || wt.getRank() != in.getRank())
-    return nc.error("input and weight must have the same rank >= 3");
-  size_t n = in.getRank() - 2;
+  size_t n = c->spatial;
   if (nc.stringAttr("auto_pad").value_or("NOTSET") != "NOTSET" ||
       nc.intsAttr("output_shape"))
     return nc.error("auto_pad and output_shape are not supported (give pads "
@@ -396,15 +409,8 @@ LogicalResult importConvTranspose(NodeContext &nc) {
       return nc.error("asymmetric pads are not supported");
     symmetric.push_back(pads[i]);
   }
-  Value b;
-  if (nc.hasInput(2)) {
-    auto r = nc.runtime(2);
-    if (failed(r))
-      return failure();
-    b = *r;
-  }
   int64_t groups = nc.intAttr("group").value_or(1);
-  return setResult(nc, nc.create<ConvTransposeOp>(*x, *w, b, strides,
+  return setResult(nc, nc.create<ConvTransposeOp>(c->x, c->w, c->b, strides,
                                                   symmetric, outPad, dil,
                                                   groups));
 }
