@@ -482,7 +482,7 @@ LogicalResult importDepthToSpace(NodeContext &nc) {
     return failure();
   SmallVector<SymInt> d = typeOf(*v).getDims();
   int64_t f = nc.intAttr("blocksize").value_or(0);
-  bool toSpace = nc.node.op_type() == "DepthToSpace";
+  bool depthToSpace = nc.node.op_type() == "DepthToSpace";
   std::string mode = nc.stringAttr("mode").value_or("DCR");
   if (d.size() != 4 || !d[1].isStatic() || !d[2].isStatic() ||
       !d[3].isStatic() || f < 1)
@@ -491,12 +491,12 @@ LogicalResult importDepthToSpace(NodeContext &nc) {
   if (mode != "DCR" && mode != "CRD")
     return nc.error("unknown mode '" + mode + "'");
   int64_t c = d[1].constant, h = d[2].constant, w = d[3].constant;
-  if (toSpace ? c % (f * f) != 0 : (h % f != 0 || w % f != 0))
+  if (depthToSpace ? c % (f * f) != 0 : (h % f != 0 || w % f != 0))
     return nc.error("blocksize " + Twine(f) + " does not divide the input");
   SmallVector<SymInt> split, merged;
   SmallVector<int64_t> perm;
   SymInt F(f);
-  if (toSpace) {
+  if (depthToSpace) {
     SymInt cc(c / (f * f));
     if (mode == "DCR") {
       split = {d[0], F, F, cc, d[2], d[3]};
@@ -546,10 +546,14 @@ LogicalResult importResize(NodeContext &nc) {
   SmallVector<SymInt> d = typeOf(*v).getDims();
   int64_t rank = d.size();
   std::vector<int64_t> factors(rank, 1);
+  // Opsets 11-12 give an empty scales tensor next to sizes.
+  FailureOr<KnownTensor> scales = failure();
   if (nc.hasInput(2)) {
-    auto scales = nc.knownInput(2, "scales");
+    scales = nc.knownInput(2, "scales");
     if (failed(scales))
       return failure();
+  }
+  if (succeeded(scales) && (scales->numel() != 0 || !nc.hasInput(3))) {
     if (scales->numel() != rank)
       return nc.error("expected " + Twine(rank) + " scales");
     for (int64_t i = 0; i < rank; ++i) {

@@ -37,3 +37,11 @@ for k, v in (("location", "nowhere.bin"), ("offset", "0"), ("length", "96")):
     e = ext.external_data.add()
     e.key, e.value = k, v
 save("missing_ext", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [ext])
+ximg = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 4, 4])
+scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+save("resize_linear", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up",
+                                        mode="linear")], [ximg], [y], [scales])
+half = numpy_helper.from_array(np.array([1, 1, 1.5, 1.5], np.float32), "scales")
+save("resize_fraction", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up",
+                                          mode="nearest", coordinate_transformation_mode="asymmetric",
+                                          nearest_mode="floor")], [ximg], [y], [half])
