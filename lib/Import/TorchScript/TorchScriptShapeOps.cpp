@@ -755,6 +755,22 @@ LogicalResult TSImporter::hUpsampleNearest(Node *n, Location loc) {
   return bindResult(n, cur);
 }
 
+/// Dimension `dim` of `v` normalized, with its size, which must be static
+/// ("<what> the batch-dependent dimension ... is not supported").
+static FailureOr<std::pair<int64_t, int64_t>>
+staticAxis(TSImporter &imp, TSImporter::Node *n, Value v, int64_t dim,
+           Location loc, StringRef what) {
+  SmallVector<SymInt> d = dimsOf(v);
+  auto axis = imp.normIndex(n, dim, d.size(), loc);
+  if (failed(axis))
+    return failure();
+  if (!d[*axis].isStatic())
+    return imp.error(n, loc) << what << " the batch-dependent dimension "
+                             << *axis << " is not supported",
+           failure();
+  return std::make_pair(*axis, d[*axis].constant);
+}
+
 /// flip(x, dims): per dimension a gather with the reversed indices.
 LogicalResult TSImporter::hFlip(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
@@ -763,14 +779,10 @@ LogicalResult TSImporter::hFlip(Node *n, Location loc) {
     return failure();
   Value cur = *x;
   for (int64_t dim : *dims) {
-    SmallVector<SymInt> d = dimsOf(cur);
-    auto axis = normIndex(n, dim, d.size(), loc);
-    if (failed(axis))
+    auto at = staticAxis(*this, n, cur, dim, loc, "flipping");
+    if (failed(at))
       return failure();
-    if (!d[*axis].isStatic())
-      return error(n, loc) << "flipping the batch-dependent dimension "
-                           << *axis << " is not supported";
-    int64_t size = d[*axis].constant;
+    auto [axis, size] = *at;
     SmallVector<int64_t> reversed;
     for (int64_t i = size - 1; i >= 0; --i)
       reversed.push_back(i);
@@ -778,7 +790,7 @@ LogicalResult TSImporter::hFlip(Node *n, Location loc) {
     Value idx = b().create<ConstantOp>(
         loc, VTensorType::get(ctx, {size}, -1, b().getI64Type()),
         DenseElementsAttr::get(shaped, ArrayRef<int64_t>(reversed)));
-    auto g = make<GatherOp>(loc, {cur, idx}, {i64("axis", *axis)});
+    auto g = make<GatherOp>(loc, {cur, idx}, {i64("axis", axis)});
     if (failed(g))
       return failure();
     cur = *g;
@@ -800,22 +812,18 @@ LogicalResult TSImporter::hRoll(Node *n, Location loc) {
                             "the flattened tensor is not supported)";
   Value cur = *x;
   for (auto [shift, dim] : llvm::zip(*shifts, *dims)) {
-    SmallVector<SymInt> d = dimsOf(cur);
-    auto axis = normIndex(n, dim, d.size(), loc);
-    if (failed(axis))
+    auto at = staticAxis(*this, n, cur, dim, loc, "rolling");
+    if (failed(at))
       return failure();
-    if (!d[*axis].isStatic())
-      return error(n, loc) << "rolling the batch-dependent dimension "
-                           << *axis << " is not supported";
-    int64_t size = d[*axis].constant;
+    auto [axis, size] = *at;
     int64_t s = size == 0 ? 0 : ((shift % size) + size) % size;
     if (s == 0)
       continue;
-    auto tail = sliceOf(cur, *axis, size - s, size, 1, loc, n);
-    auto head = sliceOf(cur, *axis, 0, size - s, 1, loc, n);
+    auto tail = sliceOf(cur, axis, size - s, size, 1, loc, n);
+    auto head = sliceOf(cur, axis, 0, size - s, 1, loc, n);
     if (failed(tail) || failed(head))
       return failure();
-    auto c = make<ConcatOp>(loc, {*tail, *head}, {i64("axis", *axis)});
+    auto c = make<ConcatOp>(loc, {*tail, *head}, {i64("axis", axis)});
     if (failed(c))
       return failure();
     cur = *c;
