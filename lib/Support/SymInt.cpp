@@ -18,6 +18,17 @@ std::optional<SymInt> SymInt::mul(SymInt o) const {
                 constant * o.constant);
 }
 
+std::optional<SymInt> varuna::product(llvm::ArrayRef<SymInt> dims) {
+  SymInt p(1);
+  for (SymInt d : dims) {
+    std::optional<SymInt> m = p.mul(d);
+    if (!m)
+      return std::nullopt;
+    p = *m;
+  }
+  return p;
+}
+
 std::optional<SymInt> SymInt::divExact(SymInt o) const {
   if (o.isStatic()) {
     if (o.constant == 0 || perBatch % o.constant || constant % o.constant)

@@ -31,3 +31,11 @@ TEST(SymInt, Predicates) {
   EXPECT_FALSE(SymInt(2, 1).isBatchMultiple());
   EXPECT_TRUE(SymInt(5).isStatic());
 }
+
+TEST(SymInt, Product) {
+  EXPECT_EQ(*varuna::product(llvm::ArrayRef<SymInt>()), SymInt(1));
+  EXPECT_EQ(*varuna::product({SymInt(3), SymInt::batch(2), SymInt(4)}),
+            SymInt::batch(24));
+  EXPECT_EQ(*varuna::product({SymInt(0), SymInt::batch()}), SymInt(0));
+  EXPECT_FALSE(varuna::product({SymInt::batch(), SymInt(2), SymInt::batch()}));
+}

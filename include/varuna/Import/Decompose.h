@@ -44,6 +44,33 @@ enum class Activation {
   logsigmoid,
 };
 
+/// Interpolation of a resize: linear (torch's linear / bilinear /
+/// trilinear, ONNX Resize "linear") or cubic convolution (bicubic, ONNX
+/// "cubic").
+enum class ResizeMode { linear, cubic };
+
+/// Where output index d of a resized axis (input size n, output size m,
+/// scale s = m / n unless given) samples the input:
+///  halfPixel         (d + 0.5) / s - 0.5   (torch, align_corners=False)
+///  pytorchHalfPixel  as halfPixel, but 0 when m == 1 (ONNX)
+///  alignCorners      d * (n - 1) / (m - 1), 0 when m == 1
+///  asymmetric        d / s
+enum class ResizeCoordinates {
+  halfPixel,
+  pytorchHalfPixel,
+  alignCorners,
+  asymmetric
+};
+
+/// One resized axis: its new size, and the scale that maps coordinates
+/// (0: size / input size; torch and ONNX use a given scale factor as is,
+/// which differs when the size was rounded down).
+struct ResizeAxis {
+  int64_t axis;
+  int64_t size;
+  double scale = 0;
+};
+
 class Decomposer {
 public:
   Decomposer(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
@@ -79,6 +106,23 @@ public:
   mlir::FailureOr<mlir::Value> einsum(llvm::StringRef equation,
                                       llvm::ArrayRef<mlir::Value> operands);
 
+  /// `x / size` where `size` is k*B, the batch size (times a static k) as a
+  /// number: `loss.sum() / x.shape[0]`, kl_div's "batchmean". Only a sum
+  /// over the batch dimension can be divided by it, and that is a mean over
+  /// the batch of the sum over the other reduced axes (then / k), which is
+  /// what each micro-batch computes as its share. Anything else is
+  /// diagnosed: a graph cannot hold the batch size as data.
+  mlir::FailureOr<mlir::Value> divideByBatch(mlir::Value x, SymInt size);
+  /// Linear or cubic resampling along each axis in turn (the separable
+  /// form torch and onnxruntime compute), each a matmul by a constant
+  /// [input size, output size] weight matrix. Linear samples are clamped to
+  /// [0, n - 1]; cubic (coefficient `cubicA`, torch's -0.75) reads indices
+  /// clamped to the edge. Axes must be static (not the batch dimension).
+  mlir::FailureOr<mlir::Value> resize(mlir::Value x,
+                                      llvm::ArrayRef<ResizeAxis> axes,
+                                      ResizeMode mode,
+                                      ResizeCoordinates coordinates,
+                                      double cubicA = -0.75);
   /// A rank-0 constant of element type `et`.
   mlir::Value scalar(double v, mlir::Type et);
 

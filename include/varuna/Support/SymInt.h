@@ -10,6 +10,7 @@
 #ifndef VARUNA_SUPPORT_SYMINT_H
 #define VARUNA_SUPPORT_SYMINT_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/Hashing.h"
 #include <cstdint>
 #include <optional>
@@ -60,6 +61,12 @@ struct SymInt {
   /// "16", "B", "B*4", "B*4+2".
   std::string str() const;
 };
+
+/// The product of `dims`; fails when more than one of them depends on B (the
+/// result would be quadratic in B). The element count of any tensor, or of a
+/// run of its dimensions, always exists: a shape has at most one
+/// batch-dependent dimension.
+std::optional<SymInt> product(llvm::ArrayRef<SymInt> dims);
 
 inline llvm::hash_code hash_value(const SymInt &s) {
   return llvm::hash_combine(s.perBatch, s.constant);

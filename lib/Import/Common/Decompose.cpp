@@ -3,8 +3,10 @@
 #include "varuna/Import/Decompose.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 using namespace mlir;
 using namespace varuna;
@@ -272,18 +274,6 @@ FailureOr<Value> Decomposer::arrange(Value x, std::string &have,
   return x;
 }
 
-/// The product of `dims` (at most one batch-dependent).
-static std::optional<SymInt> productOf(ArrayRef<SymInt> dims) {
-  SymInt p(1);
-  for (SymInt d : dims) {
-    std::optional<SymInt> m = p.mul(d);
-    if (!m)
-      return std::nullopt;
-    p = *m;
-  }
-  return p;
-}
-
 FailureOr<Value> Decomposer::einsumPair(Value a, std::string la, Value bv,
                                         std::string lb, StringRef out) {
   // Letters only one side has and the result does not need: summed first.
@@ -344,8 +334,8 @@ FailureOr<Value> Decomposer::einsumPair(Value a, std::string la, Value bv,
   };
   auto pa = transpose(a, permFor(la, {&batch, &freeA, &contracted}));
   auto pb = transpose(bv, permFor(lb, {&batch, &contracted, &freeB}));
-  auto m = productOf(freeADims), k = productOf(contractedDims),
-       n = productOf(freeBDims);
+  auto m = product(freeADims), k = product(contractedDims),
+       n = product(freeBDims);
   if (failed(pa) || failed(pb) || !m || !k || !n)
     return emitError(loc) << "einsum: the grouped sizes cannot be "
                              "represented",
@@ -464,4 +454,159 @@ FailureOr<Value> Decomposer::einsum(StringRef equation,
     perm.push_back(at);
   }
   return transpose(*summed, perm);
+}
+
+FailureOr<Value> Decomposer::divideByBatch(Value x, SymInt size) {
+  auto refuse = [&](StringRef why) -> FailureOr<Value> {
+    emitError(loc) << "dividing by the batch size " << size.str() << ": "
+                   << why
+                   << "; only a sum over the batch dimension can be divided "
+                      "by it (loss.sum() / x.shape[0], kl_div's "
+                      "\"batchmean\"), since a graph cannot hold the batch "
+                      "size as data";
+    return failure();
+  };
+  if (!size.isBatchMultiple())
+    return refuse("it is not a multiple of B");
+  auto sum = x.getDefiningOp<ReduceOp>();
+  if (!sum || sum.getKind() != ReduceKind::sum)
+    return refuse("the dividend is not a sum");
+  auto in = sum.getInput().getType().cast<VTensorType>();
+  if (!in.getElementType().isa<FloatType>())
+    return refuse("the sum is not floating-point");
+  int64_t bd = in.getBatchDim();
+  ArrayRef<int64_t> axes = sum.getAxes();
+  if (bd < 0 || !llvm::is_contained(axes, bd))
+    return refuse("the sum does not run over the batch dimension");
+  // sum over axes / (k B) = mean over the batch dimension (size m B, m the
+  // input's batch multiple) of the sum over the other axes, times m / k.
+  bool keep = sum.getKeepdim();
+  SmallVector<int64_t> others;
+  int64_t at = bd;
+  for (int64_t a : axes)
+    if (a != bd) {
+      others.push_back(a);
+      if (a < bd && !keep)
+        --at;
+    }
+  FailureOr<Value> v = sum.getInput();
+  if (!others.empty())
+    v = reduce(ReduceKind::sum, *v, others, keep);
+  if (succeeded(v))
+    v = reduce(ReduceKind::mean, *v, {at}, keep);
+  double scale = static_cast<double>(in.getBatchMultiple()) /
+                 static_cast<double>(size.perBatch);
+  if (succeeded(v) && scale != 1.0)
+    v = times(*v, scale);
+  return v;
+}
+
+/// Weights [in][out] of resampling one axis from `in` to `out` elements.
+static std::vector<double> resizeWeights(int64_t in, int64_t out,
+                                         double scale, ResizeMode mode,
+                                         ResizeCoordinates coord,
+                                         double cubicA) {
+  if (scale <= 0)
+    scale = static_cast<double>(out) / static_cast<double>(in);
+  std::vector<double> w(in * out, 0.0);
+  auto add = [&](int64_t i, int64_t o, double v) {
+    w[std::clamp<int64_t>(i, 0, in - 1) * out + o] += v;
+  };
+  for (int64_t o = 0; o < out; ++o) {
+    double d = static_cast<double>(o), src = 0;
+    switch (coord) {
+    case ResizeCoordinates::halfPixel:
+      src = (d + 0.5) / scale - 0.5;
+      break;
+    case ResizeCoordinates::pytorchHalfPixel:
+      src = out > 1 ? (d + 0.5) / scale - 0.5 : 0.0;
+      break;
+    case ResizeCoordinates::alignCorners:
+      src = out > 1 ? d * static_cast<double>(in - 1) /
+                          static_cast<double>(out - 1)
+                    : 0.0;
+      break;
+    case ResizeCoordinates::asymmetric:
+      src = d / scale;
+      break;
+    }
+    if (mode == ResizeMode::linear) {
+      src = std::clamp(src, 0.0, static_cast<double>(in - 1));
+      int64_t i0 = static_cast<int64_t>(std::floor(src));
+      double t = src - static_cast<double>(i0);
+      add(i0, o, 1.0 - t);
+      add(i0 + 1, o, t);
+      continue;
+    }
+    // Cubic convolution (Keys) at distances 1 + t, t, 1 - t, 2 - t.
+    double a = cubicA;
+    auto near = [a](double x) { return ((a + 2) * x - (a + 3)) * x * x + 1; };
+    auto far = [a](double x) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; };
+    int64_t i0 = static_cast<int64_t>(std::floor(src));
+    double t = src - static_cast<double>(i0);
+    add(i0 - 1, o, far(1 + t));
+    add(i0, o, near(t));
+    add(i0 + 1, o, near(1 - t));
+    add(i0 + 2, o, far(2 - t));
+  }
+  return w;
+}
+
+FailureOr<Value> Decomposer::resize(Value x, ArrayRef<ResizeAxis> axes,
+                                    ResizeMode mode,
+                                    ResizeCoordinates coordinates,
+                                    double cubicA) {
+  FailureOr<Value> cur = x;
+  for (const ResizeAxis &ax : axes) {
+    auto t = cur->getType().cast<VTensorType>();
+    SmallVector<SymInt> dims = t.getDims();
+    int64_t rank = dims.size();
+    if (ax.axis < 0 || ax.axis >= rank)
+      return emitError(loc) << "resize: axis " << ax.axis
+                            << " out of range for rank " << rank,
+             failure();
+    SymInt in = dims[ax.axis];
+    if (!in.isStatic())
+      return emitError(loc) << "resizing the batch-dependent dimension "
+                            << ax.axis << " is not supported",
+             failure();
+    if (ax.size < 1 || in.constant < 1)
+      return emitError(loc) << "resizing dimension " << ax.axis << " from "
+                            << in.constant << " to " << ax.size,
+             failure();
+    if (ax.size == in.constant && (ax.scale <= 0 || ax.scale == 1.0))
+      continue;
+    std::vector<double> w = resizeWeights(in.constant, ax.size, ax.scale,
+                                          mode, coordinates, cubicA);
+    Type et = t.getElementType();
+    auto shaped = RankedTensorType::get({in.constant, ax.size}, et);
+    SmallVector<APFloat> vals;
+    const llvm::fltSemantics &sem = et.cast<FloatType>().getFloatSemantics();
+    for (double v : w) {
+      APFloat f(v);
+      bool lost;
+      f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+      vals.push_back(f);
+    }
+    Value weights = b.create<ConstantOp>(
+        loc, VTensorType::get(b.getContext(), {in.constant, ax.size}, -1, et),
+        DenseElementsAttr::get(shaped, vals));
+    // Move the axis last, multiply, move it back.
+    SmallVector<int64_t> perm;
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != ax.axis)
+        perm.push_back(i);
+    perm.push_back(ax.axis);
+    SmallVector<int64_t> back(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      back[perm[i]] = i;
+    cur = transpose(*cur, perm);
+    if (succeeded(cur))
+      cur = make<MatmulOp>({*cur, weights});
+    if (succeeded(cur))
+      cur = transpose(*cur, back);
+    if (failed(cur))
+      return failure();
+  }
+  return cur;
 }

@@ -392,6 +392,12 @@ FailureOr<Value> Importer::toRuntime(ImportValue &v, Location loc) {
       v.value = *m; // materialize once
     return m;
   }
+  if (v.batchSize)
+    return emitError(loc) << "the batch size " << v.batchSize->str()
+                          << " cast to floating point is used as tensor "
+                             "data; it can only divide a sum over the "
+                             "batch dimension (loss.sum() / x.shape[0])",
+           failure();
   return emitError(loc) << "use of a value that no node produced",
          failure();
 }

@@ -51,6 +51,9 @@ struct ImportValue {
   mlir::Value value;                // runtime
   std::optional<KnownTensor> known; // known at import time
   std::string param;                // a parameter not yet read
+  /// The batch size k*B cast to floating point: neither data nor known; only
+  /// a sum over the batch may be divided by it (Decomposer::divideByBatch).
+  std::optional<SymInt> batchSize;
 
   bool isKnown() const { return known.has_value(); }
   bool isParam() const { return !param.empty(); }

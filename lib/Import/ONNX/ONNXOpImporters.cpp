@@ -9,6 +9,7 @@
 
 #include "ONNXOpImporters.h"
 #include "KnownValue.h"
+#include "varuna/Import/Decompose.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -149,10 +150,8 @@ static LogicalResult importSize(NodeContext &nc) {
   auto dims = dimsOf(nc, 0);
   if (failed(dims))
     return failure();
-  SymInt n(1);
-  for (SymInt d : *dims)
-    n = *n.mul(d);
-  nc.setOutput(0, KnownTensor::ofInts(nc.b().getI64Type(), {}, {n}));
+  nc.setOutput(0, KnownTensor::ofInts(nc.b().getI64Type(), {},
+                                      {*product(*dims)}));
   return success();
 }
 
@@ -183,6 +182,14 @@ static LogicalResult importCast(NodeContext &nc) {
     return nc.error(Twine("cast to unsupported type ") +
                     (to ? onnxTypeName(*to) : "(none)"));
   ImportValue &in = nc.input(0);
+  if (in.isKnown() && in.known->numel() == 1 && !in.known->isStatic() &&
+      et.isa<FloatType>()) {
+    // float(x.shape[0]): kept symbolic for a division (importBinary).
+    ImportValue size;
+    size.batchSize = in.known->intAt(0);
+    nc.setOutput(0, size);
+    return success();
+  }
   if (in.isKnown()) {
     std::string err;
     auto r = evalCast(*in.known, et, err);
@@ -273,6 +280,15 @@ static LogicalResult importBinary(NodeContext &nc) {
   auto acc = nc.runtime(0);
   if (failed(acc))
     return failure();
+  if (op == "Div" && nc.numInputs() == 2 && nc.input(1).batchSize) {
+    // loss.sum() / x.shape[0], kl_div(reduction="batchmean").
+    auto q = Decomposer(nc.b(), nc.loc)
+                 .divideByBatch(*acc, *nc.input(1).batchSize);
+    if (failed(q))
+      return failure();
+    nc.setOutput(0, *q);
+    return success();
+  }
   Value v = *acc;
   for (size_t i = 1; i < nc.numInputs(); ++i) {
     auto rhs = nc.runtime(i);

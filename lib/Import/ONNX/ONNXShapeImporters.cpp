@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KnownValue.h"
+#include "varuna/Import/Decompose.h"
 #include "ONNXOpImporters.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -70,11 +71,10 @@ LogicalResult setReshaped(NodeContext &nc, const Operand &o,
   return success();
 }
 
-SymInt product(ArrayRef<SymInt> dims) {
-  SymInt p(1);
-  for (SymInt d : dims)
-    p = p.mul(d).value_or(SymInt(0, -1)); // at most one dim depends on B
-  return p;
+/// The element count of a tensor's dimensions (always exists: at most one
+/// depends on B).
+SymInt elements(ArrayRef<SymInt> dims) {
+  return product(dims).value_or(SymInt(0, -1));
 }
 
 LogicalResult importReshape(NodeContext &nc) {
@@ -105,12 +105,12 @@ LogicalResult importReshape(NodeContext &nc) {
   if (inferAt >= 0) {
     SmallVector<SymInt> rest(dims);
     rest.erase(rest.begin() + inferAt);
-    auto d = product(o->dims).divExact(product(rest));
+    auto d = elements(o->dims).divExact(elements(rest));
     if (!d)
       return nc.error("cannot infer the -1 dimension: " +
-                      product(o->dims).str() + " elements do not divide by " +
-                      product(rest).str() +
-                      (product(o->dims).isStatic() ? "" :
+                      elements(o->dims).str() + " elements do not divide by " +
+                      elements(rest).str() +
+                      (elements(o->dims).isStatic() ? "" :
                        " (the target shape may have been exported with a "
                        "fixed batch size)"));
     dims[inferAt] = *d;
@@ -127,8 +127,8 @@ LogicalResult importFlatten(NodeContext &nc) {
   if (axis < 0 || axis > rank)
     return nc.error("axis out of range");
   ArrayRef<SymInt> d(o->dims);
-  SmallVector<SymInt> dims{product(d.take_front(axis)),
-                           product(d.drop_front(axis))};
+  SmallVector<SymInt> dims{elements(d.take_front(axis)),
+                           elements(d.drop_front(axis))};
   return setReshaped(nc, *o, dims);
 }
 
@@ -225,7 +225,7 @@ LogicalResult importExpand(NodeContext &nc) {
   if (o->known) {
     // Small known tensors are expanded at import time.
     bool isStatic = llvm::all_of(dims, [](SymInt d) { return d.isStatic(); });
-    int64_t n = isStatic ? product(dims).constant : -1;
+    int64_t n = isStatic ? elements(dims).constant : -1;
     if (isStatic && n <= kMaxKnownElements) {
       std::vector<int64_t> shapeOut, idx;
       for (SymInt d : dims)
@@ -520,12 +520,16 @@ LogicalResult importDepthToSpace(NodeContext &nc) {
   return setResult(nc, reshapeTo(nc, *t, merged));
 }
 
-/// Resize in nearest mode by integer factors of the spatial dimensions
+/// Resize. Nearest by integer factors of the spatial dimensions
 /// (F.interpolate(mode="nearest"), nn.Upsample): each element repeated,
-/// through a new axis of 1 after the dimension, expanded and merged. With
-/// an integer factor, the coordinate modes torch exports (asymmetric +
-/// floor, (pytorch_)half_pixel + round_prefer_floor/ceil) all pick
-/// floor(i / factor). Other modes and factors are refused.
+/// through a new axis of 1 after the dimension, expanded and merged; with an
+/// integer factor, the coordinate modes torch exports (asymmetric + floor,
+/// (pytorch_)half_pixel + round_prefer_floor/ceil) all pick floor(i /
+/// factor). Linear and cubic (bilinear, bicubic, ...): a constant matrix per
+/// resized dimension (Decomposer::resize) for the coordinate modes
+/// half_pixel, pytorch_half_pixel, align_corners and asymmetric. Other
+/// modes, non-integer nearest factors, exclude_outside, antialias and the
+/// opset-18 `axes` are refused with what they are.
 LogicalResult importResize(NodeContext &nc) {
   auto v = nc.runtime(0);
   if (failed(v))
@@ -535,71 +539,112 @@ LogicalResult importResize(NodeContext &nc) {
       nc.stringAttr("coordinate_transformation_mode").value_or("half_pixel");
   std::string nearest =
       nc.stringAttr("nearest_mode").value_or("round_prefer_floor");
+  if (nc.intAttr("antialias").value_or(0) != 0)
+    return nc.error("antialiased resizing is not supported");
+  if (nc.intsAttr("axes"))
+    return nc.error("the 'axes' attribute is not supported (give scales or "
+                    "sizes for every dimension)");
+  SmallVector<SymInt> d = typeOf(*v).getDims();
+  int64_t rank = d.size();
+  std::vector<int64_t> sizes(rank, -1);
+  std::vector<double> scales(rank, 0.0);
+  // Opsets 11-12 give an empty scales tensor next to sizes.
+  FailureOr<KnownTensor> givenScales = failure();
+  if (nc.hasInput(2)) {
+    givenScales = nc.knownInput(2, "scales");
+    if (failed(givenScales))
+      return failure();
+  }
+  if (succeeded(givenScales) &&
+      (givenScales->numel() != 0 || !nc.hasInput(3))) {
+    if (givenScales->numel() != rank)
+      return nc.error("expected " + Twine(rank) + " scales");
+    for (int64_t i = 0; i < rank; ++i) {
+      scales[i] = givenScales->floatAt(i);
+      if (scales[i] <= 0)
+        return nc.error("scale " + std::to_string(scales[i]) +
+                        " for dimension " + Twine(i));
+      if (scales[i] != 1.0 && d[i].isStatic())
+        sizes[i] = static_cast<int64_t>(
+            std::floor(static_cast<double>(d[i].constant) * scales[i]));
+    }
+  } else if (nc.hasInput(3)) {
+    auto given = nc.knownInput(3, "sizes");
+    if (failed(given))
+      return failure();
+    if (given->numel() != rank)
+      return nc.error("expected " + Twine(rank) + " sizes");
+    for (int64_t i = 0; i < rank; ++i) {
+      SymInt out = given->intAt(i);
+      if (out == d[i])
+        continue;
+      if (!out.isStatic())
+        return nc.error("resizing dimension " + Twine(i) + " from " +
+                        d[i].str() + " to " + out.str());
+      sizes[i] = out.constant;
+    }
+  } else {
+    return nc.error("neither scales nor sizes given");
+  }
+  for (int64_t i = 0; i < rank; ++i)
+    if (!d[i].isStatic() &&
+        (sizes[i] >= 0 || (scales[i] != 0 && scales[i] != 1)))
+      return nc.error("resizing the batch-dependent dimension " + Twine(i));
+
+  if (mode == "linear" || mode == "cubic") {
+    auto c = llvm::StringSwitch<std::optional<ResizeCoordinates>>(coord)
+                 .Case("half_pixel", ResizeCoordinates::halfPixel)
+                 .Case("pytorch_half_pixel",
+                       ResizeCoordinates::pytorchHalfPixel)
+                 .Case("align_corners", ResizeCoordinates::alignCorners)
+                 .Case("asymmetric", ResizeCoordinates::asymmetric)
+                 .Default(std::nullopt);
+    if (!c)
+      return nc.error("coordinate_transformation_mode '" + coord +
+                      "' is not supported for " + mode + " resizing");
+    if (nc.intAttr("exclude_outside").value_or(0) != 0)
+      return nc.error("exclude_outside=1 is not supported");
+    SmallVector<ResizeAxis> axes;
+    for (int64_t i = 0; i < rank; ++i)
+      if (sizes[i] >= 0)
+        axes.push_back({i, sizes[i], scales[i]});
+    double a = nc.floatAttr("cubic_coeff_a").value_or(-0.75);
+    return setResult(nc, Decomposer(nc.b(), nc.loc)
+                             .resize(*v, axes,
+                                     mode == "cubic" ? ResizeMode::cubic
+                                                     : ResizeMode::linear,
+                                     *c, a));
+  }
   bool floorPick = coord == "asymmetric" && nearest == "floor";
   bool roundPick = (coord == "half_pixel" || coord == "pytorch_half_pixel") &&
                    (nearest == "round_prefer_floor" ||
                     nearest == "round_prefer_ceil");
   if (mode != "nearest" || !(floorPick || roundPick))
-    return nc.error("only nearest resizing by integer factors is supported "
-                    "(mode '" + mode + "', coordinate_transformation_mode '" +
-                    coord + "', nearest_mode '" + nearest + "')");
-  SmallVector<SymInt> d = typeOf(*v).getDims();
-  int64_t rank = d.size();
-  std::vector<int64_t> factors(rank, 1);
-  // Opsets 11-12 give an empty scales tensor next to sizes.
-  FailureOr<KnownTensor> scales = failure();
-  if (nc.hasInput(2)) {
-    scales = nc.knownInput(2, "scales");
-    if (failed(scales))
-      return failure();
-  }
-  if (succeeded(scales) && (scales->numel() != 0 || !nc.hasInput(3))) {
-    if (scales->numel() != rank)
-      return nc.error("expected " + Twine(rank) + " scales");
-    for (int64_t i = 0; i < rank; ++i) {
-      double f = scales->floatAt(i);
-      if (f < 1.0 || f != std::floor(f))
-        return nc.error("resizing dimension " + Twine(i) + " by " +
-                        std::to_string(f) +
-                        " (only integer factors are supported)");
-      factors[i] = static_cast<int64_t>(f);
-    }
-  } else if (nc.hasInput(3)) {
-    auto sizes = nc.knownInput(3, "sizes");
-    if (failed(sizes))
-      return failure();
-    if (sizes->numel() != rank)
-      return nc.error("expected " + Twine(rank) + " sizes");
-    for (int64_t i = 0; i < rank; ++i) {
-      SymInt out = sizes->intAt(i);
-      if (out == d[i])
-        continue;
-      if (!out.isStatic() || !d[i].isStatic() ||
-          out.constant % d[i].constant != 0)
-        return nc.error("resizing dimension " + Twine(i) + " from " +
-                        d[i].str() + " to " + out.str() +
-                        " (only integer factors are supported)");
-      factors[i] = out.constant / d[i].constant;
-    }
-  } else {
-    return nc.error("neither scales nor sizes given");
-  }
+    return nc.error("resizing with mode '" + mode +
+                    "', coordinate_transformation_mode '" + coord +
+                    "', nearest_mode '" + nearest +
+                    "' is not supported (nearest by integer factors, "
+                    "linear and cubic are)");
   Value cur = *v;
   for (int64_t i = 0; i < rank; ++i) {
-    if (factors[i] == 1)
+    if (sizes[i] < 0 || sizes[i] == d[i].constant)
       continue;
-    if (!d[i].isStatic())
-      return nc.error("resizing the batch-dependent dimension " + Twine(i));
+    int64_t in = d[i].constant;
+    if (sizes[i] % in != 0 || (scales[i] != 0 && scales[i] != sizes[i] / in))
+      return nc.error("resizing dimension " + Twine(i) + " from " +
+                      Twine(in) + " to " + Twine(sizes[i]) +
+                      " (nearest: only integer factors are supported)");
+    int64_t factor = sizes[i] / in;
     SmallVector<SymInt> spread(d);
     spread.insert(spread.begin() + i + 1, SymInt(1));
     auto one = reshapeTo(nc, cur, spread);
     if (failed(one))
       return failure();
-    spread[i + 1] = SymInt(factors[i]);
+    spread[i + 1] = SymInt(factor);
     VTensorType et = VTensorType::getFromDims(nc.ctx(), spread,
                                               typeOf(cur).getElementType());
     Value expanded = nc.b().create<ExpandOp>(nc.loc, et, *one);
-    d[i] = SymInt(d[i].constant * factors[i]);
+    d[i] = SymInt(sizes[i]);
     auto merged = reshapeTo(nc, expanded, d);
     if (failed(merged))
       return failure();
@@ -727,7 +772,7 @@ LogicalResult importConstantOfShape(NodeContext &nc) {
     dims.push_back(shape->intAt(i));
   bool isStatic = llvm::all_of(dims, [](SymInt d) { return d.isStatic(); });
   if (isStatic) {
-    int64_t n = product(dims).constant;
+    int64_t n = elements(dims).constant;
     if (n <= kMaxKnownElements) {
       std::vector<int64_t> s;
       for (SymInt d : dims)

@@ -404,16 +404,12 @@ LogicalResult TSImporter::hBilinear(Node *n, Location loc) {
                          << dimsStr(d1) << ", " << dimsStr(d2) << ", "
                          << dimsStr(dw);
   SmallVector<SymInt> lead(d1.begin(), d1.end() - 1);
-  SymInt rows(1);
-  for (SymInt s : lead) {
-    std::optional<SymInt> m = rows.mul(s);
-    if (!m)
-      return error(n, loc) << "cannot flatten " << dimsStr(d1);
-    rows = *m;
-  }
-  auto a = reshape(*x1, {rows, d1.back()}, loc);
+  std::optional<SymInt> rows = product(lead);
+  if (!rows)
+    return error(n, loc) << "cannot flatten " << dimsStr(d1);
+  auto a = reshape(*x1, {*rows, d1.back()}, loc);
   auto c = reshape(cast(*x2, tensorType(*x1).getElementType(), loc),
-                   {rows, d2.back()}, loc);
+                   {*rows, d2.back()}, loc);
   if (failed(a) || failed(c))
     return failure();
   auto y = Decomposer(b(), loc).einsum("ni,oij,nj->no", {*a, *w, *c});

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TorchScriptImporterImpl.h"
+#include "varuna/Import/Decompose.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -554,7 +555,14 @@ LogicalResult TSImporter::hArith(Node *n, Location loc) {
     }
   }
   FailureOr<Value> r = failure();
-  if (op == "div" && !isNoneArg(n, 2)) {
+  bool trueDiv = op == "true_divide" || (op == "div" && isNoneArg(n, 2));
+  if (trueDiv && a.kind == K::Tensor && c.kind == K::Int && !c.i.isStatic()) {
+    // loss.sum() / x.size(0), kl_div(reduction="batchmean").
+    auto x = asTensor(a, Type(), loc, n);
+    if (failed(x))
+      return failure();
+    r = Decomposer(b(), loc).divideByBatch(*x, c.i);
+  } else if (op == "div" && !isNoneArg(n, 2)) {
     auto mode = strArg(n, 2, loc);
     if (failed(mode))
       return failure();
@@ -798,6 +806,9 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::upsample_nearest1d", "aten::upsample_nearest2d",
        "aten::upsample_nearest3d"},
       &TSImporter::hUpsampleNearest);
+  reg({"aten::upsample_linear1d", "aten::upsample_bilinear2d",
+       "aten::upsample_trilinear3d", "aten::upsample_bicubic2d"},
+      &TSImporter::hUpsampleInterpolate);
   reg({"aten::flip"}, &TSImporter::hFlip);
   reg({"aten::roll"}, &TSImporter::hRoll);
   reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip",

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TorchScriptImporterImpl.h"
+#include "varuna/Import/Decompose.h"
 
 #include <cmath>
 #include <limits>
@@ -156,15 +157,12 @@ LogicalResult TSImporter::hFlatten(Node *n, Location loc) {
   int64_t start = normAxis(*s, dims.size()), end = normAxis(*e, dims.size());
   if (start < 0 || end < 0 || start > end)
     return error(n, loc) << "bad flatten range [" << *s << ", " << *e << "]";
-  SymInt prod = 1;
-  for (int64_t i = start; i <= end; ++i) {
-    auto m = prod.mul(dims[i]);
-    if (!m)
-      return error(n, loc) << "flattened size is not affine in B";
-    prod = *m;
-  }
+  std::optional<SymInt> prod =
+      product(ArrayRef<SymInt>(dims).slice(start, end - start + 1));
+  if (!prod)
+    return error(n, loc) << "flattened size is not affine in B";
   SmallVector<SymInt> out(dims.begin(), dims.begin() + start);
-  out.push_back(prod);
+  out.push_back(*prod);
   out.append(dims.begin() + end + 1, dims.end());
   return bindResult(n, reshape(*x, out, loc));
 }
@@ -591,14 +589,10 @@ LogicalResult TSImporter::hRepeatInterleave(Node *n, Location loc) {
   int64_t axis = 0;
   if (isNoneArg(n, 2)) {
     SmallVector<SymInt> dims = dimsOf(cur);
-    SymInt all(1);
-    for (SymInt d : dims) {
-      std::optional<SymInt> m = all.mul(d);
-      if (!m)
-        return error(n, loc) << "cannot flatten " << dimsStr(dims);
-      all = *m;
-    }
-    auto flat = reshape(cur, {all}, loc);
+    std::optional<SymInt> all = product(dims);
+    if (!all)
+      return error(n, loc) << "cannot flatten " << dimsStr(dims);
+    auto flat = reshape(cur, {*all}, loc);
     if (failed(flat))
       return failure();
     cur = *flat;
@@ -689,6 +683,60 @@ LogicalResult TSImporter::hPixelShuffle(Node *n, Location loc) {
   return bindResult(n, failed(t) ? t : reshape(*t, merged, loc));
 }
 
+/// The output sizes and scale factors of an upsample_* node over the
+/// spatial dimensions of `d` ([N, C, spatial...]): output_size at input
+/// `sizeAt`, or the scales from input `scalesAt` on (one list, or one
+/// optional float per dimension). Scales are 0 where only sizes are given;
+/// sizes from scales are floor(size * scale), as torch computes them.
+static LogicalResult upsampleArgs(TSImporter &imp, TSImporter::Node *n,
+                                  Location loc, ArrayRef<SymInt> d,
+                                  unsigned sizeAt, unsigned scalesAt,
+                                  SmallVectorImpl<int64_t> &sizes,
+                                  SmallVectorImpl<double> &scales) {
+  int64_t spatial = static_cast<int64_t>(d.size()) - 2;
+  if (spatial < 1)
+    return imp.error(n, loc) << "expected an input [N, C, spatial...], got "
+                             << dimsStr(d);
+  for (int64_t i = 0; i < spatial; ++i)
+    if (!d[i + 2].isStatic())
+      return imp.error(n, loc) << "resizing the batch-dependent dimension "
+                               << i + 2 << " is not supported";
+  if (!imp.isNoneArg(n, sizeAt)) {
+    auto given = imp.intListArg(n, sizeAt, loc);
+    if (failed(given))
+      return failure();
+    if (static_cast<int64_t>(given->size()) != spatial)
+      return imp.error(n, loc) << "output size has " << given->size()
+                               << " entries for " << spatial
+                               << " spatial dimensions";
+    sizes.assign(given->begin(), given->end());
+    scales.assign(spatial, 0.0);
+    return success();
+  }
+  TSValue &s = imp.lookup(n->input(scalesAt));
+  if (s.kind == K::List) {
+    for (const TSValue &e : s.list)
+      scales.push_back(e.kind == K::Float ? e.f
+                                          : static_cast<double>(e.i.constant));
+  } else {
+    for (unsigned i = scalesAt; i < n->inputs().size(); ++i) {
+      auto f = imp.optArg(n, i, loc, &TSImporter::floatArg, 0.0);
+      if (failed(f))
+        return failure();
+      scales.push_back(*f);
+    }
+  }
+  if (static_cast<int64_t>(scales.size()) != spatial)
+    return imp.error(n, loc) << "expected " << spatial << " scale factors";
+  for (int64_t i = 0; i < spatial; ++i) {
+    if (scales[i] <= 0)
+      return imp.error(n, loc) << "scale factor " << scales[i];
+    sizes.push_back(static_cast<int64_t>(
+        std::floor(static_cast<double>(d[i + 2].constant) * scales[i])));
+  }
+  return success();
+}
+
 /// upsample_nearestNd(x, output_size, scale_factors) (or per-dim scales):
 /// an integer factor per spatial dimension, each element repeated
 /// (repeat_interleave). Non-integer factors are refused.
@@ -697,62 +745,53 @@ LogicalResult TSImporter::hUpsampleNearest(Node *n, Location loc) {
   if (failed(x))
     return failure();
   SmallVector<SymInt> d = dimsOf(*x);
-  int64_t spatial = static_cast<int64_t>(d.size()) - 2;
-  if (spatial < 1)
-    return error(n, loc) << "expected an input [N, C, spatial...], got "
-                         << dimsStr(d);
-  SmallVector<int64_t> factors;
-  if (!isNoneArg(n, 1)) {
-    auto sizes = intListArg(n, 1, loc);
-    if (failed(sizes))
-      return failure();
-    if (static_cast<int64_t>(sizes->size()) != spatial)
-      return error(n, loc) << "output size has " << sizes->size()
-                           << " entries for " << spatial
-                           << " spatial dimensions";
-    for (int64_t i = 0; i < spatial; ++i) {
-      SymInt in = d[i + 2];
-      if (!in.isStatic() || (*sizes)[i] % in.constant != 0)
-        return error(n, loc) << "nearest upsampling from " << in.str()
-                             << " to " << (*sizes)[i]
-                             << " is supported only by an integer factor";
-      factors.push_back((*sizes)[i] / in.constant);
-    }
-  } else {
-    SmallVector<double> scales;
-    TSValue &s = lookup(n->input(2));
-    if (s.kind == K::List) {
-      for (const TSValue &e : s.list)
-        scales.push_back(e.kind == K::Float ? e.f
-                                            : static_cast<double>(e.i.constant));
-    } else {
-      for (unsigned i = 2; i < n->inputs().size(); ++i) {
-        auto f = optArg(n, i, loc, &TSImporter::floatArg, 0.0);
-        if (failed(f))
-          return failure();
-        scales.push_back(*f);
-      }
-    }
-    if (static_cast<int64_t>(scales.size()) != spatial)
-      return error(n, loc) << "expected " << spatial << " scale factors";
-    for (double f : scales) {
-      if (f < 1.0 || f != std::floor(f))
-        return error(n, loc) << "nearest upsampling by " << f
-                             << " is supported only by an integer factor";
-      factors.push_back(static_cast<int64_t>(f));
-    }
-  }
+  SmallVector<int64_t> sizes;
+  SmallVector<double> scales;
+  if (failed(upsampleArgs(*this, n, loc, d, 1, 2, sizes, scales)))
+    return failure();
   Value cur = *x;
-  for (int64_t i = 0; i < spatial; ++i) {
-    if (factors[i] == 1)
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    int64_t in = d[i + 2].constant;
+    if (sizes[i] % in != 0 || (scales[i] != 0 && scales[i] != sizes[i] / in))
+      return error(n, loc) << "nearest upsampling of dimension " << i + 2
+                           << " from " << in << " to " << sizes[i]
+                           << " is supported only by an integer factor";
+    if (sizes[i] == in)
       continue;
-    auto next = repeatAxis(*this, n, loc, cur, i + 2, SymInt(factors[i]),
+    auto next = repeatAxis(*this, n, loc, cur, i + 2, SymInt(sizes[i] / in),
                            /*interleave=*/true);
     if (failed(next))
       return failure();
     cur = *next;
   }
   return bindResult(n, cur);
+}
+
+/// upsample_linear1d / bilinear2d / trilinear3d / bicubic2d(x,
+/// output_size, align_corners, scale_factors) (or per-dim scales): F.
+/// interpolate's linear and cubic modes as a constant matrix per spatial
+/// dimension (Decomposer::resize). The antialiased forms are other ops.
+LogicalResult TSImporter::hUpsampleInterpolate(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto corners = boolArg(n, 2, loc);
+  if (failed(x) || failed(corners))
+    return failure();
+  if (!isFloatType(tensorType(*x).getElementType()))
+    return error(n, loc) << "interpolating an integer tensor";
+  SmallVector<SymInt> d = dimsOf(*x);
+  SmallVector<int64_t> sizes;
+  SmallVector<double> scales;
+  if (failed(upsampleArgs(*this, n, loc, d, 1, 3, sizes, scales)))
+    return failure();
+  SmallVector<ResizeAxis> axes;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    axes.push_back({static_cast<int64_t>(i) + 2, sizes[i], scales[i]});
+  bool cubic = opName(n) == "upsample_bicubic2d";
+  return bindResult(
+      n, Decomposer(b(), loc)
+             .resize(*x, axes, cubic ? ResizeMode::cubic : ResizeMode::linear,
+                     *corners ? ResizeCoordinates::alignCorners
+                              : ResizeCoordinates::halfPixel));
 }
 
 /// Dimension `dim` of `v` normalized, with its size, which must be static

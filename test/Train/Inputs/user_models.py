@@ -8,14 +8,15 @@ functions       TorchScript: RMSNorm, mish / hardswish / elu / selu / celu /
                 var / std, vector norms, GroupNorm / InstanceNorm, cosine
                 similarity, nn.Bilinear, adaptive max pooling, and a loss
                 adding mse, smooth L1, Huber, L1, binary cross-entropy (with
-                logits and on probabilities), KL divergence and
-                cross-entropy
+                logits and on probabilities), KL divergence (mean and
+                batchmean), a sum divided by x.shape[0], and cross-entropy
 functions_onnx  the part the ONNX exporter (opset 17) takes: no RMSNorm,
                 no Bilinear, no L1 / smooth L1 / Huber / binary
                 cross-entropy on probabilities (torch cannot export them)
 shapes          TorchScript and ONNX: pixel_shuffle / pixel_unshuffle
-                (DepthToSpace), transposed convolution, nearest upsampling
-                (Resize), flip, roll between repeated convolution blocks
+                (DepthToSpace), transposed convolution, nearest, bilinear
+                and bicubic interpolation (Resize), flip, roll between
+                repeated convolution blocks
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -76,7 +77,11 @@ class Functions(nn.Module):
         loss = (F.cross_entropy(logits, labels) + F.mse_loss(logits, targets)
                 + F.binary_cross_entropy_with_logits(logits, probs)
                 + F.kl_div(F.log_softmax(logits, -1), F.softmax(targets, -1),
-                           reduction="mean"))
+                           reduction="mean")
+                # divided by the batch size: means over the examples too
+                + F.kl_div(F.log_softmax(logits, -1), F.softmax(targets * 2, -1),
+                           reduction="batchmean")
+                + (logits - targets).abs().sum() / (2 * x.shape[0]) / C)
         if not self.onnx:
             loss = loss + (F.binary_cross_entropy(torch.sigmoid(logits), probs) + F.l1_loss(logits, targets) + F.smooth_l1_loss(logits, targets, beta=0.5)
                            + F.huber_loss(logits, targets, delta=2.0))
@@ -126,7 +131,11 @@ class ConvBlock(nn.Module):
         up = F.pixel_shuffle(self.conv(h), 2)  # [B, 4, 16, 16]
         up = torch.roll(torch.flip(up, [3]), self.shift, 2) + self.tconv(h)
         down = self.back(F.gelu(up))  # [B, 4, 8, 8]
-        return h + down + F.interpolate(F.avg_pool2d(h, 2), scale_factor=2, mode="nearest")
+        pooled = F.avg_pool2d(h, 2)  # [B, 4, 4, 4]
+        smooth = (F.interpolate(pooled, scale_factor=2, mode="bilinear")
+                  + F.interpolate(pooled, size=(8, 8), mode="bicubic", align_corners=True)
+                  + F.interpolate(h, scale_factor=1.5, mode="bilinear", align_corners=True)[..., :8, :8])
+        return h + down + F.interpolate(pooled, scale_factor=2, mode="nearest") + smooth / 3
 
 
 class Shapes(nn.Module):

@@ -39,9 +39,18 @@ for k, v in (("location", "nowhere.bin"), ("offset", "0"), ("length", "96")):
 save("missing_ext", [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y], [ext])
 ximg = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 4, 4])
 scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
-save("resize_linear", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up",
-                                        mode="linear")], [ximg], [y], [scales])
+save("resize_crop", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up",
+                                      mode="linear",
+                                      coordinate_transformation_mode="tf_crop_and_resize")],
+     [ximg], [y], [scales])
 half = numpy_helper.from_array(np.array([1, 1, 1.5, 1.5], np.float32), "scales")
 save("resize_fraction", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up",
                                           mode="nearest", coordinate_transformation_mode="asymmetric",
                                           nearest_mode="floor")], [ximg], [y], [half])
+# x * float(x.shape[0]): the batch size used as data, not dividing a sum.
+zero = numpy_helper.from_array(np.array([0], np.int64), "zero")
+save("batch_as_data", [helper.make_node("Shape", ["x"], ["s"]),
+                       helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+                       helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+                       helper.make_node("Mul", ["x", "bf"], ["y"], name="scale")],
+     [x], [y], [zero])

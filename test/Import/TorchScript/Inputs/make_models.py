@@ -23,6 +23,7 @@ written.pt      in-place writes into a slice and an index (T5's shift right),
                 batch 3 and PyTorch's loss on them
 aliased.pt      writes into a slice while a view taken before is read after
 viewwrite.pt    an in-place write through a reshape of a tensor read after
+perbatch.pt     divides something other than a sum by x.shape[0]
 """
 import os
 import sys
@@ -170,6 +171,11 @@ class ViewWrite(nn.Module):
         return F.cross_entropy(z, y)
 
 
+class PerBatch(nn.Module):
+    def forward(self, x, y):
+        return (x.amax() + F.cross_entropy(x, y, reduction="sum")) / x.shape[0]
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -190,6 +196,7 @@ export(Cache(), (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))), os.path.joi
        input_names=["x", "y"])
 export(Aliased(), (x, y), os.path.join(out, "aliased.pt"), input_names=["x", "y"])
 export(ViewWrite(), (x, y), os.path.join(out, "viewwrite.pt"), input_names=["x", "y"])
+export(PerBatch(), (x, y), os.path.join(out, "perbatch.pt"), input_names=["x", "y"])
 written = Written()
 export(written, (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))),
        os.path.join(out, "written.pt"), input_names=["x", "y"])
