@@ -2,7 +2,8 @@
 //
 // Functions PyTorch and ONNX have that the varuna dialect has no op for
 // (mish, hardswish, elu, leaky_relu, logsumexp, variance, vector norms, RMS
-// normalization, GLU), built from varuna ops. Shared by the ONNX and the
+// normalization, GLU, einsum, linear / cubic interpolation, LSTM / GRU /
+// RNN layers, a sum divided by the batch size), built from varuna ops. Shared by the ONNX and the
 // TorchScript importers, so both import a function to the same ops; the
 // runtime differentiates the composition with ATen's autograd like any other
 // graph.
@@ -71,6 +72,23 @@ struct ResizeAxis {
   double scale = 0;
 };
 
+/// The cell of a recurrent layer, with torch's gate order: LSTM (i, f, g,
+/// o), GRU (r, z, n), Elman RNN with tanh or relu.
+enum class RecurrentCell { lstm, gru, rnnTanh, rnnRelu };
+
+/// One direction of one recurrent layer, torch's layout: wIh [G*H, I], wHh
+/// [G*H, H], biases [G*H] (null when the layer has none); G = 4, 3, 1.
+struct RecurrentWeights {
+  mlir::Value wIh, wHh, bIh, bHh;
+};
+
+/// What one direction of a layer computes: outputs [T, B, H] (time-major,
+/// in time order also when run in reverse) and the last state h (and c for
+/// an LSTM) [B, H].
+struct RecurrentResult {
+  mlir::Value outputs, h, c;
+};
+
 class Decomposer {
 public:
   Decomposer(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
@@ -123,6 +141,18 @@ public:
                                       ResizeMode mode,
                                       ResizeCoordinates coordinates,
                                       double cubicA = -0.75);
+  /// One direction of one recurrent layer over time-major x [T, B, I]
+  /// (T static) from h0 (and c0 for an LSTM) [B, H], unrolled: the input
+  /// projection x wIh^T + bIh as one matmul over all steps, then per step
+  /// the hidden projection and the cell's gates, as torch computes them
+  /// (GRU: n = tanh(x_n + r * (h wHh_n^T + bHh_n))). `reverse` runs from
+  /// the last step to the first.
+  mlir::FailureOr<RecurrentResult> recurrentLayer(RecurrentCell cell,
+                                                  mlir::Value x,
+                                                  mlir::Value h0,
+                                                  mlir::Value c0,
+                                                  const RecurrentWeights &w,
+                                                  bool reverse);
   /// A rank-0 constant of element type `et`.
   mlir::Value scalar(double v, mlir::Type et);
 
@@ -141,6 +171,9 @@ private:
                                        llvm::ArrayRef<SymInt> dims);
   mlir::FailureOr<mlir::Value> transpose(mlir::Value x,
                                          llvm::ArrayRef<int64_t> perm);
+  /// x[start:end] along a static axis.
+  mlir::FailureOr<mlir::Value> slice(mlir::Value x, int64_t axis,
+                                     int64_t start, int64_t end);
   /// `x` with letters `have` summed over those not in `keep`, then
   /// transposed to `order` (letters of have that are kept).
   mlir::FailureOr<mlir::Value> arrange(mlir::Value x, std::string &have,

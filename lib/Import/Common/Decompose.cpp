@@ -610,3 +610,119 @@ FailureOr<Value> Decomposer::resize(Value x, ArrayRef<ResizeAxis> axes,
   }
   return cur;
 }
+
+FailureOr<Value> Decomposer::slice(Value x, int64_t axis, int64_t start,
+                                   int64_t end) {
+  return make<SliceOp>({x}, {b.getNamedAttr("axis", b.getI64IntegerAttr(axis)),
+                             b.getNamedAttr("start", b.getI64IntegerAttr(start)),
+                             b.getNamedAttr("end", b.getI64IntegerAttr(end)),
+                             b.getNamedAttr("step", b.getI64IntegerAttr(1))});
+}
+
+FailureOr<RecurrentResult>
+Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
+                           const RecurrentWeights &w, bool reverse) {
+  auto xt = x.getType().cast<VTensorType>();
+  auto ht = h0.getType().cast<VTensorType>();
+  auto wt = w.wIh.getType().cast<VTensorType>();
+  int64_t gates = cell == RecurrentCell::lstm  ? 4
+                  : cell == RecurrentCell::gru ? 3
+                                               : 1;
+  if (xt.getRank() != 3 || ht.getRank() != 2 || wt.getRank() != 2 ||
+      !xt.getDim(0).isStatic() || !ht.getDim(1).isStatic() ||
+      wt.getDim(0) != SymInt(gates * ht.getDim(1).constant) ||
+      (cell == RecurrentCell::lstm && !c0))
+    return emitError(loc) << "recurrent layer: expected a time-major input "
+                             "[T, B, I] with a static T, a state [B, H] and "
+                             "weights ["
+                          << gates << "*H, I], got " << xt << ", " << ht
+                          << ", " << wt,
+           failure();
+  int64_t steps = xt.getDim(0).constant, hidden = ht.getDim(1).constant;
+  SymInt batch = xt.getDim(1);
+  auto fail = [] { return FailureOr<RecurrentResult>(failure()); };
+  // Input projection of every step at once: [T, B, G*H].
+  auto wIhT = transpose(w.wIh, {1, 0});
+  FailureOr<Value> xw = failed(wIhT) ? wIhT : make<MatmulOp>({x, *wIhT});
+  if (succeeded(xw) && w.bIh)
+    xw = make<AddOp>({*xw, w.bIh});
+  auto wHhT = transpose(w.wHh, {1, 0});
+  if (failed(xw) || failed(wHhT))
+    return fail();
+  auto gate = [&](Value v, int64_t k) { return slice(v, 1, k * hidden, (k + 1) * hidden); };
+  auto sig = [&](FailureOr<Value> v) {
+    return failed(v) ? v : unary(UnaryKind::sigmoid, *v);
+  };
+  auto tanhOf = [&](FailureOr<Value> v) {
+    return failed(v) ? v : unary(UnaryKind::tanh, *v);
+  };
+  auto mul = [&](FailureOr<Value> a, FailureOr<Value> c) {
+    return failed(a) || failed(c) ? FailureOr<Value>(failure())
+                                  : make<MulOp>({*a, *c});
+  };
+  auto add = [&](FailureOr<Value> a, FailureOr<Value> c) {
+    return failed(a) || failed(c) ? FailureOr<Value>(failure())
+                                  : make<AddOp>({*a, *c});
+  };
+  Value h = h0, c = c0;
+  SmallVector<Value> outs(steps);
+  for (int64_t i = 0; i < steps; ++i) {
+    int64_t t = reverse ? steps - 1 - i : i;
+    auto step = slice(*xw, 0, t, t + 1);
+    auto xs = failed(step) ? step : reshape(*step, {batch, SymInt(gates * hidden)});
+    FailureOr<Value> hw = make<MatmulOp>({h, *wHhT});
+    if (succeeded(hw) && w.bHh)
+      hw = make<AddOp>({*hw, w.bHh});
+    if (failed(xs) || failed(hw))
+      return fail();
+    FailureOr<Value> next = failure();
+    switch (cell) {
+    case RecurrentCell::lstm: {
+      auto g = make<AddOp>({*xs, *hw});
+      if (failed(g))
+        return fail();
+      auto in = sig(gate(*g, 0)), forget = sig(gate(*g, 1));
+      auto cand = tanhOf(gate(*g, 2)), out = sig(gate(*g, 3));
+      auto cNew = add(mul(forget, c), mul(in, cand));
+      if (failed(cNew))
+        return fail();
+      c = *cNew;
+      next = mul(out, tanhOf(c));
+      break;
+    }
+    case RecurrentCell::gru: {
+      auto r = sig(add(gate(*xs, 0), gate(*hw, 0)));
+      auto z = sig(add(gate(*xs, 1), gate(*hw, 1)));
+      auto n = tanhOf(add(gate(*xs, 2), mul(r, gate(*hw, 2))));
+      // (1 - z) n + z h = n + z (h - n)
+      auto diff = failed(n) ? n : make<SubOp>({h, *n});
+      next = add(n, mul(z, diff));
+      break;
+    }
+    case RecurrentCell::rnnTanh:
+    case RecurrentCell::rnnRelu: {
+      auto pre = make<AddOp>({*xs, *hw});
+      next = failed(pre) ? pre
+                         : unary(cell == RecurrentCell::rnnTanh
+                                     ? UnaryKind::tanh
+                                     : UnaryKind::relu,
+                                 *pre);
+      break;
+    }
+    }
+    if (failed(next))
+      return fail();
+    h = *next;
+    auto row = reshape(h, {SymInt(1), batch, SymInt(hidden)});
+    if (failed(row))
+      return fail();
+    outs[t] = *row;
+  }
+  auto all = steps == 1 ? FailureOr<Value>(outs[0])
+                        : make<ConcatOp>(ValueRange(outs),
+                                         {b.getNamedAttr(
+                                             "axis", b.getI64IntegerAttr(0))});
+  if (failed(all))
+    return fail();
+  return RecurrentResult{*all, h, c};
+}

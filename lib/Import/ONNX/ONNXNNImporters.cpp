@@ -8,6 +8,7 @@
 #include "KnownValue.h"
 #include "ONNXOpImporters.h"
 #include "varuna/Import/Decompose.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -515,6 +516,168 @@ LogicalResult importLoss(NodeContext &nc) {
 
 } // namespace
 
+/// LSTM / GRU / RNN (what torch exports for nn.LSTM, nn.GRU, nn.RNN): per
+/// direction, the weights reordered to torch's gate order (ONNX LSTM i o f
+/// c -> i f c o, GRU z r h -> r z h) and the layer unrolled
+/// (Decomposer::recurrentLayer). Y [T, D, B, H], Y_h and Y_c [D, B, H].
+/// Refused with the reason: sequence_lens, peepholes, clip, input_forget,
+/// activations other than the defaults (RNN: Tanh or Relu), GRU with
+/// linear_before_reset = 0, the batch-major layout 1 (onnxruntime does not
+/// run it either).
+static LogicalResult importRecurrent(NodeContext &nc) {
+  StringRef op = nc.node.op_type();
+  RecurrentCell cell = op == "LSTM"  ? RecurrentCell::lstm
+                       : op == "GRU" ? RecurrentCell::gru
+                                     : RecurrentCell::rnnTanh;
+  int64_t gates = op == "LSTM" ? 4 : op == "GRU" ? 3 : 1;
+  SmallVector<int64_t> order = op == "LSTM"  ? SmallVector<int64_t>{0, 2, 3, 1}
+                               : op == "GRU" ? SmallVector<int64_t>{1, 0, 2}
+                                             : SmallVector<int64_t>{0};
+  std::vector<std::string> acts;
+  for (const auto &a : nc.node.attribute())
+    if (a.name() == "activations")
+      acts.assign(a.strings().begin(), a.strings().end());
+  std::vector<std::string> defaults =
+      op == "LSTM"  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+      : op == "GRU" ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                    : std::vector<std::string>{"Tanh"};
+  std::string direction = nc.stringAttr("direction").value_or("forward");
+  int64_t dirs = direction == "bidirectional" ? 2 : 1;
+  if (op == "RNN" && !acts.empty() &&
+      llvm::all_of(acts, [](const std::string &a) { return a == "Relu"; }))
+    cell = RecurrentCell::rnnRelu;
+  else if (!acts.empty()) {
+    std::vector<std::string> want;
+    for (int64_t k = 0; k < dirs; ++k)
+      want.insert(want.end(), defaults.begin(), defaults.end());
+    if (acts != want && acts != defaults)
+      return nc.error("activations other than the defaults (" +
+                      llvm::join(defaults, ", ") + ") are not supported");
+  }
+  if (direction != "forward" && direction != "reverse" &&
+      direction != "bidirectional")
+    return nc.error("unknown direction '" + direction + "'");
+  if (nc.floatAttr("clip"))
+    return nc.error("clip is not supported");
+  if (nc.intAttr("input_forget").value_or(0) != 0)
+    return nc.error("input_forget is not supported");
+  if (op == "GRU" && nc.intAttr("linear_before_reset").value_or(0) == 0)
+    return nc.error("linear_before_reset = 0 is not supported (torch's "
+                    "GRU, exported with 1, is)");
+  if (nc.hasInput(4))
+    return nc.error("sequence_lens is not supported; pass padded sequences");
+  if (nc.hasInput(7))
+    return nc.error("peepholes (input P) are not supported");
+  auto x = nc.runtime(0), w = nc.runtime(1), r = nc.runtime(2);
+  if (failed(x) || failed(w) || failed(r))
+    return failure();
+  Value seq = *x;
+  if (nc.intAttr("layout").value_or(0) != 0)
+    return nc.error("the batch-major layout 1 is not supported (torch "
+                    "exports layout 0, transposing batch_first inputs)");
+  SmallVector<SymInt> xd = typeOf(seq).getDims();
+  auto hidden = nc.intAttr("hidden_size");
+  if (!hidden || xd.size() != 3)
+    return nc.error("expected hidden_size and an input of rank 3");
+  SymInt batch = xd[1];
+  // Row block k of a [D, G*H, n] (or [D, n]) input for direction d, the
+  // gates put in torch's order.
+  auto part = [&](Value all, int64_t d, int64_t offset) -> FailureOr<Value> {
+    auto one = nc.create<SliceOp>(all, int64_t(0), d, d + 1, int64_t(1));
+    if (failed(one))
+      return failure();
+    SmallVector<SymInt> dims = typeOf(*one).getDims();
+    dims.erase(dims.begin());
+    auto flat = reshapeTo(nc, *one, dims);
+    if (failed(flat))
+      return failure();
+    SmallVector<Value> blocks;
+    for (int64_t g : order) {
+      int64_t start = offset + g * *hidden;
+      auto blk = nc.create<SliceOp>(*flat, int64_t(0), start, start + *hidden,
+                                    int64_t(1));
+      if (failed(blk))
+        return failure();
+      blocks.push_back(*blk);
+    }
+    if (blocks.size() == 1)
+      return blocks[0];
+    return nc.create<ConcatOp>(ValueRange(blocks), int64_t(0));
+  };
+  // The initial state of direction d: [B, H] (zeros when not given).
+  auto initial = [&](size_t input, int64_t d) -> FailureOr<Value> {
+    if (!nc.hasInput(input)) {
+      Type et = typeOf(seq).getElementType();
+      VTensorType t = VTensorType::getFromDims(nc.ctx(), {batch, SymInt(*hidden)}, et);
+      return nc.b().create<FullOp>(nc.loc, t, nc.b().getFloatAttr(et, 0.0))
+          .getResult();
+    }
+    auto all = nc.runtime(input);
+    if (failed(all))
+      return failure();
+    auto one = nc.create<SliceOp>(*all, int64_t(0), d, d + 1, int64_t(1));
+    return failed(one) ? one : reshapeTo(nc, *one, {batch, SymInt(*hidden)});
+  };
+  FailureOr<Value> bias = nc.hasInput(3) ? nc.runtime(3) : FailureOr<Value>(Value());
+  if (failed(bias))
+    return failure();
+  Decomposer dec(nc.b(), nc.loc);
+  SmallVector<Value> ys, hs, cs;
+  for (int64_t d = 0; d < dirs; ++d) {
+    RecurrentWeights wts;
+    auto wi = part(*w, d, 0), wh = part(*r, d, 0);
+    if (failed(wi) || failed(wh))
+      return failure();
+    wts.wIh = *wi;
+    wts.wHh = *wh;
+    if (*bias) {
+      auto bi = part(*bias, d, 0), bh = part(*bias, d, gates * *hidden);
+      if (failed(bi) || failed(bh))
+        return failure();
+      wts.bIh = *bi;
+      wts.bHh = *bh;
+    }
+    auto h0 = initial(5, d);
+    FailureOr<Value> c0 = op == "LSTM" ? initial(6, d) : FailureOr<Value>(Value());
+    if (failed(h0) || failed(c0))
+      return failure();
+    bool reverse = direction == "reverse" || d == 1;
+    auto res = dec.recurrentLayer(cell, seq, *h0, *c0, wts, reverse);
+    if (failed(res))
+      return failure();
+    SmallVector<SymInt> od = typeOf(res->outputs).getDims();
+    auto y = reshapeTo(nc, res->outputs, {od[0], SymInt(1), od[1], od[2]});
+    auto h = reshapeTo(nc, res->h, {SymInt(1), batch, SymInt(*hidden)});
+    if (failed(y) || failed(h))
+      return failure();
+    ys.push_back(*y);
+    hs.push_back(*h);
+    if (op == "LSTM") {
+      auto c = reshapeTo(nc, res->c, {SymInt(1), batch, SymInt(*hidden)});
+      if (failed(c))
+        return failure();
+      cs.push_back(*c);
+    }
+  }
+  auto join = [&](ArrayRef<Value> vs, int64_t axis) -> FailureOr<Value> {
+    if (vs.size() == 1)
+      return vs[0];
+    return nc.create<ConcatOp>(ValueRange(vs), axis);
+  };
+  auto y = join(ys, 1), h = join(hs, 0);
+  if (failed(y) || failed(h))
+    return failure();
+  nc.setOutput(0, *y);
+  nc.setOutput(1, *h);
+  if (op == "LSTM") {
+    auto c = join(cs, 0);
+    if (failed(c))
+      return failure();
+    nc.setOutput(2, *c);
+  }
+  return success();
+}
+
 OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
   return llvm::StringSwitch<OpImporter>(op)
       .Case("MatMul", importMatMul)
@@ -527,6 +690,7 @@ OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
              importActivation)
       .Cases("LeakyRelu", "Softsign", importActivation)
       .Case("Einsum", importEinsum)
+      .Cases("LSTM", "GRU", "RNN", importRecurrent)
       .Case("LayerNormalization", importLayerNorm)
       .Case("BatchNormalization", importBatchNorm)
       .Case("InstanceNormalization", importInstanceNorm)

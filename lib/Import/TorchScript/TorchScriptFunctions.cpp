@@ -425,3 +425,142 @@ LogicalResult TSImporter::hBilinear(Node *n, Location loc) {
     return failure();
   return bindResult(n, make<AddOp>(loc, {*r, *bias}));
 }
+
+/// lstm(input, [h0, c0], params, has_biases, num_layers, dropout, train,
+/// bidirectional, batch_first) -> (output, h_n, c_n); gru / rnn_tanh /
+/// rnn_relu the same with one state tensor h0 -> (output, h_n). nn.LSTM,
+/// nn.GRU and nn.RNN, unrolled over the (static) sequence length per layer
+/// and direction (Decomposer::recurrentLayer); dropout between layers in
+/// training. Packed sequences and LSTM projections (proj_size) are refused.
+LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
+  std::string op = opName(n);
+  RecurrentCell cell = op == "lstm"       ? RecurrentCell::lstm
+                       : op == "gru"      ? RecurrentCell::gru
+                       : op == "rnn_tanh" ? RecurrentCell::rnnTanh
+                                          : RecurrentCell::rnnRelu;
+  bool lstm = cell == RecurrentCell::lstm;
+  if (n->inputs().size() != 9 || lookup(n->input(2)).kind != K::List ||
+      (lstm && lookup(n->input(1)).kind != K::List))
+    return error(n, loc) << "packed sequences (pack_padded_sequence) are not "
+                            "supported; pass padded tensors";
+  auto x = floatInput(*this, n, loc);
+  auto params = tensorListArg(n, 2, loc);
+  auto biases = boolArg(n, 3, loc);
+  auto layers = intArg(n, 4, loc);
+  auto dropout = floatArg(n, 5, loc);
+  auto train = boolArg(n, 6, loc);
+  auto bidirectional = boolArg(n, 7, loc);
+  auto batchFirst = boolArg(n, 8, loc);
+  if (failed(x) || failed(params) || failed(biases) || failed(layers) ||
+      failed(dropout) || failed(train) || failed(bidirectional) ||
+      failed(batchFirst))
+    return failure();
+  SmallVector<Value> states;
+  if (lstm) {
+    auto hc = tensorListArg(n, 1, loc);
+    if (failed(hc))
+      return failure();
+    states = *hc;
+  } else {
+    auto h = tensorArg(n, 1, loc);
+    if (failed(h))
+      return failure();
+    states.push_back(*h);
+  }
+  int64_t dirs = *bidirectional ? 2 : 1;
+  size_t perCell = *biases ? 4 : 2;
+  if (params->size() != static_cast<size_t>(*layers * dirs) * perCell)
+    return error(n, loc) << "expected " << *layers * dirs * perCell
+                         << " weights for " << *layers << " layers, got "
+                         << params->size()
+                         << (lstm ? " (LSTM projections, proj_size, are not "
+                                    "supported)"
+                                  : "");
+  if (states.size() != (lstm ? 2u : 1u))
+    return error(n, loc) << "expected " << (lstm ? 2 : 1) << " state tensors";
+  Decomposer d(b(), loc);
+  Value seq = *x;
+  if (*batchFirst) {
+    auto t = transpose(seq, {1, 0, 2}, loc);
+    if (failed(t))
+      return failure();
+    seq = *t;
+  }
+  // The initial state of layer l, direction k: states[.][l * dirs + k].
+  auto initial = [&](Value all, int64_t k) -> FailureOr<Value> {
+    SmallVector<SymInt> dims = dimsOf(all);
+    if (dims.size() != 3)
+      return error(n, loc) << "expected a state [layers * directions, B, H], "
+                           << "got " << dimsStr(dims),
+             failure();
+    auto row = make<SliceOp>(loc, {all},
+                             {attr("axis", b().getI64IntegerAttr(0)),
+                              attr("start", b().getI64IntegerAttr(k)),
+                              attr("end", b().getI64IntegerAttr(k + 1)),
+                              attr("step", b().getI64IntegerAttr(1))});
+    return failed(row) ? row : reshape(*row, {dims[1], dims[2]}, loc);
+  };
+  SmallVector<Value> lastH, lastC;
+  for (int64_t l = 0; l < *layers; ++l) {
+    SmallVector<Value> outs;
+    for (int64_t k = 0; k < dirs; ++k) {
+      int64_t idx = l * dirs + k;
+      Value *p = &(*params)[idx * perCell];
+      RecurrentWeights w{p[0], p[1], *biases ? p[2] : Value(),
+                         *biases ? p[3] : Value()};
+      auto h0 = initial(states[0], idx);
+      FailureOr<Value> c0 = lstm ? initial(states[1], idx) : FailureOr<Value>(Value());
+      if (failed(h0) || failed(c0))
+        return failure();
+      auto r = d.recurrentLayer(cell, seq, *h0, *c0, w, /*reverse=*/k == 1);
+      if (failed(r))
+        return failure();
+      outs.push_back(r->outputs);
+      lastH.push_back(r->h);
+      if (lstm)
+        lastC.push_back(r->c);
+    }
+    FailureOr<Value> next = outs[0];
+    if (dirs == 2)
+      next = make<ConcatOp>(loc, outs, {attr("axis", b().getI64IntegerAttr(2))});
+    if (failed(next))
+      return failure();
+    seq = *next;
+    if (*train && *dropout > 0 && l + 1 < *layers)
+      seq = b().create<DropoutOp>(loc, seq.getType(), seq,
+                                  b().getF64FloatAttr(*dropout))
+                .getResult();
+  }
+  if (*batchFirst) {
+    auto t = transpose(seq, {1, 0, 2}, loc);
+    if (failed(t))
+      return failure();
+    seq = *t;
+  }
+  // h_n (and c_n): the last states stacked [layers * directions, B, H].
+  auto stack = [&](ArrayRef<Value> last) -> FailureOr<Value> {
+    SmallVector<Value> rows;
+    for (Value v : last) {
+      SmallVector<SymInt> dims = dimsOf(v);
+      auto r = reshape(v, {SymInt(1), dims[0], dims[1]}, loc);
+      if (failed(r))
+        return failure();
+      rows.push_back(*r);
+    }
+    if (rows.size() == 1)
+      return rows[0];
+    return make<ConcatOp>(loc, rows, {attr("axis", b().getI64IntegerAttr(0))});
+  };
+  auto hn = stack(lastH);
+  if (failed(hn))
+    return failure();
+  bindTensor(n->outputs()[0], seq);
+  bindTensor(n->outputs()[1], *hn);
+  if (lstm) {
+    auto cn = stack(lastC);
+    if (failed(cn))
+      return failure();
+    bindTensor(n->outputs()[2], *cn);
+  }
+  return success();
+}

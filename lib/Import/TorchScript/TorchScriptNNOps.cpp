@@ -781,6 +781,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::binary_cross_entropy_with_logits", "aten::kl_div"},
       &TSImporter::hElementwiseLoss);
   reg({"aten::cosine_similarity"}, &TSImporter::hCosineSimilarity);
+  reg({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"},
+      &TSImporter::hRecurrent);
   reg({"aten::einsum"}, &TSImporter::hEinsum);
   reg({"aten::bilinear"}, &TSImporter::hBilinear);
   reg({"aten::logsumexp"}, &TSImporter::hLogSumExp);

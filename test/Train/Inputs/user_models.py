@@ -17,6 +17,9 @@ shapes          TorchScript and ONNX: pixel_shuffle / pixel_unshuffle
                 (DepthToSpace), transposed convolution, nearest, bilinear
                 and bicubic interpolation (Resize), flip, roll between
                 repeated convolution blocks
+recurrent       TorchScript and ONNX: nn.LSTM (2 layers, bidirectional,
+                batch_first), nn.GRU (time-major) and nn.RNN (relu, no
+                bias) reading each other's outputs and final states
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -154,3 +157,23 @@ class Shapes(nn.Module):
 
 def shapes():
     return Shapes(), (torch.randn(2, 3, 8, 8), torch.randint(0, C, (2,)))
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(4, D)
+        self.lstm = nn.LSTM(D, 6, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(12, D)
+        self.rnn = nn.RNN(D, 5, nonlinearity="relu", batch_first=True, bias=False)
+        self.head = nn.Linear(5 + D + 6, C)
+
+    def forward(self, x, labels):  # x [B, S, 4]
+        out, (h, c) = self.lstm(torch.tanh(self.embed(x)))
+        seq, last = self.gru(out.transpose(0, 1))
+        tail, _ = self.rnn(seq.transpose(0, 1))
+        return F.cross_entropy(self.head(torch.cat([tail[:, -1], last[0], c[-1]], -1)), labels)
+
+
+def recurrent():
+    return Recurrent(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
