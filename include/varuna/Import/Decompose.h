@@ -89,6 +89,11 @@ struct RecurrentResult {
   mlir::Value outputs, h, c;
 };
 
+/// How a non-constant pad fills: mirrored without the edge (torch
+/// "reflect", ONNX "reflect"), the edge repeated ("replicate" / "edge"), or
+/// wrapped around ("circular" / "wrap").
+enum class PadMode { reflect, edge, wrap };
+
 class Decomposer {
 public:
   Decomposer(mlir::OpBuilder &b, mlir::Location loc) : b(b), loc(loc) {}
@@ -153,6 +158,26 @@ public:
                                                   mlir::Value c0,
                                                   const RecurrentWeights &w,
                                                   bool reverse);
+  /// Pads `x` by pads[i] before and pads[rank + i] after dimension i
+  /// (ONNX order; all >= 0) with `mode`: per padded dimension a `gather` of
+  /// constant indices into the input. Padded dimensions must be static;
+  /// reflect needs pads smaller than the size, wrap pads at most the size.
+  mlir::FailureOr<mlir::Value> padIndexed(mlir::Value x,
+                                          llvm::ArrayRef<int64_t> pads,
+                                          PadMode mode);
+  /// indices[..., None] == arange(depth): a boolean [..., depth] with the
+  /// one-hot rows; with `negatives`, index -k also selects depth - k
+  /// (ONNX OneHot). Out-of-range indices give all-false rows.
+  mlir::FailureOr<mlir::Value> oneHot(mlir::Value indices, int64_t depth,
+                                      bool negatives);
+  /// a mod b (same element type, broadcasting): with `floorMod` the sign
+  /// of b (Python's %, torch.remainder, ONNX Mod fmod=0), else the sign of a
+  /// (C fmod, torch.fmod, ONNX Mod fmod=1). Integers through truncating
+  /// division, floats through floor.
+  mlir::FailureOr<mlir::Value> remainder(mlir::Value a, mlir::Value b,
+                                         bool floorMod);
+  /// x where x > 0, else slope * x (PReLU; slope broadcasts against x).
+  mlir::FailureOr<mlir::Value> prelu(mlir::Value x, mlir::Value slope);
   /// A rank-0 constant of element type `et`.
   mlir::Value scalar(double v, mlir::Type et);
 

@@ -238,8 +238,8 @@ FailureOr<Value> Decomposer::reshape(Value x, ArrayRef<SymInt> dims) {
   VTensorType type =
       VTensorType::getFromDims(b.getContext(), dims, t.getElementType());
   if (!type || type.getNumElements() != t.getNumElements())
-    return emitError(loc) << "einsum: cannot reshape " << t << " to the "
-                          << dims.size() << " grouped dimensions",
+    return emitError(loc) << "cannot reshape " << t << " to "
+                          << dims.size() << " dimensions",
            failure();
   return b.create<ReshapeOp>(loc, type, x).getResult();
 }
@@ -725,4 +725,141 @@ Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
   if (failed(all))
     return fail();
   return RecurrentResult{*all, h, c};
+}
+
+FailureOr<Value> Decomposer::padIndexed(Value x, ArrayRef<int64_t> pads,
+                                        PadMode mode) {
+  auto t = x.getType().cast<VTensorType>();
+  int64_t rank = t.getRank();
+  if (static_cast<int64_t>(pads.size()) != 2 * rank)
+    return emitError(loc) << "pad: expected " << 2 * rank << " pads, got "
+                          << pads.size(),
+           failure();
+  const char *name = mode == PadMode::reflect ? "reflect"
+                     : mode == PadMode::edge  ? "replicate"
+                                              : "circular";
+  FailureOr<Value> cur = x;
+  for (int64_t axis = 0; axis < rank; ++axis) {
+    int64_t before = pads[axis], after = pads[axis + rank];
+    if (before == 0 && after == 0)
+      continue;
+    SymInt size = t.getDim(axis);
+    if (!size.isStatic())
+      return emitError(loc) << name << " padding of the batch-dependent "
+                            << "dimension " << axis << " is not supported",
+             failure();
+    int64_t n = size.constant;
+    int64_t limit = mode == PadMode::reflect ? n - 1 : mode == PadMode::wrap ? n : INT64_MAX;
+    if (n < 1 || before > limit || after > limit)
+      return emitError(loc) << name << " padding of dimension " << axis
+                            << " (size " << n << ") by " << before << " and "
+                            << after << ": at most " << limit
+                            << " on each side",
+             failure();
+    SmallVector<int64_t> idx;
+    for (int64_t p = -before; p < n + after; ++p) {
+      int64_t i = p;
+      if (mode == PadMode::reflect)
+        i = p < 0 ? -p : p >= n ? 2 * (n - 1) - p : p;
+      else if (mode == PadMode::edge)
+        i = std::clamp<int64_t>(p, 0, n - 1);
+      else
+        i = ((p % n) + n) % n;
+      idx.push_back(i);
+    }
+    Type i64 = b.getI64Type();
+    auto shaped = RankedTensorType::get({static_cast<int64_t>(idx.size())}, i64);
+    Value indices = b.create<ConstantOp>(
+        loc,
+        VTensorType::get(b.getContext(), {static_cast<int64_t>(idx.size())}, -1, i64),
+        DenseElementsAttr::get(shaped, ArrayRef<int64_t>(idx)));
+    cur = make<GatherOp>({*cur, indices},
+                         {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+    if (failed(cur))
+      return failure();
+  }
+  return cur;
+}
+
+FailureOr<Value> Decomposer::oneHot(Value indices, int64_t depth,
+                                    bool negatives) {
+  auto t = indices.getType().cast<VTensorType>();
+  if (!t.getElementType().isa<IntegerType>() || depth < 1)
+    return emitError(loc) << "one-hot: expected integer indices and a "
+                             "positive depth, got "
+                          << t << " and " << depth,
+           failure();
+  SmallVector<SymInt> dims = t.getDims();
+  dims.push_back(SymInt(1));
+  auto column = reshape(indices, dims);
+  if (failed(column))
+    return failure();
+  Type et = t.getElementType();
+  auto rangeType = VTensorType::get(b.getContext(), {depth}, -1, et);
+  auto compare = [&](double start) {
+    Value r = b.create<ArangeOp>(loc, rangeType, b.getF64FloatAttr(start),
+                                 b.getF64FloatAttr(1.0));
+    return make<CompareOp>(
+        {*column, r},
+        {b.getNamedAttr("predicate", ComparePredicateAttr::get(
+                                         b.getContext(), ComparePredicate::eq))});
+  };
+  auto hit = compare(0);
+  if (failed(hit) || !negatives)
+    return hit;
+  auto wrapped = compare(-static_cast<double>(depth));
+  return failed(wrapped) ? wrapped : make<OrOp>({*hit, *wrapped});
+}
+
+FailureOr<Value> Decomposer::remainder(Value a, Value bv, bool floorMod) {
+  Type et = elementTypeOf(a);
+  if (et != elementTypeOf(bv))
+    return emitError(loc) << "remainder of " << a.getType() << " by "
+                          << bv.getType() << ": the element types differ",
+           failure();
+  bool isFloat = et.isa<FloatType>();
+  auto cmp = [&](ComparePredicate p, Value l, Value r) {
+    return make<CompareOp>(
+        {l, r}, {b.getNamedAttr("predicate",
+                                ComparePredicateAttr::get(b.getContext(), p))});
+  };
+  Value zero = scalar(0, et);
+  // r = a - b * q: q truncated (integers: fmod) or floored (floats: mod).
+  FailureOr<Value> q = make<DivOp>({a, bv});
+  if (succeeded(q) && isFloat)
+    q = unary(UnaryKind::floor, *q);
+  FailureOr<Value> bq = failed(q) ? q : make<MulOp>({bv, *q});
+  FailureOr<Value> r = failed(bq) ? bq : make<SubOp>({a, *bq});
+  if (failed(r))
+    return failure();
+  // Integers (truncated) need the floor fix for floorMod; floats (floored)
+  // the truncation fix for fmod: where r != 0 and its sign differs from
+  // the wanted one's, move it by b.
+  if (isFloat == floorMod)
+    return r;
+  Value signOf = floorMod ? bv : a;
+  auto nonzero = cmp(ComparePredicate::ne, *r, zero);
+  auto rNeg = cmp(ComparePredicate::lt, *r, zero);
+  auto wNeg = cmp(ComparePredicate::lt, signOf, zero);
+  auto differ = failed(rNeg) || failed(wNeg)
+                    ? FailureOr<Value>(failure())
+                    : cmp(ComparePredicate::ne, *rNeg, *wNeg);
+  auto fix = failed(nonzero) || failed(differ)
+                 ? FailureOr<Value>(failure())
+                 : make<AndOp>({*nonzero, *differ});
+  auto moved = floorMod ? make<AddOp>({*r, bv}) : make<SubOp>({*r, bv});
+  if (failed(fix) || failed(moved))
+    return failure();
+  return make<WhereOp>({*fix, *moved, *r});
+}
+
+FailureOr<Value> Decomposer::prelu(Value x, Value slope) {
+  auto pos = make<CompareOp>(
+      {x, scalar(0, elementTypeOf(x))},
+      {b.getNamedAttr("predicate", ComparePredicateAttr::get(
+                                       b.getContext(), ComparePredicate::gt))});
+  auto scaled = make<MulOp>({x, slope});
+  if (failed(pos) || failed(scaled))
+    return failure();
+  return make<WhereOp>({*pos, x, *scaled});
 }

@@ -516,6 +516,51 @@ LogicalResult importLoss(NodeContext &nc) {
 
 } // namespace
 
+/// OneHot(indices, depth, values [off, on], axis): where(indices ==
+/// arange(depth) (negative indices counted from the end), on, off), the new
+/// axis moved to `axis`.
+static LogicalResult importOneHot(NodeContext &nc) {
+  auto ids = nc.runtime(0);
+  auto depthK = nc.knownInput(1, "depth");
+  auto values = nc.runtime(2);
+  if (failed(ids) || failed(depthK) || failed(values))
+    return failure();
+  if (depthK->numel() != 1 || !depthK->intAt(0).isStatic() ||
+      (depthK->isFloat() && depthK->floatAt(0) != std::floor(depthK->floatAt(0))))
+    return nc.error("depth must be one fixed integer");
+  int64_t depth = depthK->isFloat() ? static_cast<int64_t>(depthK->floatAt(0))
+                                    : depthK->intAt(0).constant;
+  Value idx = *ids;
+  if (!typeOf(idx).getElementType().isa<IntegerType>())
+    idx = nc.b().create<CastOp>(
+        nc.loc, typeOf(idx).withElementType(nc.b().getI64Type()), idx);
+  auto hit = Decomposer(nc.b(), nc.loc).oneHot(idx, depth, true);
+  if (failed(hit))
+    return failure();
+  if (typeOf(*values).getNumElements() != SymInt(2))
+    return nc.error("values must hold two elements [off, on]");
+  auto off = nc.create<SliceOp>(*values, int64_t(0), int64_t(0), int64_t(1), int64_t(1));
+  auto on = nc.create<SliceOp>(*values, int64_t(0), int64_t(1), int64_t(2), int64_t(1));
+  if (failed(off) || failed(on))
+    return failure();
+  auto r = nc.create<WhereOp>(*hit, *on, *off);
+  if (failed(r))
+    return failure();
+  int64_t rank = typeOf(*r).getRank();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(-1), rank);
+  if (axis < 0 || axis >= rank)
+    return nc.error("axis out of range");
+  if (axis == rank - 1)
+    return setResult(nc, *r);
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i < rank - 1; ++i) {
+    if (i == axis)
+      perm.push_back(rank - 1);
+    perm.push_back(i);
+  }
+  return setResult(nc, nc.create<TransposeOp>(*r, ArrayRef<int64_t>(perm)));
+}
+
 /// LSTM / GRU / RNN (what torch exports for nn.LSTM, nn.GRU, nn.RNN): per
 /// direction, the weights reordered to torch's gate order (ONNX LSTM i o f
 /// c -> i f c o, GRU z r h -> r z h) and the layer unrolled
@@ -691,6 +736,7 @@ OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
       .Cases("LeakyRelu", "Softsign", importActivation)
       .Case("Einsum", importEinsum)
       .Cases("LSTM", "GRU", "RNN", importRecurrent)
+      .Case("OneHot", importOneHot)
       .Case("LayerNormalization", importLayerNorm)
       .Case("BatchNormalization", importBatchNorm)
       .Case("InstanceNormalization", importInstanceNorm)

@@ -246,6 +246,17 @@ static FailureOr<Value> runtimeBinary(NodeContext &nc, StringRef op, Value a,
     return nc.create<MulOp>(a, c);
   if (op == "Div")
     return nc.create<DivOp>(a, c);
+  if (op == "Mod") {
+    if (typeOf(a).getElementType() != typeOf(c).getElementType())
+      return nc.error("Mod of different element types");
+    if (typeOf(a).getElementType().isa<FloatType>() &&
+        nc.intAttr("fmod").value_or(0) == 0)
+      return nc.error("Mod of floating-point tensors needs fmod=1");
+    return Decomposer(nc.b(), nc.loc)
+        .remainder(a, c, nc.intAttr("fmod").value_or(0) == 0);
+  }
+  if (op == "PRelu")
+    return Decomposer(nc.b(), nc.loc).prelu(a, c);
   if (op == "Pow")
     return nc.create<PowOp>(a, c);
   if (op == "Max")
@@ -447,6 +458,7 @@ LogicalResult onnx_import::importNode(NodeContext &nc) {
               .Case("Cast", importCast)
               .Cases("Add", "Sub", "Mul", "Div", "Mod", importBinary)
               .Cases("Pow", "Max", "Min", "Sum", "Equal", importBinary)
+              .Case("PRelu", importBinary)
               .Cases("Less", "Greater", "LessOrEqual", "GreaterOrEqual",
                      importBinary)
               .Cases("And", "Or", "Xor", importBinary)

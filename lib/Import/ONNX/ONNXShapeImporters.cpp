@@ -865,8 +865,14 @@ LogicalResult importTrilu(NodeContext &nc) {
 
 LogicalResult importPad(NodeContext &nc) {
   std::string mode = nc.stringAttr("mode").value_or("constant");
-  if (mode != "constant")
-    return nc.error("pad mode '" + mode + "' is not supported (only constant)");
+  auto indexed = llvm::StringSwitch<std::optional<PadMode>>(mode)
+                     .Case("reflect", PadMode::reflect)
+                     .Case("edge", PadMode::edge)
+                     .Case("wrap", PadMode::wrap)
+                     .Default(std::nullopt);
+  if (mode != "constant" && !indexed)
+    return nc.error("pad mode '" + mode + "' is not supported (constant, "
+                    "reflect, edge and wrap are)");
   auto v = nc.runtime(0);
   auto padsK = nc.knownInput(1, "pads");
   if (failed(v) || failed(padsK))
@@ -914,6 +920,9 @@ LogicalResult importPad(NodeContext &nc) {
     nc.setOutput(0, *v);
     return success();
   }
+  if (indexed)
+    return setResult(nc,
+                     Decomposer(nc.b(), nc.loc).padIndexed(*v, pads, *indexed));
   return setResult(nc, nc.create<PadOp>(*v, pads, value));
 }
 

@@ -564,3 +564,120 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
   }
   return success();
 }
+
+/// one_hot(indices, num_classes) -> int64 [..., num_classes]: indices
+/// compared with arange(num_classes). num_classes = -1 (the largest index
+/// + 1, a value of the data) is refused.
+LogicalResult TSImporter::hOneHot(Node *n, Location loc) {
+  auto ids = tensorArg(n, 0, loc);
+  auto classes = intArg(n, 1, loc);
+  if (failed(ids) || failed(classes))
+    return failure();
+  if (*classes < 1)
+    return error(n, loc) << "one_hot needs num_classes (-1 would take it "
+                            "from the data, which the graph cannot)";
+  auto hit = Decomposer(b(), loc).oneHot(*ids, *classes, false);
+  if (failed(hit))
+    return failure();
+  return bindResult(n, cast(*hit, b().getI64Type(), loc));
+}
+
+/// feature_dropout(x, p, train) (Dropout1d/2d/3d): whole channels zeroed
+/// -- a dropout mask of shape [N, C, 1, ...] times x. Identity in eval or
+/// with p = 0; the alpha forms are refused in training.
+LogicalResult TSImporter::hFeatureDropout(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto p = floatArg(n, 1, loc);
+  auto train = boolArg(n, 2, loc);
+  if (failed(x) || failed(p) || failed(train))
+    return failure();
+  if (!*train || *p == 0.0)
+    return bindResult(n, *x);
+  if (opName(n) != "feature_dropout")
+    return error(n, loc) << opName(n) << " in training is not supported";
+  if (*p < 0.0 || *p >= 1.0)
+    return error(n, loc) << "dropout probability " << *p
+                         << " (expected [0, 1))";
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (dims.size() < 2)
+    return error(n, loc) << "channel dropout needs an input [N, C, ...], got "
+                         << dimsStr(dims);
+  for (size_t i = 2; i < dims.size(); ++i)
+    dims[i] = SymInt(1);
+  Type et = tensorType(*x).getElementType();
+  auto maskType = typeFromDims(dims, et, loc);
+  if (failed(maskType))
+    return failure();
+  Value ones = b().create<FullOp>(loc, *maskType, b().getFloatAttr(et, 1.0));
+  Value mask = b().create<DropoutOp>(loc, *maskType, ones,
+                                     b().getF64FloatAttr(*p));
+  return bindResult(n, make<MulOp>(loc, {*x, mask}));
+}
+
+/// im2col(x, kernel, dilation, padding, stride) (F.unfold) on [N, C, H, W]:
+/// a grouped convolution with a constant one-hot weight [C*kh*kw, 1, kh,
+/// kw] (output channel c*kh*kw + i*kw + j reads channel c at offset (i,
+/// j)), reshaped to [N, C*kh*kw, L].
+LogicalResult TSImporter::hIm2Col(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto kernel = intListArg(n, 1, loc), dil = intListArg(n, 2, loc),
+       pad = intListArg(n, 3, loc), stride = intListArg(n, 4, loc);
+  if (failed(x) || failed(kernel) || failed(dil) || failed(pad) ||
+      failed(stride))
+    return failure();
+  SmallVector<SymInt> d = dimsOf(*x);
+  if (d.size() != 4 || !d[1].isStatic() || kernel->size() != 2 ||
+      dil->size() != 2 || pad->size() != 2 || stride->size() != 2)
+    return error(n, loc) << "unfold needs an input [N, C, H, W] and two "
+                            "values per window argument, got "
+                         << dimsStr(d);
+  int64_t c = d[1].constant, kh = (*kernel)[0], kw = (*kernel)[1];
+  int64_t per = kh * kw;
+  Type et = tensorType(*x).getElementType();
+  std::vector<float> w(c * per * per, 0.0f);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t k = 0; k < per; ++k)
+      w[(ch * per + k) * per + k] = 1.0f; // [C*per, 1, kh, kw], offset k
+  auto shaped = RankedTensorType::get({c * per, 1, kh, kw}, b().getF32Type());
+  Value weight = b().create<ConstantOp>(
+      loc, VTensorType::get(ctx, {c * per, 1, kh, kw}, -1, b().getF32Type()),
+      DenseElementsAttr::get(shaped, ArrayRef<float>(w)));
+  weight = cast(weight, et, loc);
+  auto conv = make<ConvOp>(
+      loc, {*x, weight},
+      {attr("strides", b().getDenseI64ArrayAttr(*stride)),
+       attr("pads", b().getDenseI64ArrayAttr(
+                        {(*pad)[0], (*pad)[1], (*pad)[0], (*pad)[1]})),
+       attr("dilations", b().getDenseI64ArrayAttr(*dil)),
+       attr("groups", b().getI64IntegerAttr(c))});
+  if (failed(conv))
+    return failure();
+  SmallVector<SymInt> out = dimsOf(*conv);
+  return bindResult(n, reshape(*conv, {out[0], out[1],
+                                       SymInt(out[2].constant * out[3].constant)},
+                               loc));
+}
+
+/// prelu(x, weight): x where x > 0, else weight * x, the weight (one value
+/// or one per channel) along dimension 1.
+LogicalResult TSImporter::hPrelu(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto w = tensorArg(n, 1, loc);
+  if (failed(x) || failed(w))
+    return failure();
+  SmallVector<SymInt> xd = dimsOf(*x), wd = dimsOf(*w);
+  Value slope = cast(*w, tensorType(*x).getElementType(), loc);
+  if (wd.size() == 1 && wd[0] != SymInt(1)) {
+    if (xd.size() < 2 || xd[1] != wd[0])
+      return error(n, loc) << "prelu: " << wd[0].str()
+                           << " weights for an input " << dimsStr(xd)
+                           << " (one per channel, dimension 1)";
+    SmallVector<SymInt> shape(xd.size() - 1, SymInt(1));
+    shape[0] = wd[0];
+    auto r = reshape(slope, shape, loc);
+    if (failed(r))
+      return failure();
+    slope = *r;
+  }
+  return bindResult(n, Decomposer(b(), loc).prelu(*x, slope));
+}

@@ -596,6 +596,23 @@ LogicalResult TSImporter::hArith(Node *n, Location loc) {
   } else if (op == "add" || op == "sub" || op == "mul" || op == "div" ||
              op == "pow" || op == "maximum" || op == "minimum") {
     r = binary(op, a, c, loc, n);
+  } else if (op == "remainder" || op == "fmod") {
+    // torch.remainder (the sign of the divisor) / torch.fmod (of the
+    // dividend), in the promoted type.
+    auto x = asTensor(a, Type(), loc, n);
+    if (failed(x))
+      return failure();
+    auto y = asTensor(c, c.kind == K::Tensor ? Type()
+                         : c.kind == K::Float && !isFloatType(tensorType(*x).getElementType())
+                             ? b().getF32Type()
+                             : tensorType(*x).getElementType(),
+                      loc, n);
+    if (failed(y))
+      return failure();
+    Type ex = tensorType(*x).getElementType(), ey = tensorType(*y).getElementType();
+    Type et = isFloatType(ex) ? ex : isFloatType(ey) ? ey : ex;
+    r = Decomposer(b(), loc).remainder(cast(*x, et, loc), cast(*y, et, loc),
+                                       op == "remainder");
   } else if ((op == "min" || op == "max") && n->inputs().size() == 2 &&
              c.kind == K::Tensor) {
     // torch.min(a, b) / torch.max(a, b): elementwise (T5's relative
@@ -746,7 +763,8 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hScalarCast);
   reg({"aten::add", "aten::sub", "aten::rsub", "aten::mul", "aten::div",
        "aten::true_divide", "aten::floor_divide", "aten::floordiv",
-       "aten::remainder", "aten::pow", "aten::maximum", "aten::minimum"},
+       "aten::remainder", "aten::fmod", "aten::pow", "aten::maximum",
+       "aten::minimum"},
       &TSImporter::hArith);
   reg({"aten::eq", "aten::ne", "aten::lt", "aten::le", "aten::gt", "aten::ge"},
       &TSImporter::hCompare);

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "TorchScriptImporterImpl.h"
+#include "varuna/Import/Decompose.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
 
@@ -149,13 +151,20 @@ LogicalResult TSImporter::hPad(Node *n, Location loc) {
   if (failed(x) || failed(raw))
     return failure();
   bool constantNd = opName(n) == "constant_pad_nd";
+  std::optional<PadMode> indexed;
   if (!constantNd) {
     auto mode = optArg(n, 2, loc, &TSImporter::strArg, std::string("constant"));
     if (failed(mode))
       return failure();
-    if (*mode != "constant")
+    indexed = llvm::StringSwitch<std::optional<PadMode>>(*mode)
+                  .Case("reflect", PadMode::reflect)
+                  .Case("replicate", PadMode::edge)
+                  .Case("circular", PadMode::wrap)
+                  .Default(std::nullopt);
+    if (*mode != "constant" && !indexed)
       return error(n, loc) << "padding mode '" << *mode
-                           << "' is not supported (only 'constant')";
+                           << "' is not supported (constant, reflect, "
+                              "replicate and circular are)";
   }
   auto fill = optArg(n, constantNd ? 2 : 3, loc, &TSImporter::floatArg, 0.0);
   if (failed(fill))
@@ -176,6 +185,8 @@ LogicalResult TSImporter::hPad(Node *n, Location loc) {
   }
   if (llvm::all_of(pads, [](int64_t p) { return p == 0; }))
     return bindResult(n, *x);
+  if (indexed)
+    return bindResult(n, Decomposer(b(), loc).padIndexed(*x, pads, *indexed));
   return bindResult(
       n, make<PadOp>(loc, {*x},
                      {attr("pads", b().getDenseI64ArrayAttr(pads)),

@@ -20,6 +20,9 @@ shapes          TorchScript and ONNX: pixel_shuffle / pixel_unshuffle
 recurrent       TorchScript and ONNX: nn.LSTM (2 layers, bidirectional,
                 batch_first), nn.GRU (time-major) and nn.RNN (relu, no
                 bias) reading each other's outputs and final states
+layers          TorchScript (and ONNX without Dropout2d): convolutions with
+                reflect / replicate / circular padding, PReLU, F.unfold,
+                one_hot, remainder / fmod, Dropout2d
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -177,3 +180,33 @@ class Recurrent(nn.Module):
 
 def recurrent():
     return Recurrent(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
+
+
+class Layers(nn.Module):
+    def __init__(self, onnx=False):
+        super().__init__()
+        self.onnx = onnx
+        self.c1 = nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")
+        self.c2 = nn.Conv2d(4, 4, 3, padding=1, padding_mode="replicate")
+        self.c3 = nn.Conv2d(4, 4, 3, padding=2, dilation=2, padding_mode="circular")
+        self.act = nn.PReLU(4)
+        self.drop = nn.Dropout2d(0.0)
+        self.head = nn.Linear(16 * 16 + 5, C)
+
+    def forward(self, x, labels):  # x [B, 3, 8, 8]
+        h = self.act(self.c1(x))
+        if not self.onnx:
+            h = self.drop(h)
+        h = self.c3(F.prelu(self.c2(h), torch.tensor([0.2])) + torch.fmod(h, 0.5))
+        patches = F.unfold(h, 2, stride=2)  # [B, 16, 16]
+        ids = (h.detach().mean((1, 2, 3)) * 40).long().remainder(5)
+        feats = torch.cat([patches.flatten(1), F.one_hot(ids, 5).float()], 1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+def layers():
+    return Layers(), (torch.randn(2, 3, 8, 8), torch.randint(0, C, (2,)))
+
+
+def layers_onnx():
+    return Layers(onnx=True), (torch.randn(2, 3, 8, 8), torch.randint(0, C, (2,)))

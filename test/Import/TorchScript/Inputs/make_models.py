@@ -24,6 +24,7 @@ written.pt      in-place writes into a slice and an index (T5's shift right),
 aliased.pt      writes into a slice while a view taken before is read after
 viewwrite.pt    an in-place write through a reshape of a tensor read after
 perbatch.pt     divides something other than a sum by x.shape[0]
+channeldrop.pt  Dropout2d in training (whole channels dropped)
 """
 import os
 import sys
@@ -176,6 +177,20 @@ class PerBatch(nn.Module):
         return (x.amax() + F.cross_entropy(x, y, reduction="sum")) / x.shape[0]
 
 
+class ChannelDrop(nn.Module):
+    """1 when Dropout2d zeroes whole channels and keeps some; more otherwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout2d(0.5)
+
+    def forward(self, x, y):
+        kept = (self.drop(x.abs() + 1) > 0).float()  # [B, 4, 3, 3]
+        partial = (kept - kept.mean((2, 3), keepdim=True)).abs().sum()
+        some = (kept.mean() > 0).float() * (kept.mean() < 1).float()
+        return partial * 1000 + some + x.sum() * 0
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -197,6 +212,11 @@ export(Cache(), (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))), os.path.joi
 export(Aliased(), (x, y), os.path.join(out, "aliased.pt"), input_names=["x", "y"])
 export(ViewWrite(), (x, y), os.path.join(out, "viewwrite.pt"), input_names=["x", "y"])
 export(PerBatch(), (x, y), os.path.join(out, "perbatch.pt"), input_names=["x", "y"])
+export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
+       input_names=["x", "y"])
+os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
+np.save(os.path.join(out, "channeldrop.inputs", "x.npy"), torch.randn(3, 4, 3, 3).numpy())
+np.save(os.path.join(out, "channeldrop.inputs", "y.npy"), np.array([0, 1, 2]))
 written = Written()
 export(written, (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))),
        os.path.join(out, "written.pt"), input_names=["x", "y"])
