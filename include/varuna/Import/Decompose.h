@@ -178,6 +178,24 @@ public:
                                          bool floorMod);
   /// x where x > 0, else slope * x (PReLU; slope broadcasts against x).
   mlir::FailureOr<mlir::Value> prelu(mlir::Value x, mlir::Value slope);
+  /// The k largest (or smallest) values of floating-point `x` along static
+  /// `axis`, sorted, and their indices (i64): each element's rank is the
+  /// count of elements that beat it (greater, or equal at a lower index),
+  /// and output r is the one-hot selection of rank r times x (a matmul, so
+  /// the gradient reaches the picked elements). Quadratic in the axis size,
+  /// which is limited to kMaxSortSize. Ties go to the lower index.
+  static constexpr int64_t kMaxSortSize = 1024;
+  mlir::FailureOr<std::pair<mlir::Value, mlir::Value>>
+  topK(mlir::Value x, int64_t axis, int64_t k, bool largest);
+  /// torch.scatter / scatter_add / ONNX ScatterElements along static
+  /// `axis`: out = self with out[..., index[..., j], ...] = src[..., j, ...]
+  /// (added to self with `add`). `index` and `src` have one shape, equal to
+  /// self's except along `axis`. A one-hot [.., m, n] of the indices times
+  /// src; without `add`, repeated indices add up (torch leaves which one
+  /// wins undefined).
+  mlir::FailureOr<mlir::Value> scatterAlong(mlir::Value self, int64_t axis,
+                                            mlir::Value index, mlir::Value src,
+                                            bool add);
   /// A rank-0 constant of element type `et`.
   mlir::Value scalar(double v, mlir::Type et);
 

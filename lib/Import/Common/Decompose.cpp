@@ -863,3 +863,180 @@ FailureOr<Value> Decomposer::prelu(Value x, Value slope) {
     return failure();
   return make<WhereOp>({*pos, x, *scaled});
 }
+
+/// The permutation moving `axis` of a rank-`rank` tensor last, and back.
+static std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
+axisLast(int64_t axis, int64_t rank) {
+  SmallVector<int64_t> perm, back(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != axis)
+      perm.push_back(i);
+  perm.push_back(axis);
+  for (int64_t i = 0; i < rank; ++i)
+    back[perm[i]] = i;
+  return {perm, back};
+}
+
+FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
+                                                    int64_t k, bool largest) {
+  auto t = x.getType().cast<VTensorType>();
+  int64_t rank = t.getRank();
+  auto fail = [] { return FailureOr<std::pair<Value, Value>>(failure()); };
+  if (axis < 0 || axis >= rank || !t.getDim(axis).isStatic())
+    return emitError(loc) << "sorting along dimension " << axis << " of " << t
+                          << ": the dimension must exist and not depend on "
+                             "the batch size",
+           fail();
+  int64_t n = t.getDim(axis).constant;
+  Type et = t.getElementType();
+  if (!et.isa<FloatType>())
+    return emitError(loc) << "sorting " << t
+                          << ": only floating-point values are supported",
+           fail();
+  if (n > kMaxSortSize || k < 0 || k > n)
+    return emitError(loc) << "sorting " << n << " elements for the top " << k
+                          << ": at most " << kMaxSortSize
+                          << " elements are supported (the selection is "
+                             "quadratic in the size)",
+           fail();
+  MLIRContext *ctx = b.getContext();
+  auto cmp = [&](ComparePredicate p, Value l, Value r) {
+    return make<CompareOp>(
+        {l, r}, {b.getNamedAttr("predicate", ComparePredicateAttr::get(ctx, p))});
+  };
+  auto constant = [&](ArrayRef<int64_t> shape, Type type,
+                      ArrayRef<Attribute> vals) -> Value {
+    return b.create<ConstantOp>(
+        loc, VTensorType::get(ctx, shape, -1, type),
+        DenseElementsAttr::get(RankedTensorType::get(shape, type), vals));
+  };
+  auto [perm, back] = axisLast(axis, rank);
+  FailureOr<Value> xt = transpose(x, perm);
+  if (failed(xt))
+    return fail();
+  SmallVector<SymInt> rows = xt->getType().cast<VTensorType>().getDims();
+  rows.pop_back();
+  auto shaped = [&](std::initializer_list<SymInt> tail) {
+    SmallVector<SymInt> d(rows);
+    d.append(tail.begin(), tail.end());
+    return d;
+  };
+  auto col = reshape(*xt, shaped({SymInt(n), SymInt(1)}));
+  auto row = reshape(*xt, shaped({SymInt(1), SymInt(n)}));
+  if (failed(col) || failed(row))
+    return fail();
+  // beats[.., i, j]: element j comes before element i.
+  auto better = cmp(largest ? ComparePredicate::gt : ComparePredicate::lt,
+                    *row, *col);
+  auto same = cmp(ComparePredicate::eq, *row, *col);
+  SmallVector<Attribute> lower;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      lower.push_back(b.getBoolAttr(j < i));
+  Value earlier = constant({n, n}, b.getI1Type(), lower);
+  auto tie = failed(same) ? same : make<AndOp>({*same, earlier});
+  auto beats = failed(better) || failed(tie) ? FailureOr<Value>(failure())
+                                             : make<OrOp>({*better, *tie});
+  if (failed(beats))
+    return fail();
+  Value counted = b.create<CastOp>(
+      loc, beats->getType().cast<VTensorType>().withElementType(et), *beats);
+  auto rankOf = reduce(ReduceKind::sum, counted, {static_cast<int64_t>(rows.size()) + 1},
+                       /*keepdim=*/true); // [.., n, 1]
+  auto rankRow = failed(rankOf) ? rankOf : reshape(*rankOf, shaped({SymInt(1), SymInt(n)}));
+  SmallVector<Attribute> ks, is;
+  for (int64_t r = 0; r < k; ++r)
+    ks.push_back(FloatAttr::get(et, static_cast<double>(r)));
+  for (int64_t i = 0; i < n; ++i)
+    is.push_back(FloatAttr::get(et, static_cast<double>(i)));
+  if (failed(rankRow))
+    return fail();
+  auto pick = cmp(ComparePredicate::eq, *rankRow, constant({k, 1}, et, ks));
+  if (failed(pick))
+    return fail();
+  Value onehot = b.create<CastOp>(
+      loc, pick->getType().cast<VTensorType>().withElementType(et), *pick);
+  auto values = make<MatmulOp>({onehot, *col}); // [.., k, 1]
+  auto positions = make<MatmulOp>({onehot, constant({n, 1}, et, is)});
+  if (failed(values) || failed(positions))
+    return fail();
+  auto finish = [&](Value v) -> FailureOr<Value> {
+    auto flat = reshape(v, shaped({SymInt(k)}));
+    return failed(flat) ? flat : transpose(*flat, back);
+  };
+  auto v = finish(*values), p = finish(*positions);
+  if (failed(v) || failed(p))
+    return fail();
+  Value idx = b.create<CastOp>(
+      loc, p->getType().cast<VTensorType>().withElementType(b.getI64Type()), *p);
+  return std::make_pair(*v, idx);
+}
+
+FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
+                                          Value index, Value src, bool add) {
+  auto st = self.getType().cast<VTensorType>();
+  auto it = index.getType().cast<VTensorType>();
+  auto vt = src.getType().cast<VTensorType>();
+  int64_t rank = st.getRank();
+  auto refuse = [&](StringRef why) -> FailureOr<Value> {
+    emitError(loc) << "scatter along dimension " << axis << " into " << st
+                   << " at " << it << " from " << vt << ": " << why;
+    return failure();
+  };
+  if (axis < 0 || axis >= rank || !st.getDim(axis).isStatic() ||
+      !it.getDim(axis).isStatic())
+    return refuse("the dimension must exist and not depend on the batch size");
+  if (it.getRank() != rank || it.getDims() != vt.getDims() ||
+      !it.getElementType().isa<IntegerType>())
+    return refuse("the index (integers) and the source need one shape of the "
+                  "same rank");
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != axis && it.getDim(i) != st.getDim(i))
+      return refuse("the index must match the tensor outside the scattered "
+                    "dimension");
+  if (!st.getElementType().isa<FloatType>() ||
+      vt.getElementType() != st.getElementType())
+    return refuse("only floating-point tensors of one element type");
+  int64_t n = st.getDim(axis).constant, m = it.getDim(axis).constant;
+  auto [perm, back] = axisLast(axis, rank);
+  auto s = transpose(self, perm), ix = transpose(index, perm),
+       v = transpose(src, perm);
+  if (failed(s) || failed(ix) || failed(v))
+    return failure();
+  SmallVector<SymInt> rows = s->getType().cast<VTensorType>().getDims();
+  rows.pop_back();
+  auto shaped = [&](std::initializer_list<SymInt> tail) {
+    SmallVector<SymInt> d(rows);
+    d.append(tail.begin(), tail.end());
+    return d;
+  };
+  // onehot[.., j, i] = index[.., j] == i (oneHot adds the last axis).
+  auto hit = oneHot(*ix, n, /*negatives=*/true); // [.., m, n]
+  if (failed(hit))
+    return failure();
+  Type et = st.getElementType();
+  Value onehot = b.create<CastOp>(
+      loc, hit->getType().cast<VTensorType>().withElementType(et), *hit);
+  auto srcRow = reshape(*v, shaped({SymInt(1), SymInt(m)}));
+  auto spread = failed(srcRow) ? srcRow : make<MatmulOp>({*srcRow, onehot});
+  auto flat = failed(spread) ? spread : reshape(*spread, shaped({SymInt(n)}));
+  if (failed(flat))
+    return failure();
+  FailureOr<Value> out = failure();
+  if (add) {
+    out = make<AddOp>({*s, *flat});
+  } else {
+    auto count = reduce(ReduceKind::sum, onehot,
+                        {static_cast<int64_t>(rows.size())}, false); // [.., n]
+    auto covered =
+        failed(count)
+            ? count
+            : make<CompareOp>(
+                  {*count, scalar(0, et)},
+                  {b.getNamedAttr("predicate",
+                                  ComparePredicateAttr::get(
+                                      b.getContext(), ComparePredicate::gt))});
+    out = failed(covered) ? covered : make<WhereOp>({*covered, *flat, *s});
+  }
+  return failed(out) ? out : transpose(*out, back);
+}

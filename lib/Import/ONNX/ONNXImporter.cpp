@@ -402,20 +402,36 @@ FailureOr<Value> Importer::toRuntime(ImportValue &v, Location loc) {
          failure();
 }
 
-LogicalResult Importer::importNodes() {
-  const onnx::GraphProto &g = modelFile.model().graph();
-  for (const auto &n : g.node())
+/// Marks every value a node of `g`, or of a graph nested in one of its
+/// nodes' attributes (an If's branches), reads.
+static void markUsed(const onnx::GraphProto &g, llvm::StringMap<bool> &used) {
+  for (const auto &n : g.node()) {
     for (const auto &in : n.input())
       used[in] = true;
+    for (const auto &a : n.attribute()) {
+      if (a.has_g())
+        markUsed(a.g(), used);
+      for (const auto &sub : a.graphs())
+        markUsed(sub, used);
+    }
+  }
   for (const auto &o : g.output())
     used[o.name()] = true;
+}
 
+LogicalResult Importer::importNodes() {
+  const onnx::GraphProto &g = modelFile.model().graph();
+  markUsed(g, used);
+  return importGraphNodes(g, "");
+}
+
+LogicalResult Importer::importGraphNodes(const onnx::GraphProto &g,
+                                         StringRef path) {
   for (int i = 0; i < g.node_size(); ++i) {
     const onnx::NodeProto &node = g.node(i);
-    Location loc = nodeLocation(ctx, displayName,
-                                node.name().empty() ? node.op_type()
-                                                    : node.name(),
-                                i);
+    std::string name = node.name().empty() ? node.op_type() : node.name();
+    Location loc = nodeLocation(
+        ctx, displayName, path.empty() ? name : (path + "/" + name).str(), i);
     NodeContext nc{*this, node, loc};
     if (!node.domain().empty() && node.domain() != "ai.onnx")
       return nc.error("op domain '" + node.domain() +

@@ -164,6 +164,11 @@ public:
                                    const InitializerData &data, bool frozen,
                                    mlir::Location loc);
   bool isTrainable(llvm::StringRef name) const;
+  /// Imports the nodes of `g` (the model's graph, or the branch an `If`
+  /// takes) into the current scope; `path` names the enclosing If nodes in
+  /// locations.
+  mlir::LogicalResult importGraphNodes(const onnx::GraphProto &g,
+                                       llvm::StringRef path);
 
 private:
   mlir::LogicalResult importInputs();

@@ -516,6 +516,45 @@ LogicalResult importLoss(NodeContext &nc) {
 
 } // namespace
 
+/// TopK(X, K) along `axis`, largest or smallest, always sorted
+/// (Decomposer::topK: ties to the lower index).
+static LogicalResult importTopK(NodeContext &nc) {
+  auto x = nc.runtime(0);
+  auto kk = staticIntsInput(nc, 1, "K");
+  if (failed(x) || failed(kk))
+    return failure();
+  if (kk->size() != 1)
+    return nc.error("K must be one number");
+  int64_t rank = typeOf(*x).getRank();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(-1), rank);
+  if (axis < 0 || axis >= rank)
+    return nc.error("axis out of range");
+  auto r = Decomposer(nc.b(), nc.loc)
+               .topK(*x, axis, (*kk)[0], nc.intAttr("largest").value_or(1) != 0);
+  if (failed(r))
+    return failure();
+  nc.setOutput(0, r->first);
+  nc.setOutput(1, r->second);
+  return success();
+}
+
+/// ScatterElements(data, indices, updates) along `axis`, reduction none or
+/// add (Decomposer::scatterAlong).
+static LogicalResult importScatterElements(NodeContext &nc) {
+  auto data = nc.runtime(0), idx = nc.runtime(1), upd = nc.runtime(2);
+  if (failed(data) || failed(idx) || failed(upd))
+    return failure();
+  std::string reduction = nc.stringAttr("reduction").value_or("none");
+  if (reduction != "none" && reduction != "add")
+    return nc.error("reduction '" + reduction +
+                    "' is not supported (none and add are)");
+  int64_t rank = typeOf(*data).getRank();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0), rank);
+  return setResult(nc, Decomposer(nc.b(), nc.loc)
+                           .scatterAlong(*data, axis, *idx, *upd,
+                                         reduction == "add"));
+}
+
 /// OneHot(indices, depth, values [off, on], axis): where(indices ==
 /// arange(depth) (negative indices counted from the end), on, off), the new
 /// axis moved to `axis`.
@@ -737,6 +776,8 @@ OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
       .Case("Einsum", importEinsum)
       .Cases("LSTM", "GRU", "RNN", importRecurrent)
       .Case("OneHot", importOneHot)
+      .Case("TopK", importTopK)
+      .Case("ScatterElements", importScatterElements)
       .Case("LayerNormalization", importLayerNorm)
       .Case("BatchNormalization", importBatchNorm)
       .Case("InstanceNormalization", importInstanceNorm)

@@ -443,6 +443,47 @@ static LogicalResult importClip(NodeContext &nc) {
   return success();
 }
 
+/// If with a condition known at import time (torch exports x.squeeze(d) of
+/// a dimension it cannot see as `If(shape[d] == 1, Squeeze, Identity)`):
+/// the taken branch's nodes are imported in place and its outputs become
+/// the If's. A condition computed at run time (data-dependent control flow)
+/// is refused.
+static LogicalResult importIf(NodeContext &nc) {
+  if (!nc.hasInput(0) || !nc.input(0).isKnown())
+    return nc.error("the condition is computed at run time; only an If "
+                    "whose condition is known when the model is imported "
+                    "(computed from shapes or constants) is supported");
+  const KnownTensor &cond = *nc.input(0).known;
+  if (cond.numel() != 1 || !cond.isStatic())
+    return nc.error("the condition must be one value not depending on the "
+                    "batch size");
+  bool taken = cond.isFloat() ? cond.floatAt(0) != 0.0
+                              : cond.intAt(0).constant != 0;
+  const char *branch = taken ? "then_branch" : "else_branch";
+  const onnx::GraphProto *g = nullptr;
+  for (const auto &a : nc.node.attribute())
+    if (a.name() == branch && a.has_g())
+      g = &a.g();
+  if (!g)
+    return nc.error(Twine("missing ") + branch);
+  if (g->output_size() != nc.node.output_size())
+    return nc.error(Twine(branch) + " has " + Twine(g->output_size()) +
+                    " outputs for " + Twine(nc.node.output_size()));
+  std::string path = (nc.node.name().empty() ? std::string("If")
+                                             : nc.node.name()) +
+                     "/" + branch;
+  if (failed(nc.importer.importGraphNodes(*g, path)))
+    return failure();
+  for (int k = 0; k < g->output_size(); ++k) {
+    auto it = nc.importer.values().find(g->output(k).name());
+    if (it == nc.importer.values().end())
+      return nc.error(Twine(branch) + " output '" + g->output(k).name() +
+                      "' is not produced");
+    nc.setOutput(k, it->second);
+  }
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Dispatch
 //===----------------------------------------------------------------------===//
@@ -452,6 +493,7 @@ LogicalResult onnx_import::importNode(NodeContext &nc) {
   using Fn = LogicalResult (*)(NodeContext &);
   Fn fn = llvm::StringSwitch<Fn>(op)
               .Case("Constant", importConstant)
+              .Case("If", importIf)
               .Case("Shape", importShape)
               .Case("Size", importSize)
               .Case("Identity", importIdentity)

@@ -681,3 +681,84 @@ LogicalResult TSImporter::hPrelu(Node *n, Location loc) {
   }
   return bindResult(n, Decomposer(b(), loc).prelu(*x, slope));
 }
+
+/// topk(x, k, dim, largest, sorted) -> (values, indices); sort(x, dim,
+/// descending) and sort.stable(x, stable, dim, descending) -> (values,
+/// indices); argsort (the same forms) -> indices. All through
+/// Decomposer::topK (k = the size for sorting): always sorted, ties to the
+/// lower index (what a stable sort gives).
+LogicalResult TSImporter::hTopK(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = floatInput(*this, n, loc);
+  if (failed(x))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  int64_t dim = -1, k = -1;
+  bool largest = true;
+  if (op == "topk") {
+    auto kk = intArg(n, 1, loc);
+    auto d = optArg(n, 2, loc, &TSImporter::intArg, int64_t(-1));
+    auto l = optArg(n, 3, loc, &TSImporter::boolArg, true);
+    if (failed(kk) || failed(d) || failed(l))
+      return failure();
+    k = *kk;
+    dim = *d;
+    largest = *l;
+  } else {
+    // sort / argsort (x, dim, descending) or (x, stable, dim, descending).
+    unsigned at = n->inputs().size() == 4 ? 2 : 1;
+    auto d = optArg(n, at, loc, &TSImporter::intArg, int64_t(-1));
+    auto desc = optArg(n, at + 1, loc, &TSImporter::boolArg, false);
+    if (failed(d) || failed(desc))
+      return failure();
+    dim = *d;
+    largest = *desc;
+  }
+  auto axis = normIndex(n, dim, std::max<int64_t>(rank, 1), loc);
+  if (failed(axis))
+    return failure();
+  if (k < 0)
+    k = dimsOf(*x)[*axis].constant;
+  auto r = Decomposer(b(), loc).topK(*x, *axis, k, largest);
+  if (failed(r))
+    return failure();
+  if (op == "argsort")
+    return bindResult(n, r->second);
+  bindTensor(n->outputs()[0], r->first);
+  bindTensor(n->outputs()[1], r->second);
+  return success();
+}
+
+/// scatter(self, dim, index, src | value) and scatter_add(self, dim, index,
+/// src) on floating-point tensors (Decomposer::scatterAlong); the reducing
+/// forms (reduce="add"/"multiply", scatter_reduce) are refused.
+LogicalResult TSImporter::hScatter(Node *n, Location loc) {
+  std::string op = opName(n);
+  if (n->inputs().size() > 4)
+    return error(n, loc) << op << " with a reduction is not supported";
+  auto self = tensorArg(n, 0, loc);
+  auto dim = intArg(n, 1, loc);
+  auto index = tensorArg(n, 2, loc);
+  if (failed(self) || failed(dim) || failed(index))
+    return failure();
+  Type et = tensorType(*self).getElementType();
+  auto axis = normIndex(n, *dim, tensorType(*self).getRank(), loc);
+  if (failed(axis))
+    return failure();
+  Value src;
+  TSValue &s = lookup(n->input(3));
+  if (s.kind == K::Tensor) {
+    auto t = tensorArg(n, 3, loc);
+    if (failed(t))
+      return failure();
+    src = cast(*t, et, loc);
+  } else {
+    auto v = floatArg(n, 3, loc);
+    if (failed(v))
+      return failure();
+    src = b().create<FullOp>(loc, tensorType(*index).withElementType(et),
+                             b().getFloatAttr(et, *v));
+  }
+  return bindResult(n, Decomposer(b(), loc).scatterAlong(
+                           *self, *axis, *index, src, op == "scatter_add"));
+}

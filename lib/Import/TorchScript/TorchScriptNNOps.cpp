@@ -789,6 +789,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hFeatureDropout);
   reg({"aten::im2col"}, &TSImporter::hIm2Col);
   reg({"aten::prelu", "aten::_prelu_kernel"}, &TSImporter::hPrelu);
+  reg({"aten::topk", "aten::sort", "aten::argsort"}, &TSImporter::hTopK);
+  reg({"aten::scatter", "aten::scatter_add"}, &TSImporter::hScatter);
   reg({"aten::einsum"}, &TSImporter::hEinsum);
   reg({"aten::bilinear"}, &TSImporter::hBilinear);
   reg({"aten::logsumexp"}, &TSImporter::hLogSumExp);

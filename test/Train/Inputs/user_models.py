@@ -23,6 +23,9 @@ recurrent       TorchScript and ONNX: nn.LSTM (2 layers, bidirectional,
 layers          TorchScript (and ONNX without Dropout2d): convolutions with
                 reflect / replicate / circular padding, PReLU, F.unfold,
                 one_hot, remainder / fmod, Dropout2d
+moe             TorchScript and ONNX: a dense mixture of experts with top-2
+                gating (topk, scatter of the gate weights), sort / argsort
+                with gather, scatter_add
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -210,3 +213,31 @@ def layers():
 
 def layers_onnx():
     return Layers(onnx=True), (torch.randn(2, 3, 8, 8), torch.randint(0, C, (2,)))
+
+
+class MoE(nn.Module):
+    def __init__(self, experts=4):
+        super().__init__()
+        self.experts = experts
+        self.embed = nn.Linear(4, D)
+        self.gate = nn.Linear(D, experts)
+        self.up = nn.Linear(D, experts * D)
+        self.head = nn.Linear(2 * D + 3, C)
+
+    def forward(self, x, labels):  # x [B, S, 4]
+        h = self.embed(x)
+        logits = self.gate(h)  # [B, S, E]
+        top, which = logits.topk(2, -1)
+        weights = torch.zeros_like(logits).scatter(-1, which, top.softmax(-1))
+        out = (self.up(h).view(x.shape[0], S, self.experts, D) * weights.unsqueeze(-1)).sum(2)
+        ranked, order = out.mean(-1).sort(-1, descending=True)  # [B, S]
+        reordered = torch.gather(out, 1, order.unsqueeze(-1).expand(-1, -1, D))
+        hist = torch.zeros(x.shape[0], 3).scatter_add(1, order[:, :3] % 3, ranked[:, :3])
+        first = torch.argsort(h[..., 0], -1)[:, :1]  # [B, 1]
+        picked = torch.gather(h, 1, first.unsqueeze(-1).expand(-1, -1, D)).squeeze(1)
+        feats = torch.cat([reordered[:, 0] + picked, out.mean(1), hist], -1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+def moe():
+    return MoE(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))

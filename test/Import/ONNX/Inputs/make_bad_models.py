@@ -54,3 +54,14 @@ save("batch_as_data", [helper.make_node("Shape", ["x"], ["s"]),
                        helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
                        helper.make_node("Mul", ["x", "bf"], ["y"], name="scale")],
      [x], [y], [zero])
+# If on a condition computed from the data (control flow at run time).
+zero_f = numpy_helper.from_array(np.array(0, np.float32), "zero_f")
+then_g = helper.make_graph([helper.make_node("Neg", ["x"], ["t"])], "then", [],
+                           [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+else_g = helper.make_graph([helper.make_node("Abs", ["x"], ["e"])], "else", [],
+                           [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+save("data_if", [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                 helper.make_node("Greater", ["s", "zero_f"], ["c"]),
+                 helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g,
+                                  else_branch=else_g)],
+     [x], [y], [zero_f])
