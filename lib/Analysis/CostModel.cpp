@@ -20,6 +20,9 @@ int64_t unaryFlops(UnaryKind kind) {
   case UnaryKind::logical_not:
   case UnaryKind::floor:
   case UnaryKind::ceil:
+  case UnaryKind::sign:
+  case UnaryKind::round:
+  case UnaryKind::trunc:
     return 1;
   case UnaryKind::gelu:
   case UnaryKind::gelu_tanh:
@@ -27,7 +30,8 @@ int64_t unaryFlops(UnaryKind kind) {
   case UnaryKind::softplus:
     return 14;
   default:
-    return 8; // exp, log, sqrt, rsqrt, reciprocal, tanh, erf, sigmoid, sin, cos
+    return 8; // exp, log, sqrt, rsqrt, reciprocal, tanh, erf, sigmoid, sin,
+              // cos, tan, atan, asin, acos, sinh, cosh, expm1, log1p
   }
 }
 

@@ -168,6 +168,17 @@ at::Tensor unaryKernel(Unary kind, const at::Tensor &x) {
   case Unary::softplus: return at::softplus(x, /*beta=*/1, /*threshold=*/20);
   case Unary::floor: return at::floor(x);
   case Unary::ceil: return at::ceil(x);
+  case Unary::tan: return at::tan(x);
+  case Unary::atan: return at::atan(x);
+  case Unary::asin: return at::asin(x);
+  case Unary::acos: return at::acos(x);
+  case Unary::sinh: return at::sinh(x);
+  case Unary::cosh: return at::cosh(x);
+  case Unary::sign: return at::sign(x);
+  case Unary::round: return at::round(x);
+  case Unary::trunc: return at::trunc(x);
+  case Unary::expm1: return at::expm1(x);
+  case Unary::log1p: return at::log1p(x);
   }
   unsupported("unknown unary kind");
 }

@@ -123,9 +123,11 @@ public:
   /// torch.einsum / ONNX Einsum: "ij,jk->ik" (or without "->": the
   /// letters used once, sorted) over one or more operands, folded left to
   /// right; each pair becomes transposes, reshapes and one batched matmul,
-  /// letters no later operand or the output uses are summed first. Not
-  /// supported (diagnosed): "...", a letter repeated within an operand (a
-  /// diagonal), sizes that disagree.
+  /// letters no later operand or the output uses are summed first. "..."
+  /// stands for unused letters, aligned from the right (implicit outputs put
+  /// them first, as numpy). Not supported (diagnosed): a letter repeated
+  /// within an operand (a diagonal), sizes that disagree (no broadcasting of
+  /// a size-1 dimension under "...").
   mlir::FailureOr<mlir::Value> einsum(llvm::StringRef equation,
                                       llvm::ArrayRef<mlir::Value> operands);
 
@@ -196,6 +198,11 @@ public:
   mlir::FailureOr<mlir::Value> scatterAlong(mlir::Value self, int64_t axis,
                                             mlir::Value index, mlir::Value src,
                                             bool add);
+  /// The index (i64) of the first largest (smallest) element along static
+  /// `axis`: the smallest position where x equals the reduction (argmax /
+  /// argmin, max / min with indices, ONNX ArgMax / ArgMin).
+  mlir::FailureOr<mlir::Value> argExtreme(mlir::Value x, int64_t axis,
+                                          bool largest, bool keepdim);
   /// A rank-0 constant of element type `et`.
   mlir::Value scalar(double v, mlir::Type et);
 

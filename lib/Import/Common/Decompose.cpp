@@ -374,11 +374,66 @@ FailureOr<Value> Decomposer::einsum(StringRef equation,
   for (char c : equation)
     if (c != ' ')
       eq.push_back(c);
-  if (eq.find("...") != std::string::npos)
-    return emitError(loc) << "einsum '" << equation
-                          << "': '...' is not supported (name the "
-                             "dimensions)",
-           failure();
+  if (eq.find("...") != std::string::npos) {
+    // Name the dimensions "..." stands for with letters the equation does
+    // not use, aligned from the right (the longest "..." gets them all).
+    std::string unused;
+    for (char c = 'A'; c <= 'z'; ++c)
+      if (llvm::isAlpha(c) && eq.find(c) == std::string::npos)
+        unused.push_back(c);
+    size_t arrow = eq.find("->");
+    std::string lhsStr = eq.substr(0, arrow);
+    SmallVector<StringRef> parts;
+    StringRef(lhsStr).split(parts, ',');
+    if (parts.size() != operands.size())
+      return emitError(loc) << "einsum '" << equation << "' names "
+                            << parts.size() << " operands, got "
+                            << operands.size(),
+             failure();
+    size_t most = 0;
+    SmallVector<size_t> spans;
+    for (auto [term, v] : llvm::zip(parts, operands)) {
+      int64_t rank = v.getType().cast<VTensorType>().getRank();
+      size_t named = term.size() - (term.contains("...") ? 3 : 0);
+      if (!term.contains("...") || static_cast<int64_t>(named) > rank) {
+        spans.push_back(0);
+        continue;
+      }
+      spans.push_back(rank - named);
+      most = std::max<size_t>(most, rank - named);
+    }
+    if (most > unused.size())
+      return emitError(loc) << "einsum '" << equation
+                            << "': too many dimensions under '...'",
+             failure();
+    std::string all = unused.substr(0, most);
+    std::string expanded;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (i)
+        expanded.push_back(',');
+      std::string t = parts[i].str();
+      if (size_t at = t.find("..."); at != std::string::npos)
+        t.replace(at, 3, all.substr(most - spans[i]));
+      expanded += t;
+    }
+    std::string out;
+    if (arrow != std::string::npos) {
+      out = eq.substr(arrow + 2);
+      if (size_t at = out.find("..."); at != std::string::npos)
+        out.replace(at, 3, all);
+    } else {
+      // Implicit: the "..." dimensions first, then the letters used once.
+      std::string counts(128, 0);
+      for (char c : expanded)
+        if (c != ',')
+          ++counts[c];
+      out = all;
+      for (int c = 0; c < 128; ++c)
+        if (counts[c] == 1 && all.find(static_cast<char>(c)) == std::string::npos)
+          out.push_back(static_cast<char>(c));
+    }
+    eq = expanded + "->" + out;
+  }
   StringRef lhs = eq, rhs;
   bool explicitOut = false;
   if (size_t arrow = eq.find("->"); arrow != std::string::npos) {
@@ -1039,4 +1094,52 @@ FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
     out = failed(covered) ? covered : make<WhereOp>({*covered, *flat, *s});
   }
   return failed(out) ? out : transpose(*out, back);
+}
+
+FailureOr<Value> Decomposer::argExtreme(Value x, int64_t axis, bool largest,
+                                        bool keepdim) {
+  auto t = x.getType().cast<VTensorType>();
+  int64_t rank = t.getRank();
+  if (axis < 0 || axis >= rank || !t.getDim(axis).isStatic())
+    return emitError(loc) << "arg" << (largest ? "max" : "min")
+                          << " along dimension " << axis << " of " << t
+                          << ": the dimension must exist and not depend on "
+                             "the batch size",
+           failure();
+  int64_t n = t.getDim(axis).constant;
+  Value v = x;
+  Type ft = t.getElementType().isa<FloatType>() ? t.getElementType()
+                                                : Type(b.getF32Type());
+  if (ft != t.getElementType())
+    v = b.create<CastOp>(loc, t.withElementType(ft), x);
+  auto best = reduce(largest ? ReduceKind::max : ReduceKind::min, v, {axis},
+                     /*keepdim=*/true);
+  auto at = failed(best)
+                ? best
+                : make<CompareOp>(
+                      {v, *best},
+                      {b.getNamedAttr("predicate",
+                                      ComparePredicateAttr::get(
+                                          b.getContext(), ComparePredicate::eq))});
+  if (failed(at))
+    return failure();
+  SmallVector<int64_t> shape(rank, 1);
+  shape[axis] = n;
+  SmallVector<Attribute> pos;
+  for (int64_t i = 0; i < n; ++i)
+    pos.push_back(FloatAttr::get(ft, static_cast<double>(i)));
+  Value positions = b.create<ConstantOp>(
+      loc, VTensorType::get(b.getContext(), shape, -1, ft),
+      DenseElementsAttr::get(RankedTensorType::get(shape, ft), pos));
+  auto cand = make<WhereOp>({*at, positions, scalar(static_cast<double>(n), ft)});
+  auto first = failed(cand) ? cand
+                            : reduce(ReduceKind::min, *cand, {axis}, keepdim);
+  if (failed(first))
+    return failure();
+  return b
+      .create<CastOp>(loc,
+                      first->getType().cast<VTensorType>().withElementType(
+                          b.getI64Type()),
+                      *first)
+      .getResult();
 }

@@ -9,6 +9,8 @@
 #include "ONNXOpImporters.h"
 #include "varuna/Import/Decompose.h"
 #include "llvm/ADT/StringExtras.h"
+
+#include <limits>
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
@@ -516,6 +518,50 @@ LogicalResult importLoss(NodeContext &nc) {
 
 } // namespace
 
+/// ArgMax / ArgMin along `axis` (keepdims): the first extreme
+/// (Decomposer::argExtreme); select_last_index is refused.
+static LogicalResult importArgExtreme(NodeContext &nc) {
+  auto x = nc.runtime(0);
+  if (failed(x))
+    return failure();
+  if (nc.intAttr("select_last_index").value_or(0) != 0)
+    return nc.error("select_last_index = 1 is not supported");
+  int64_t rank = typeOf(*x).getRank();
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0), rank);
+  if (axis < 0 || axis >= rank)
+    return nc.error("axis out of range");
+  return setResult(nc, Decomposer(nc.b(), nc.loc)
+                           .argExtreme(*x, axis, nc.node.op_type() == "ArgMax",
+                                       nc.intAttr("keepdims").value_or(1) != 0));
+}
+
+/// IsNaN (x != x) and IsInf (x == +inf / -inf, per detect_positive /
+/// detect_negative).
+static LogicalResult importIsSpecial(NodeContext &nc) {
+  auto x = nc.runtime(0);
+  if (failed(x))
+    return failure();
+  Type et = typeOf(*x).getElementType();
+  auto cmp = [&](ComparePredicate p, Value a, Value b) {
+    return nc.create<CompareOp>(p, a, b);
+  };
+  if (nc.node.op_type() == "IsNaN")
+    return setResult(nc, cmp(ComparePredicate::ne, *x, *x));
+  Decomposer d(nc.b(), nc.loc);
+  double inf = std::numeric_limits<double>::infinity();
+  bool pos = nc.intAttr("detect_positive").value_or(1) != 0;
+  bool neg = nc.intAttr("detect_negative").value_or(1) != 0;
+  auto p = cmp(ComparePredicate::eq, *x, d.scalar(inf, et));
+  auto q = cmp(ComparePredicate::eq, *x, d.scalar(-inf, et));
+  if (failed(p) || failed(q))
+    return failure();
+  if (pos && neg)
+    return setResult(nc, nc.create<OrOp>(*p, *q));
+  if (pos || neg)
+    return setResult(nc, pos ? *p : *q);
+  return setResult(nc, nc.create<AndOp>(*p, *q)); // never both: all false
+}
+
 /// TopK(X, K) along `axis`, largest or smallest, always sorted
 /// (Decomposer::topK: ties to the lower index).
 static LogicalResult importTopK(NodeContext &nc) {
@@ -777,6 +823,8 @@ OpImporter onnx_import::lookupNNOpImporter(StringRef op) {
       .Cases("LSTM", "GRU", "RNN", importRecurrent)
       .Case("OneHot", importOneHot)
       .Case("TopK", importTopK)
+      .Cases("ArgMax", "ArgMin", importArgExtreme)
+      .Cases("IsNaN", "IsInf", importIsSpecial)
       .Case("ScatterElements", importScatterElements)
       .Case("LayerNormalization", importLayerNorm)
       .Case("BatchNormalization", importBatchNorm)

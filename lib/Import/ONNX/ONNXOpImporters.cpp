@@ -341,6 +341,14 @@ static LogicalResult importUnary(NodeContext &nc) {
           .Case("Cos", UnaryKind::cos)
           .Case("Softplus", UnaryKind::softplus)
           .Case("Floor", UnaryKind::floor)
+          .Case("Tan", UnaryKind::tan)
+          .Case("Atan", UnaryKind::atan)
+          .Case("Asin", UnaryKind::asin)
+          .Case("Acos", UnaryKind::acos)
+          .Case("Sinh", UnaryKind::sinh)
+          .Case("Cosh", UnaryKind::cosh)
+          .Case("Sign", UnaryKind::sign)
+          .Case("Round", UnaryKind::round)
           .Case("Ceil", UnaryKind::ceil)
           .Default(std::nullopt);
   if (op == "Gelu") {
@@ -508,6 +516,8 @@ LogicalResult onnx_import::importNode(NodeContext &nc) {
               .Cases("Tanh", "Erf", "Sigmoid", "Relu", "Abs", importUnary)
               .Cases("Not", "Sin", "Cos", "Softplus", "Gelu", importUnary)
               .Cases("Floor", "Ceil", importUnary)
+              .Cases("Tan", "Atan", "Asin", "Acos", "Sinh", importUnary)
+              .Cases("Cosh", "Sign", "Round", importUnary)
               .Case("Where", importWhere)
               .Case("Clip", importClip)
               .Default(nullptr);

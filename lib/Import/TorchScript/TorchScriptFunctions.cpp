@@ -128,9 +128,22 @@ LogicalResult TSImporter::hVariance(Node *n, Location loc) {
     axes = *a;
     keepdim = *k;
   }
-  return bindResult(n, Decomposer(b(), loc).variance(*x, axes, keepdim,
-                                                     correction,
-                                                     opName(n) == "std"));
+  std::string op = opName(n);
+  auto v = Decomposer(b(), loc).variance(*x, axes, keepdim, correction,
+                                         op == "std" || op == "std_mean");
+  if (op != "var_mean" && op != "std_mean")
+    return bindResult(n, v);
+  // var_mean / std_mean: (the variance or deviation, the mean).
+  auto mean = make<ReduceOp>(
+      loc, {*x},
+      {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::mean)),
+       attr("axes", b().getDenseI64ArrayAttr(axes)),
+       attr("keepdim", b().getBoolAttr(keepdim))});
+  if (failed(v) || failed(mean))
+    return failure();
+  bindTensor(n->outputs()[0], *v);
+  bindTensor(n->outputs()[1], *mean);
+  return success();
 }
 
 LogicalResult TSImporter::hNorm(Node *n, Location loc) {
@@ -761,4 +774,523 @@ LogicalResult TSImporter::hScatter(Node *n, Location loc) {
   }
   return bindResult(n, Decomposer(b(), loc).scatterAlong(
                            *self, *axis, *index, src, op == "scatter_add"));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise and small functions as compositions (hMath)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds the compositions of hMath at one location; each step fails with a
+/// diagnostic of the op it could not build.
+struct MathBuilder {
+  TSImporter &imp;
+  Location loc;
+  Type et;
+
+  Value c(double v) { return imp.scalarConstant(v, et, loc); }
+  FailureOr<Value> un(UnaryKind k, FailureOr<Value> x) {
+    return failed(x) ? x : imp.unary(k, *x, loc);
+  }
+  template <typename OpTy>
+  FailureOr<Value> bin(FailureOr<Value> a, FailureOr<Value> b) {
+    if (failed(a) || failed(b))
+      return failure();
+    return imp.make<OpTy>(loc, {*a, *b});
+  }
+  FailureOr<Value> cmp(ComparePredicate p, FailureOr<Value> a,
+                       FailureOr<Value> b) {
+    if (failed(a) || failed(b))
+      return failure();
+    return imp.make<CompareOp>(
+        loc, {*a, *b},
+        {imp.attr("predicate",
+                  ComparePredicateAttr::get(imp.b().getContext(), p))});
+  }
+  FailureOr<Value> where(FailureOr<Value> cond, FailureOr<Value> a,
+                         FailureOr<Value> b) {
+    if (failed(cond) || failed(a) || failed(b))
+      return failure();
+    return imp.make<WhereOp>(loc, {*cond, *a, *b});
+  }
+};
+} // namespace
+
+/// Functions of one or two tensors built from varuna ops: exp2 log2 log10
+/// square frac hypot lerp addcmul addcdiv logaddexp xlogy nan_to_num
+/// softshrink hardshrink threshold logit sinc float_power rrelu (eval)
+/// bucketize atan2; baddbmm addmm addmv addbmm (beta * self + alpha * product).
+LogicalResult TSImporter::hMath(Node *n, Location loc) {
+  std::string op = opName(n);
+  // Operands that are tensors here take the first tensor's float type.
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  Type et = tensorType(*x).getElementType();
+  if (!isFloatType(et)) {
+    et = b().getF32Type();
+    *x = cast(*x, et, loc);
+  }
+  MathBuilder m{*this, loc, et};
+  auto operand = [&](unsigned i) -> FailureOr<Value> {
+    auto v = asTensor(lookup(n->input(i)), et, loc, n);
+    return failed(v) ? v : FailureOr<Value>(cast(*v, et, loc));
+  };
+  auto number = [&](unsigned i, double dflt) -> FailureOr<double> {
+    return optArg(n, i, loc, &TSImporter::floatArg, dflt);
+  };
+  double ln2 = std::log(2.0), ln10 = std::log(10.0);
+  FailureOr<Value> r = failure();
+  if (op == "exp2") {
+    r = m.un(UnaryKind::exp, m.bin<MulOp>(*x, m.c(ln2)));
+  } else if (op == "log2" || op == "log10") {
+    r = m.bin<MulOp>(m.un(UnaryKind::log, *x),
+                     m.c(1.0 / (op == "log2" ? ln2 : ln10)));
+  } else if (op == "square") {
+    r = m.bin<MulOp>(*x, *x);
+  } else if (op == "frac") {
+    r = m.bin<SubOp>(*x, m.un(UnaryKind::trunc, *x));
+  } else if (op == "hypot") {
+    auto y = operand(1);
+    r = m.un(UnaryKind::sqrt, m.bin<AddOp>(m.bin<MulOp>(*x, *x),
+                                           m.bin<MulOp>(y, y)));
+  } else if (op == "lerp") {
+    auto end = operand(1), w = operand(2);
+    r = m.bin<AddOp>(*x, m.bin<MulOp>(w, m.bin<SubOp>(end, *x)));
+  } else if (op == "addcmul" || op == "addcdiv") {
+    auto t1 = operand(1), t2 = operand(2);
+    auto value = number(3, 1.0);
+    if (failed(value))
+      return failure();
+    auto prod = op == "addcmul" ? m.bin<MulOp>(t1, t2) : m.bin<DivOp>(t1, t2);
+    r = m.bin<AddOp>(*x, m.bin<MulOp>(prod, m.c(*value)));
+  } else if (op == "logaddexp") {
+    // max(a, b) + log1p(exp(-|a - b|))
+    auto y = operand(1);
+    auto gap = m.un(UnaryKind::neg, m.un(UnaryKind::abs, m.bin<SubOp>(*x, y)));
+    r = m.bin<AddOp>(m.bin<MaximumOp>(*x, y),
+                     m.un(UnaryKind::log1p, m.un(UnaryKind::exp, gap)));
+  } else if (op == "xlogy") {
+    // 0 where x is 0 (also its gradient: y is replaced by 1 there).
+    auto y = operand(1);
+    auto zero = m.cmp(ComparePredicate::eq, *x, m.c(0));
+    auto safe = m.where(zero, m.c(1), y);
+    r = m.where(zero, m.c(0), m.bin<MulOp>(*x, m.un(UnaryKind::log, safe)));
+  } else if (op == "nan_to_num") {
+    auto nan = number(1, 0.0);
+    double big = std::numeric_limits<float>::max();
+    if (et.isF64())
+      big = std::numeric_limits<double>::max();
+    else if (et.isF16())
+      big = 65504.0;
+    else if (et.isBF16())
+      big = 3.3895313892515355e38;
+    auto pos = number(2, big), neg = number(3, -big);
+    if (failed(nan) || failed(pos) || failed(neg))
+      return failure();
+    double inf = std::numeric_limits<double>::infinity();
+    auto isNan = m.cmp(ComparePredicate::ne, *x, *x);
+    r = m.where(isNan, m.c(*nan), *x);
+    r = m.where(m.cmp(ComparePredicate::eq, *x, m.c(inf)), m.c(*pos), r);
+    r = m.where(m.cmp(ComparePredicate::eq, *x, m.c(-inf)), m.c(*neg), r);
+  } else if (op == "softshrink" || op == "hardshrink") {
+    auto l = number(1, 0.5);
+    if (failed(l))
+      return failure();
+    auto above = m.cmp(ComparePredicate::gt, *x, m.c(*l));
+    auto below = m.cmp(ComparePredicate::lt, *x, m.c(-*l));
+    if (op == "hardshrink")
+      r = m.where(m.bin<OrOp>(above, below), *x, m.c(0));
+    else
+      r = m.where(above, m.bin<SubOp>(*x, m.c(*l)),
+                  m.where(below, m.bin<AddOp>(*x, m.c(*l)), m.c(0)));
+  } else if (op == "threshold") {
+    auto th = number(1, 0.0), value = number(2, 0.0);
+    if (failed(th) || failed(value))
+      return failure();
+    r = m.where(m.cmp(ComparePredicate::gt, *x, m.c(*th)), *x, m.c(*value));
+  } else if (op == "logit") {
+    FailureOr<Value> p = *x;
+    if (!isNoneArg(n, 1)) {
+      auto eps = floatArg(n, 1, loc);
+      if (failed(eps))
+        return failure();
+      p = m.bin<MinimumOp>(m.bin<MaximumOp>(*x, m.c(*eps)), m.c(1.0 - *eps));
+    }
+    r = m.un(UnaryKind::log, m.bin<DivOp>(p, m.bin<SubOp>(m.c(1), p)));
+  } else if (op == "sinc") {
+    // sin(pi x) / (pi x), 1 at 0 (where x is replaced by 1 for the division).
+    auto zero = m.cmp(ComparePredicate::eq, *x, m.c(0));
+    auto px = m.bin<MulOp>(m.where(zero, m.c(1), *x), m.c(M_PI));
+    r = m.where(zero, m.c(1), m.bin<DivOp>(m.un(UnaryKind::sin, px), px));
+  } else if (op == "float_power") {
+    Type f64 = b().getF64Type();
+    auto e = asTensor(lookup(n->input(1)), f64, loc, n);
+    if (failed(e))
+      return failure();
+    r = make<PowOp>(loc, {cast(*x, f64, loc), cast(*e, f64, loc)});
+  } else if (op == "rrelu") {
+    // rrelu(x, lower, upper, training): in eval a leaky relu with the mean
+    // slope; in training a random slope per element (refused).
+    auto lo = number(1, 1.0 / 8), hi = number(2, 1.0 / 3);
+    auto train = optArg(n, 3, loc, &TSImporter::boolArg, false);
+    if (failed(lo) || failed(hi) || failed(train))
+      return failure();
+    if (*train)
+      return error(n, loc) << "rrelu in training (random slopes) is not "
+                              "supported";
+    r = Decomposer(b(), loc).activation(Activation::leaky_relu, *x,
+                                        (*lo + *hi) / 2);
+  } else if (op == "bucketize") {
+    // bucketize(x, boundaries, out_int32, right): the count of boundaries
+    // below x (or at most x with right).
+    auto bounds = tensorArg(n, 1, loc);
+    auto right = optArg(n, 3, loc, &TSImporter::boolArg, false);
+    if (failed(bounds) || failed(right))
+      return failure();
+    SmallVector<SymInt> bd = dimsOf(*bounds);
+    if (bd.size() != 1 || !bd[0].isStatic())
+      return error(n, loc) << "bucketize needs 1-D static boundaries";
+    SmallVector<SymInt> xd = dimsOf(*x);
+    SmallVector<SymInt> col(xd);
+    col.push_back(SymInt(1));
+    auto xc = reshape(*x, col, loc);
+    auto below = m.cmp(*right ? ComparePredicate::le : ComparePredicate::lt,
+                       cast(*bounds, et, loc), xc);
+    if (failed(below))
+      return failure();
+    auto counted = make<ReduceOp>(
+        loc, {cast(*below, et, loc)},
+        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::sum)),
+         attr("axes", b().getDenseI64ArrayAttr({static_cast<int64_t>(xd.size())})),
+         attr("keepdim", b().getBoolAttr(false))});
+    if (failed(counted))
+      return failure();
+    return bindResult(n, cast(*counted, b().getI64Type(), loc));
+  } else if (op == "atan2" || op == "arctan2") {
+    // atan(y / x) moved by pi in the left half plane; on the y axis
+    // +-pi/2 (x replaced by 1 for the division there, so no gradient is
+    // 0 / 0).
+    auto xx = operand(1);
+    auto xZero = m.cmp(ComparePredicate::eq, xx, m.c(0));
+    auto ratio = m.bin<DivOp>(*x, m.where(xZero, m.c(1), xx));
+    auto base = m.un(UnaryKind::atan, ratio);
+    auto left = m.cmp(ComparePredicate::lt, xx, m.c(0));
+    auto yNeg = m.cmp(ComparePredicate::lt, *x, m.c(0));
+    auto turned = m.where(yNeg, m.bin<SubOp>(base, m.c(M_PI)),
+                          m.bin<AddOp>(base, m.c(M_PI)));
+    auto onAxis = m.where(m.cmp(ComparePredicate::gt, *x, m.c(0)), m.c(M_PI / 2),
+                          m.where(yNeg, m.c(-M_PI / 2), m.c(0)));
+    r = m.where(xZero, onAxis, m.where(left, turned, base));
+  } else if (op == "baddbmm" || op == "addmm" || op == "addmv" ||
+             op == "addbmm") {
+    auto a = operand(1), c = operand(2);
+    auto beta = number(3, 1.0), alpha = number(4, 1.0);
+    if (failed(a) || failed(c) || failed(beta) || failed(alpha))
+      return failure();
+    auto prod = make<MatmulOp>(loc, {*a, *c});
+    if (succeeded(prod) && op == "addbmm")
+      prod = make<ReduceOp>(
+          loc, {*prod},
+          {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::sum)),
+           attr("axes", b().getDenseI64ArrayAttr({0})),
+           attr("keepdim", b().getBoolAttr(false))});
+    FailureOr<Value> self = *x;
+    if (*beta != 1.0)
+      self = *beta == 0.0 ? m.bin<MulOp>(*x, m.c(0)) : m.bin<MulOp>(*x, m.c(*beta));
+    if (*alpha != 1.0)
+      prod = m.bin<MulOp>(prod, m.c(*alpha));
+    r = m.bin<AddOp>(self, prod);
+  } else {
+    return error(n, loc) << "internal: no composition for " << op;
+  }
+  return bindResult(n, r);
+}
+
+/// x flattened to one dimension (for the dim=None forms).
+static FailureOr<Value> flatAll(TSImporter &imp, Value x, Location loc) {
+  std::optional<SymInt> count = product(dimsOf(x));
+  if (!count)
+    return failure();
+  return imp.reshape(x, {*count}, loc);
+}
+
+/// argmax / argmin(x, dim=None, keepdim) (the first extreme;
+/// Decomposer::argExtreme; dim None: of the flattened tensor) and
+/// aminmax(x, dim=None, keepdim) -> (min, max).
+LogicalResult TSImporter::hArgExtreme(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = tensorArg(n, 0, loc);
+  auto keep = optArg(n, 2, loc, &TSImporter::boolArg, false);
+  if (failed(x) || failed(keep))
+    return failure();
+  Value v = *x;
+  int64_t axis = 0;
+  if (isNoneArg(n, 1)) {
+    auto flat = flatAll(*this, v, loc);
+    if (failed(flat))
+      return failure();
+    v = *flat;
+  } else {
+    auto d = intArg(n, 1, loc);
+    if (failed(d))
+      return failure();
+    auto a = normIndex(n, *d, tensorType(v).getRank(), loc);
+    if (failed(a))
+      return failure();
+    axis = *a;
+  }
+  if (op == "aminmax") {
+    auto reduce = [&](ReduceKind k) {
+      return make<ReduceOp>(loc, {v},
+                            {attr("kind", ReduceKindAttr::get(ctx, k)),
+                             attr("axes", b().getDenseI64ArrayAttr({axis})),
+                             attr("keepdim", b().getBoolAttr(*keep))});
+    };
+    auto lo = reduce(ReduceKind::min), hi = reduce(ReduceKind::max);
+    if (failed(lo) || failed(hi))
+      return failure();
+    bindTensor(n->outputs()[0], *lo);
+    bindTensor(n->outputs()[1], *hi);
+    return success();
+  }
+  return bindResult(n, Decomposer(b(), loc).argExtreme(v, axis, op == "argmax",
+                                                       *keep));
+}
+
+/// median(x) (of all elements) and median(x, dim, keepdim) -> (values,
+/// indices): the lower middle, element (n - 1) / 2 of the ascending order
+/// (Decomposer::topK of the smallest).
+LogicalResult TSImporter::hMedian(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  if (failed(x))
+    return failure();
+  Value v = *x;
+  int64_t axis = 0;
+  bool keep = false, all = n->inputs().size() == 1;
+  if (all) {
+    auto flat = flatAll(*this, v, loc);
+    if (failed(flat))
+      return failure();
+    v = *flat;
+  } else {
+    auto d = intArg(n, 1, loc);
+    auto k = optArg(n, 2, loc, &TSImporter::boolArg, false);
+    if (failed(d) || failed(k))
+      return failure();
+    auto a = normIndex(n, *d, tensorType(v).getRank(), loc);
+    if (failed(a))
+      return failure();
+    axis = *a;
+    keep = *k;
+  }
+  SymInt size = dimsOf(v)[axis];
+  if (!size.isStatic())
+    return error(n, loc) << "median along the batch-dependent dimension";
+  int64_t mid = (size.constant - 1) / 2;
+  auto sorted = Decomposer(b(), loc).topK(v, axis, mid + 1, /*largest=*/false);
+  if (failed(sorted))
+    return failure();
+  auto pick = [&](Value t) -> FailureOr<Value> {
+    auto s = make<SliceOp>(loc, {t},
+                           {attr("axis", b().getI64IntegerAttr(axis)),
+                            attr("start", b().getI64IntegerAttr(mid)),
+                            attr("end", b().getI64IntegerAttr(mid + 1)),
+                            attr("step", b().getI64IntegerAttr(1))});
+    if (failed(s) || keep)
+      return s;
+    SmallVector<SymInt> d = dimsOf(*s);
+    d.erase(d.begin() + axis);
+    return reshape(*s, d, loc);
+  };
+  auto values = pick(sorted->first), indices = pick(sorted->second);
+  if (failed(values) || failed(indices))
+    return failure();
+  bindTensor(n->outputs()[0], *values);
+  if (!all)
+    bindTensor(n->outputs()[1], *indices);
+  return success();
+}
+
+/// logcumsumexp(x, dim): log(cumsum(exp(x - m))) + m, m the maximum along
+/// dim (kept), so no exp overflows.
+LogicalResult TSImporter::hLogCumSumExp(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto d = intArg(n, 1, loc);
+  if (failed(x) || failed(d))
+    return failure();
+  auto axis = normIndex(n, *d, tensorType(*x).getRank(), loc);
+  if (failed(axis))
+    return failure();
+  auto mx = make<ReduceOp>(loc, {*x},
+                           {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::max)),
+                            attr("axes", b().getDenseI64ArrayAttr({*axis})),
+                            attr("keepdim", b().getBoolAttr(true))});
+  auto shifted = failed(mx) ? mx : make<SubOp>(loc, {*x, *mx});
+  auto e = failed(shifted) ? shifted : unary(UnaryKind::exp, *shifted, loc);
+  if (failed(e))
+    return failure();
+  Value sum = b().create<CumsumOp>(loc, *e, *axis, false, false);
+  auto l = unary(UnaryKind::log, sum, loc);
+  return bindResult(n, failed(l) ? l : make<AddOp>(loc, {*l, *mx}));
+}
+
+/// diff(x, n, dim, prepend, append): x[1:] - x[:-1] along dim, n times
+/// (prepend / append concatenated first).
+LogicalResult TSImporter::hDiff(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto times = optArg(n, 1, loc, &TSImporter::intArg, int64_t(1));
+  auto d = optArg(n, 2, loc, &TSImporter::intArg, int64_t(-1));
+  if (failed(x) || failed(times) || failed(d))
+    return failure();
+  auto axis = normIndex(n, *d, tensorType(*x).getRank(), loc);
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> parts;
+  for (unsigned i : {3u, 0u, 4u}) {
+    if (i == 0) {
+      parts.push_back(*x);
+      continue;
+    }
+    if (n->inputs().size() <= i || isNoneArg(n, i))
+      continue;
+    auto t = tensorArg(n, i, loc);
+    if (failed(t))
+      return failure();
+    parts.push_back(cast(*t, tensorType(*x).getElementType(), loc));
+  }
+  FailureOr<Value> cur = *x;
+  if (parts.size() > 1)
+    cur = make<ConcatOp>(loc, parts, {attr("axis", b().getI64IntegerAttr(*axis))});
+  for (int64_t k = 0; k < *times && succeeded(cur); ++k) {
+    SymInt size = dimsOf(*cur)[*axis];
+    if (!size.isStatic())
+      return error(n, loc) << "diff along the batch-dependent dimension";
+    auto part = [&](int64_t start, int64_t end) {
+      return make<SliceOp>(loc, {*cur},
+                           {attr("axis", b().getI64IntegerAttr(*axis)),
+                            attr("start", b().getI64IntegerAttr(start)),
+                            attr("end", b().getI64IntegerAttr(end)),
+                            attr("step", b().getI64IntegerAttr(1))});
+    };
+    auto hi = part(1, size.constant), lo = part(0, size.constant - 1);
+    cur = failed(hi) || failed(lo) ? FailureOr<Value>(failure())
+                                   : make<SubOp>(loc, {*hi, *lo});
+  }
+  return bindResult(n, cur);
+}
+
+/// eye(n, [m], dtype, ...): a constant identity [n, m].
+LogicalResult TSImporter::hEye(Node *n, Location loc) {
+  bool square = n->inputs().size() == 5;
+  auto rows = intArg(n, 0, loc);
+  auto cols = square ? rows : intArg(n, 1, loc);
+  auto dtype = dtypeArg(n, square ? 1 : 2, loc);
+  if (failed(rows) || failed(cols) || failed(dtype))
+    return failure();
+  if (*rows < 0 || *cols < 0)
+    return error(n, loc) << "eye of a negative size";
+  Type et = *dtype ? *dtype : b().getF32Type();
+  SmallVector<Attribute> vals;
+  for (int64_t i = 0; i < *rows; ++i)
+    for (int64_t j = 0; j < *cols; ++j)
+      vals.push_back(isFloatType(et) ? Attribute(FloatAttr::get(et, i == j ? 1.0 : 0.0))
+                                     : Attribute(IntegerAttr::get(et, i == j)));
+  return bindResult(
+      n, b().create<ConstantOp>(
+                loc, VTensorType::get(ctx, {*rows, *cols}, -1, et),
+                DenseElementsAttr::get(RankedTensorType::get({*rows, *cols}, et),
+                                       vals))
+             .getResult());
+}
+
+/// cdist(x1 [.., P, M], x2 [.., R, M], p): the p-norm of every pairwise
+/// difference [.., P, R, M] -> [.., P, R] for p = 1, 2, inf; p = 2 takes
+/// the root of the sum of squares with zero distances kept out of the
+/// square root's gradient (torch's gradient there is 0).
+LogicalResult TSImporter::hCdist(Node *n, Location loc) {
+  auto a = floatInput(*this, n, loc);
+  auto c = tensorArg(n, 1, loc);
+  auto p = floatArg(n, 2, loc);
+  if (failed(a) || failed(c) || failed(p))
+    return failure();
+  Type et = tensorType(*a).getElementType();
+  Value x2 = cast(*c, et, loc);
+  SmallVector<SymInt> da = dimsOf(*a), dc = dimsOf(x2);
+  if (da.size() < 2 || dc.size() < 2 || da.back() != dc.back())
+    return error(n, loc) << "cdist needs [.., P, M] and [.., R, M], got "
+                         << dimsStr(da) << " and " << dimsStr(dc);
+  SmallVector<SymInt> ea(da), ec(dc);
+  ea.insert(ea.end() - 1, SymInt(1)); // [.., P, 1, M]
+  ec.insert(ec.end() - 2, SymInt(1)); // [.., 1, R, M]
+  auto ra = reshape(*a, ea, loc), rc = reshape(x2, ec, loc);
+  MathBuilder m{*this, loc, et};
+  auto diff = m.bin<SubOp>(ra, rc);
+  int64_t last = static_cast<int64_t>(ea.size()) - 1;
+  auto over = [&](ReduceKind k, FailureOr<Value> v) -> FailureOr<Value> {
+    if (failed(v))
+      return v;
+    return make<ReduceOp>(loc, {*v},
+                          {attr("kind", ReduceKindAttr::get(ctx, k)),
+                           attr("axes", b().getDenseI64ArrayAttr({last})),
+                           attr("keepdim", b().getBoolAttr(false))});
+  };
+  FailureOr<Value> r = failure();
+  if (*p == 1.0) {
+    r = over(ReduceKind::sum, m.un(UnaryKind::abs, diff));
+  } else if (*p == 2.0) {
+    auto sq = over(ReduceKind::sum, m.bin<MulOp>(diff, diff));
+    auto pos = m.cmp(ComparePredicate::gt, sq, m.c(0));
+    r = m.where(pos, m.un(UnaryKind::sqrt, m.where(pos, sq, m.c(1))), m.c(0));
+  } else if (std::isinf(*p) && *p > 0) {
+    r = over(ReduceKind::max, m.un(UnaryKind::abs, diff));
+  } else {
+    return error(n, loc) << "cdist with p = " << *p
+                         << " is not supported (1, 2 and inf are)";
+  }
+  return bindResult(n, r);
+}
+
+/// movedim / moveaxis(x, source, destination) (ints or lists): a transpose.
+LogicalResult TSImporter::hMoveDim(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  auto list = [&](unsigned i) -> FailureOr<SmallVector<int64_t>> {
+    if (lookup(n->input(i)).kind == K::Int) {
+      auto v = intArg(n, i, loc);
+      if (failed(v))
+        return failure();
+      return SmallVector<int64_t>{*v};
+    }
+    return intListArg(n, i, loc);
+  };
+  auto src = list(1), dst = list(2);
+  if (failed(src) || failed(dst))
+    return failure();
+  if (src->size() != dst->size())
+    return error(n, loc) << "movedim: " << src->size() << " sources for "
+                         << dst->size() << " destinations";
+  SmallVector<int64_t> perm(rank, -1);
+  SmallVector<bool> used(rank, false);
+  for (size_t i = 0; i < src->size(); ++i) {
+    auto s = normIndex(n, (*src)[i], rank, loc), d = normIndex(n, (*dst)[i], rank, loc);
+    if (failed(s) || failed(d))
+      return failure();
+    if (perm[*d] != -1 || used[*s])
+      return error(n, loc) << "movedim: repeated dimension";
+    perm[*d] = *s;
+    used[*s] = true;
+  }
+  int64_t next = 0;
+  for (int64_t &p : perm) {
+    if (p != -1)
+      continue;
+    while (used[next])
+      ++next;
+    p = next;
+    used[next] = true;
+  }
+  return bindResult(n, transpose(*x, perm, loc));
 }

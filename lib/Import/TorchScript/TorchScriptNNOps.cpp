@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TorchScriptImporterImpl.h"
+#include "varuna/Import/Decompose.h"
 
 #include <cmath>
 #include <limits>
@@ -475,8 +476,8 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
 
 /// aten::min / aten::max: with a tensor (or number) as second operand
 /// elementwise (hArith); alone, the reduction over every element; with a
-/// dimension (and keepdim), the values along it -- the indices (argmin /
-/// argmax) are not supported.
+/// dimension (and keepdim), the values along it and, when used, the
+/// indices (the first extreme, Decomposer::argExtreme).
 LogicalResult TSImporter::hMinMax(Node *n, Location loc) {
   size_t count = n->inputs().size();
   if (count == 2 && lookup(n->input(1)).kind != K::Int)
@@ -499,14 +500,17 @@ LogicalResult TSImporter::hMinMax(Node *n, Location loc) {
   auto axis = normIndex(n, *d, rank, loc);
   if (failed(axis))
     return failure();
-  if (n->outputs().size() > 1 && n->output(1)->hasUses())
-    return error(n, loc) << "the indices of " << opName(n)
-                         << " along a dimension (arg" << opName(n)
-                         << ") are not supported";
   auto r = makeReduce(*this, loc, *x, kind, {*axis}, *keep);
   if (failed(r))
     return failure();
   bindTensor(n->outputs()[0], *r);
+  if (n->outputs().size() > 1 && n->output(1)->hasUses()) {
+    auto idx = Decomposer(b(), loc)
+                   .argExtreme(*x, *axis, kind == ReduceKind::max, *keep);
+    if (failed(idx))
+      return failure();
+    bindTensor(n->outputs()[1], *idx);
+  }
   return success();
 }
 
@@ -791,10 +795,28 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::prelu", "aten::_prelu_kernel"}, &TSImporter::hPrelu);
   reg({"aten::topk", "aten::sort", "aten::argsort"}, &TSImporter::hTopK);
   reg({"aten::scatter", "aten::scatter_add"}, &TSImporter::hScatter);
+  reg({"aten::exp2", "aten::log2", "aten::log10", "aten::square",
+       "aten::frac", "aten::hypot", "aten::lerp", "aten::addcmul",
+       "aten::addcdiv", "aten::logaddexp", "aten::xlogy", "aten::nan_to_num",
+       "aten::softshrink", "aten::hardshrink", "aten::threshold",
+       "aten::logit", "aten::sinc", "aten::float_power", "aten::rrelu",
+       "aten::bucketize", "aten::baddbmm", "aten::addmm", "aten::addmv",
+       "aten::addbmm", "aten::atan2", "aten::arctan2"},
+      &TSImporter::hMath);
+  reg({"aten::argmax", "aten::argmin", "aten::aminmax"},
+      &TSImporter::hArgExtreme);
+  reg({"aten::median"}, &TSImporter::hMedian);
+  reg({"aten::logcumsumexp"}, &TSImporter::hLogCumSumExp);
+  reg({"aten::diff"}, &TSImporter::hDiff);
+  reg({"aten::eye"}, &TSImporter::hEye);
+  reg({"aten::cdist"}, &TSImporter::hCdist);
+  reg({"aten::movedim", "aten::moveaxis"}, &TSImporter::hMoveDim);
+  reg({"aten::tensor_split"}, &TSImporter::hTensorSplit);
   reg({"aten::einsum"}, &TSImporter::hEinsum);
   reg({"aten::bilinear"}, &TSImporter::hBilinear);
   reg({"aten::logsumexp"}, &TSImporter::hLogSumExp);
-  reg({"aten::var", "aten::std"}, &TSImporter::hVariance);
+  reg({"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"},
+      &TSImporter::hVariance);
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
   reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);
   reg({"aten::_convolution", "aten::convolution", "aten::conv1d",

@@ -8,6 +8,7 @@
 
 #include "TorchScriptImporterImpl.h"
 #include "varuna/Import/Decompose.h"
+#include "llvm/ADT/StringSwitch.h"
 
 #include <torch/csrc/jit/ir/constants.h>
 
@@ -673,6 +674,13 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
       return error(n, loc) << "softplus with beta != 1 or threshold != 20 is "
                               "not supported";
   }
+  // torch's aliases.
+  op = llvm::StringSwitch<std::string>(op)
+           .Case("fix", "trunc")
+           .Case("arctan", "atan")
+           .Case("arcsin", "asin")
+           .Case("arccos", "acos")
+           .Default(op);
   auto kind = symbolizeUnaryKind(op);
   if (!kind)
     return error(n, loc) << "internal: no unary kind " << op;
@@ -775,7 +783,10 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
        "aten::reciprocal", "aten::tanh", "aten::erf", "aten::sigmoid",
        "aten::relu", "aten::abs", "aten::sin", "aten::cos", "aten::silu",
        "aten::softplus", "aten::floor", "aten::ceil", "aten::logical_not",
-       "aten::bitwise_not"},
+       "aten::bitwise_not", "aten::tan", "aten::atan", "aten::asin",
+       "aten::acos", "aten::sinh", "aten::cosh", "aten::sign", "aten::round",
+       "aten::trunc", "aten::fix", "aten::expm1", "aten::log1p",
+       "aten::arctan", "aten::arcsin", "aten::arccos"},
       &TSImporter::hUnary);
   reg({"aten::gelu"}, &TSImporter::hGelu);
   reg({"aten::contiguous", "aten::clone", "aten::detach", "aten::alias",

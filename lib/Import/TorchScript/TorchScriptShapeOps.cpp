@@ -418,6 +418,41 @@ LogicalResult TSImporter::hSplit(Node *n, Location loc) {
   return splitInto(*this, n, loc, *x, axis, sizes, false);
 }
 
+/// tensor_split(x, sections | indices, dim): `sections` pieces, the first
+/// size % sections of them one longer; or cut at the listed indices.
+LogicalResult TSImporter::hTensorSplit(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto d = optArg(n, 2, loc, &TSImporter::intArg, int64_t(0));
+  if (failed(x) || failed(d))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  int64_t axis = normAxis(*d, dims.size());
+  if (axis < 0 || !dims[axis].isStatic())
+    return error(n, loc) << "tensor_split needs a static dimension in range";
+  int64_t size = dims[axis].constant;
+  SmallVector<int64_t> sizes;
+  if (lookup(n->input(1)).kind == K::List) {
+    auto cuts = intListArg(n, 1, loc);
+    if (failed(cuts))
+      return failure();
+    int64_t at = 0;
+    for (int64_t c : *cuts) {
+      int64_t e = std::clamp<int64_t>(c < 0 ? c + size : c, at, size);
+      sizes.push_back(e - at);
+      at = e;
+    }
+    sizes.push_back(size - at);
+  } else {
+    auto k = intArg(n, 1, loc);
+    if (failed(k) || *k <= 0)
+      return failed(k) ? failure()
+                       : (error(n, loc) << "sections must be positive");
+    for (int64_t i = 0; i < *k; ++i)
+      sizes.push_back(size / *k + (i < size % *k ? 1 : 0));
+  }
+  return splitInto(*this, n, loc, *x, axis, sizes, false);
+}
+
 LogicalResult TSImporter::hChunk(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   auto chunks = intArg(n, 1, loc), d = intArg(n, 2, loc);

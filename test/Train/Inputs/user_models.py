@@ -26,6 +26,13 @@ layers          TorchScript (and ONNX without Dropout2d): convolutions with
 moe             TorchScript and ONNX: a dense mixture of experts with top-2
                 gating (topk, scatter of the gate weights), sort / argsort
                 with gather, scatter_add
+math            TorchScript (math_onnx: what torch exports to ONNX): about
+                fifty elementwise and small functions (trigonometric,
+                rounding, exp2 / log2 / log1p / expm1, hypot, lerp,
+                addcmul, logaddexp, xlogy, nan_to_num, shrinks, logit,
+                sinc, atan2, argmax / max indices, median, aminmax,
+                var_mean, cdist, baddbmm / addmm, eye, einsum with "...",
+                movedim, tensor_split, logcumsumexp, diff, bucketize)
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -241,3 +248,54 @@ class MoE(nn.Module):
 
 def moe():
     return MoE(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
+
+
+class Math(nn.Module):
+    def __init__(self, onnx=False):
+        super().__init__()
+        self.onnx = onnx
+        self.embed = nn.Linear(4, D)
+        self.mix = nn.Parameter(torch.randn(D, D) / 4)
+        self.head = nn.Linear(D + 2 + S, C)
+
+    def forward(self, x, labels):  # x [B, S, 4]
+        h = torch.tanh(self.embed(x))  # in (-1, 1)
+        a, b = h, h.roll(1, 2)
+        t = (torch.atan(a) + torch.asin(a * 0.9) + torch.acos(b * 0.9) + torch.tan(a * 0.5)
+             + torch.sign(a) * a + torch.round(a * 3) / 3 + torch.log1p(a.abs())
+             + torch.atan2(a, b) * 0.1 + F.softshrink(a, 0.2) + F.hardshrink(b, 0.3)
+             + torch.logit(torch.sigmoid(a), 1e-6) * 0.1 + torch.nan_to_num(a / (b.abs() + 0.5))
+             + torch.log2(a.abs() + 1) + torch.log10(b.abs() + 1) + torch.square(a)
+             + torch.addcmul(a, a, b, value=0.5) + torch.lerp(a, b, 0.3))
+        if not self.onnx:
+            t = t + (torch.sinh(a) + torch.cosh(b) + torch.expm1(a) + torch.exp2(b) + torch.trunc(a * 3)
+                     + torch.frac(a * 3) + torch.hypot(a, b) + torch.addcdiv(a, a, b.abs() + 1)
+                     + torch.logaddexp(a, b) + torch.xlogy(a.abs(), b.abs() + 1) + torch.sinc(a)
+                     + F.threshold(a, 0.1, 0.5) + torch.float_power(a.abs() + 1, 2).float() * 0.1
+                     + torch.logcumsumexp(a, 1) * 0.1
+                     + torch.cat([torch.diff(a, dim=1), a[:, :1]], 1))
+        t = torch.einsum("...ij,jk->...ik", t, self.mix) + torch.movedim(t.view(-1, S, 2, D // 2), 2, 3).reshape(t.shape)
+        pieces = torch.tensor_split(t, 3, 2) if not self.onnx else torch.split(t, [6, 5, 5], 2)
+        t = torch.cat(pieces[::-1], 2)
+        t = torch.baddbmm(t, t, torch.eye(D).expand(x.shape[0], D, D), beta=0.5, alpha=0.5)
+        t = torch.addmm(self.head.bias.new_zeros(D), t.reshape(-1, D), self.mix).view_as(t) + t
+        spread, centre = torch.var_mean(t, 1)
+        lo, hi = torch.aminmax(t, dim=1)
+        picked = torch.gather(t, 1, t.argmax(1, keepdim=True)).squeeze(1)
+        idx = t.max(-1)[1].float() / D  # [B, S]
+        # cdist at zero distance: torch's gradient is 0, but its ONNX export
+        # takes Sqrt of 0 (an infinite gradient), so no point meets itself.
+        dist = torch.cdist(t, t[:, :2] + 0.5).mean(-1)  # [B, S]
+        med = t.median(1).values if not self.onnx else t.amax(1)
+        buckets = torch.bucketize(t[..., 0].detach(), torch.tensor([-0.5, 0.0, 0.5])).float()
+        feats = torch.cat([spread + centre + hi - lo + picked + med,
+                           dist.mean(1, keepdim=True), buckets.mean(1, keepdim=True), idx], -1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+def math():
+    return Math(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
+
+
+def math_onnx():
+    return Math(onnx=True), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))

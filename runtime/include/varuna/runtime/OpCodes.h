@@ -23,12 +23,15 @@ inline constexpr const char *kElemTypeNames[] = {
 
 enum class Unary : int {
   neg, exp, log, sqrt, rsqrt, reciprocal, tanh, erf, sigmoid, relu, gelu,
-  gelu_tanh, abs, logical_not, sin, cos, silu, softplus, floor, ceil
+  gelu_tanh, abs, logical_not, sin, cos, silu, softplus, floor, ceil,
+  tan, atan, asin, acos, sinh, cosh, sign, round, trunc, expm1, log1p
 };
 inline constexpr const char *kUnaryNames[] = {
     "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
     "erf", "sigmoid", "relu", "gelu", "gelu_tanh", "abs", "logical_not",
-    "sin", "cos", "silu", "softplus", "floor", "ceil"};
+    "sin", "cos", "silu", "softplus", "floor", "ceil", "tan", "atan",
+    "asin", "acos", "sinh", "cosh", "sign", "round", "trunc", "expm1",
+    "log1p"};
 
 enum class Binary : int { add, sub, mul, div, pow, maximum, minimum, logical_and, logical_or };
 inline constexpr const char *kBinaryNames[] = {

@@ -245,7 +245,13 @@ def Varuna_UnaryKind : I64EnumAttr<"UnaryKind", "elementwise function", [
     I64EnumAttrCase<"abs", 12>, I64EnumAttrCase<"logical_not", 13, "not">,
     I64EnumAttrCase<"sin", 14>, I64EnumAttrCase<"cos", 15>,
     I64EnumAttrCase<"silu", 16>, I64EnumAttrCase<"softplus", 17>,
-    I64EnumAttrCase<"floor", 18>, I64EnumAttrCase<"ceil", 19>]> {
+    I64EnumAttrCase<"floor", 18>, I64EnumAttrCase<"ceil", 19>,
+    I64EnumAttrCase<"tan", 20>, I64EnumAttrCase<"atan", 21>,
+    I64EnumAttrCase<"asin", 22>, I64EnumAttrCase<"acos", 23>,
+    I64EnumAttrCase<"sinh", 24>, I64EnumAttrCase<"cosh", 25>,
+    I64EnumAttrCase<"sign", 26>, I64EnumAttrCase<"round", 27>,
+    I64EnumAttrCase<"trunc", 28>, I64EnumAttrCase<"expm1", 29>,
+    I64EnumAttrCase<"log1p", 30>]> {
   let cppNamespace = "::varuna";
 }
 
