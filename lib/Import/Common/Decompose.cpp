@@ -556,6 +556,35 @@ FailureOr<Value> Decomposer::divideByBatch(Value x, SymInt size) {
   return v;
 }
 
+namespace {
+/// Moving `axis` of a rank-`rank` tensor last (perm) and back; `rows` are
+/// the other dimensions in order, once known.
+struct AxisLast {
+  SmallVector<int64_t> perm, back;
+  SmallVector<SymInt> rows;
+
+  AxisLast(int64_t axis, int64_t rank) : back(rank) {
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != axis)
+        perm.push_back(i);
+    perm.push_back(axis);
+    for (int64_t i = 0; i < rank; ++i)
+      back[perm[i]] = i;
+  }
+  /// Records the rows from a value with the axis moved last.
+  void setRows(Value moved) {
+    rows = moved.getType().cast<VTensorType>().getDims();
+    rows.pop_back();
+  }
+  /// rows followed by `tail`.
+  SmallVector<SymInt> shaped(std::initializer_list<SymInt> tail) const {
+    SmallVector<SymInt> d(rows);
+    d.append(tail.begin(), tail.end());
+    return d;
+  }
+};
+} // namespace
+
 /// Weights [in][out] of resampling one axis from `in` to `out` elements.
 static std::vector<double> resizeWeights(int64_t in, int64_t out,
                                          double scale, ResizeMode mode,
@@ -647,19 +676,12 @@ FailureOr<Value> Decomposer::resize(Value x, ArrayRef<ResizeAxis> axes,
         loc, VTensorType::get(b.getContext(), {in.constant, ax.size}, -1, et),
         DenseElementsAttr::get(shaped, vals));
     // Move the axis last, multiply, move it back.
-    SmallVector<int64_t> perm;
-    for (int64_t i = 0; i < rank; ++i)
-      if (i != ax.axis)
-        perm.push_back(i);
-    perm.push_back(ax.axis);
-    SmallVector<int64_t> back(rank);
-    for (int64_t i = 0; i < rank; ++i)
-      back[perm[i]] = i;
-    cur = transpose(*cur, perm);
+    AxisLast moved(ax.axis, rank);
+    cur = transpose(*cur, moved.perm);
     if (succeeded(cur))
       cur = make<MatmulOp>({*cur, weights});
     if (succeeded(cur))
-      cur = transpose(*cur, back);
+      cur = transpose(*cur, moved.back);
     if (failed(cur))
       return failure();
   }
@@ -919,18 +941,6 @@ FailureOr<Value> Decomposer::prelu(Value x, Value slope) {
   return make<WhereOp>({*pos, x, *scaled});
 }
 
-/// The permutation moving `axis` of a rank-`rank` tensor last, and back.
-static std::pair<SmallVector<int64_t>, SmallVector<int64_t>>
-axisLast(int64_t axis, int64_t rank) {
-  SmallVector<int64_t> perm, back(rank);
-  for (int64_t i = 0; i < rank; ++i)
-    if (i != axis)
-      perm.push_back(i);
-  perm.push_back(axis);
-  for (int64_t i = 0; i < rank; ++i)
-    back[perm[i]] = i;
-  return {perm, back};
-}
 
 FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
                                                     int64_t k, bool largest) {
@@ -965,16 +975,13 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
         loc, VTensorType::get(ctx, shape, -1, type),
         DenseElementsAttr::get(RankedTensorType::get(shape, type), vals));
   };
-  auto [perm, back] = axisLast(axis, rank);
-  FailureOr<Value> xt = transpose(x, perm);
+  AxisLast moved(axis, rank);
+  FailureOr<Value> xt = transpose(x, moved.perm);
   if (failed(xt))
     return fail();
-  SmallVector<SymInt> rows = xt->getType().cast<VTensorType>().getDims();
-  rows.pop_back();
+  moved.setRows(*xt);
   auto shaped = [&](std::initializer_list<SymInt> tail) {
-    SmallVector<SymInt> d(rows);
-    d.append(tail.begin(), tail.end());
-    return d;
+    return moved.shaped(tail);
   };
   auto col = reshape(*xt, shaped({SymInt(n), SymInt(1)}));
   auto row = reshape(*xt, shaped({SymInt(1), SymInt(n)}));
@@ -996,7 +1003,8 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
     return fail();
   Value counted = b.create<CastOp>(
       loc, beats->getType().cast<VTensorType>().withElementType(et), *beats);
-  auto rankOf = reduce(ReduceKind::sum, counted, {static_cast<int64_t>(rows.size()) + 1},
+  auto rankOf = reduce(ReduceKind::sum, counted,
+                       {static_cast<int64_t>(moved.rows.size()) + 1},
                        /*keepdim=*/true); // [.., n, 1]
   auto rankRow = failed(rankOf) ? rankOf : reshape(*rankOf, shaped({SymInt(1), SymInt(n)}));
   SmallVector<Attribute> ks, is;
@@ -1017,7 +1025,7 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
     return fail();
   auto finish = [&](Value v) -> FailureOr<Value> {
     auto flat = reshape(v, shaped({SymInt(k)}));
-    return failed(flat) ? flat : transpose(*flat, back);
+    return failed(flat) ? flat : transpose(*flat, moved.back);
   };
   auto v = finish(*values), p = finish(*positions);
   if (failed(v) || failed(p))
@@ -1053,17 +1061,14 @@ FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
       vt.getElementType() != st.getElementType())
     return refuse("only floating-point tensors of one element type");
   int64_t n = st.getDim(axis).constant, m = it.getDim(axis).constant;
-  auto [perm, back] = axisLast(axis, rank);
-  auto s = transpose(self, perm), ix = transpose(index, perm),
-       v = transpose(src, perm);
+  AxisLast moved(axis, rank);
+  auto s = transpose(self, moved.perm), ix = transpose(index, moved.perm),
+       v = transpose(src, moved.perm);
   if (failed(s) || failed(ix) || failed(v))
     return failure();
-  SmallVector<SymInt> rows = s->getType().cast<VTensorType>().getDims();
-  rows.pop_back();
+  moved.setRows(*s);
   auto shaped = [&](std::initializer_list<SymInt> tail) {
-    SmallVector<SymInt> d(rows);
-    d.append(tail.begin(), tail.end());
-    return d;
+    return moved.shaped(tail);
   };
   // onehot[.., j, i] = index[.., j] == i (oneHot adds the last axis).
   auto hit = oneHot(*ix, n, /*negatives=*/true); // [.., m, n]
@@ -1082,7 +1087,8 @@ FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
     out = make<AddOp>({*s, *flat});
   } else {
     auto count = reduce(ReduceKind::sum, onehot,
-                        {static_cast<int64_t>(rows.size())}, false); // [.., n]
+                        {static_cast<int64_t>(moved.rows.size())},
+                        false); // [.., n]
     auto covered =
         failed(count)
             ? count
@@ -1093,7 +1099,7 @@ FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
                                       b.getContext(), ComparePredicate::gt))});
     out = failed(covered) ? covered : make<WhereOp>({*covered, *flat, *s});
   }
-  return failed(out) ? out : transpose(*out, back);
+  return failed(out) ? out : transpose(*out, moved.back);
 }
 
 FailureOr<Value> Decomposer::argExtreme(Value x, int64_t axis, bool largest,

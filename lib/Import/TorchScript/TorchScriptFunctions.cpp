@@ -595,38 +595,6 @@ LogicalResult TSImporter::hOneHot(Node *n, Location loc) {
   return bindResult(n, cast(*hit, b().getI64Type(), loc));
 }
 
-/// feature_dropout(x, p, train) (Dropout1d/2d/3d): whole channels zeroed
-/// -- a dropout mask of shape [N, C, 1, ...] times x. Identity in eval or
-/// with p = 0; the alpha forms are refused in training.
-LogicalResult TSImporter::hFeatureDropout(Node *n, Location loc) {
-  auto x = tensorArg(n, 0, loc);
-  auto p = floatArg(n, 1, loc);
-  auto train = boolArg(n, 2, loc);
-  if (failed(x) || failed(p) || failed(train))
-    return failure();
-  if (!*train || *p == 0.0)
-    return bindResult(n, *x);
-  if (opName(n) != "feature_dropout")
-    return error(n, loc) << opName(n) << " in training is not supported";
-  if (*p < 0.0 || *p >= 1.0)
-    return error(n, loc) << "dropout probability " << *p
-                         << " (expected [0, 1))";
-  SmallVector<SymInt> dims = dimsOf(*x);
-  if (dims.size() < 2)
-    return error(n, loc) << "channel dropout needs an input [N, C, ...], got "
-                         << dimsStr(dims);
-  for (size_t i = 2; i < dims.size(); ++i)
-    dims[i] = SymInt(1);
-  Type et = tensorType(*x).getElementType();
-  auto maskType = typeFromDims(dims, et, loc);
-  if (failed(maskType))
-    return failure();
-  Value ones = b().create<FullOp>(loc, *maskType, b().getFloatAttr(et, 1.0));
-  Value mask = b().create<DropoutOp>(loc, *maskType, ones,
-                                     b().getF64FloatAttr(*p));
-  return bindResult(n, make<MulOp>(loc, {*x, mask}));
-}
-
 /// im2col(x, kernel, dilation, padding, stride) (F.unfold) on [N, C, H, W]:
 /// a grouped convolution with a constant one-hot weight [C*kh*kw, 1, kh,
 /// kw] (output channel c*kh*kw + i*kw + j reads channel c at offset (i,
@@ -1007,12 +975,25 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
   return bindResult(n, r);
 }
 
-/// x flattened to one dimension (for the dim=None forms).
-static FailureOr<Value> flatAll(TSImporter &imp, Value x, Location loc) {
-  std::optional<SymInt> count = product(dimsOf(x));
-  if (!count)
+/// For the reductions with an optional dimension: with `all`, x flattened
+/// to one dimension and axis 0; else x and operand `dimAt` normalized.
+static FailureOr<std::pair<Value, int64_t>>
+flatOrAxis(TSImporter &imp, TSImporter::Node *n, Location loc, Value x,
+           bool all, unsigned dimAt) {
+  if (all) {
+    std::optional<SymInt> count = product(dimsOf(x));
+    auto flat = count ? imp.reshape(x, {*count}, loc) : FailureOr<Value>();
+    if (failed(flat))
+      return failure();
+    return std::make_pair(*flat, int64_t(0));
+  }
+  auto d = imp.intArg(n, dimAt, loc);
+  if (failed(d))
     return failure();
-  return imp.reshape(x, {*count}, loc);
+  auto a = imp.normIndex(n, *d, tensorType(x).getRank(), loc);
+  if (failed(a))
+    return failure();
+  return std::make_pair(x, *a);
 }
 
 /// argmax / argmin(x, dim=None, keepdim) (the first extreme;
@@ -1024,22 +1005,11 @@ LogicalResult TSImporter::hArgExtreme(Node *n, Location loc) {
   auto keep = optArg(n, 2, loc, &TSImporter::boolArg, false);
   if (failed(x) || failed(keep))
     return failure();
-  Value v = *x;
-  int64_t axis = 0;
-  if (isNoneArg(n, 1)) {
-    auto flat = flatAll(*this, v, loc);
-    if (failed(flat))
-      return failure();
-    v = *flat;
-  } else {
-    auto d = intArg(n, 1, loc);
-    if (failed(d))
-      return failure();
-    auto a = normIndex(n, *d, tensorType(v).getRank(), loc);
-    if (failed(a))
-      return failure();
-    axis = *a;
-  }
+  auto at = flatOrAxis(*this, n, loc, *x, isNoneArg(n, 1), 1);
+  if (failed(at))
+    return failure();
+  Value v = at->first;
+  int64_t axis = at->second;
   if (op == "aminmax") {
     auto reduce = [&](ReduceKind k) {
       return make<ReduceOp>(loc, {v},
@@ -1065,25 +1035,14 @@ LogicalResult TSImporter::hMedian(Node *n, Location loc) {
   auto x = floatInput(*this, n, loc);
   if (failed(x))
     return failure();
-  Value v = *x;
-  int64_t axis = 0;
-  bool keep = false, all = n->inputs().size() == 1;
-  if (all) {
-    auto flat = flatAll(*this, v, loc);
-    if (failed(flat))
-      return failure();
-    v = *flat;
-  } else {
-    auto d = intArg(n, 1, loc);
-    auto k = optArg(n, 2, loc, &TSImporter::boolArg, false);
-    if (failed(d) || failed(k))
-      return failure();
-    auto a = normIndex(n, *d, tensorType(v).getRank(), loc);
-    if (failed(a))
-      return failure();
-    axis = *a;
-    keep = *k;
-  }
+  bool all = n->inputs().size() == 1;
+  auto keep = all ? FailureOr<bool>(false)
+                  : optArg(n, 2, loc, &TSImporter::boolArg, false);
+  auto at = flatOrAxis(*this, n, loc, *x, all, 1);
+  if (failed(keep) || failed(at))
+    return failure();
+  Value v = at->first;
+  int64_t axis = at->second;
   SymInt size = dimsOf(v)[axis];
   if (!size.isStatic())
     return error(n, loc) << "median along the batch-dependent dimension";
@@ -1097,7 +1056,7 @@ LogicalResult TSImporter::hMedian(Node *n, Location loc) {
                             attr("start", b().getI64IntegerAttr(mid)),
                             attr("end", b().getI64IntegerAttr(mid + 1)),
                             attr("step", b().getI64IntegerAttr(1))});
-    if (failed(s) || keep)
+    if (failed(s) || *keep)
       return s;
     SmallVector<SymInt> d = dimsOf(*s);
     d.erase(d.begin() + axis);

@@ -788,9 +788,6 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"},
       &TSImporter::hRecurrent);
   reg({"aten::one_hot"}, &TSImporter::hOneHot);
-  reg({"aten::feature_dropout", "aten::alpha_dropout",
-       "aten::feature_alpha_dropout"},
-      &TSImporter::hFeatureDropout);
   reg({"aten::im2col"}, &TSImporter::hIm2Col);
   reg({"aten::prelu", "aten::_prelu_kernel"}, &TSImporter::hPrelu);
   reg({"aten::topk", "aten::sort", "aten::argsort"}, &TSImporter::hTopK);

@@ -710,6 +710,10 @@ LogicalResult TSImporter::hPassThrough(Node *n, Location loc) {
   return success();
 }
 
+/// dropout(x, p, train) and feature_dropout (Dropout1d/2d/3d: whole
+/// channels zeroed -- a dropout mask [N, C, 1, ...] of ones times x).
+/// Identity in eval or with p = 0; alpha_dropout and feature_alpha_dropout
+/// are refused in training.
 LogicalResult TSImporter::hDropout(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   auto p = floatArg(n, 1, loc);
@@ -718,12 +722,30 @@ LogicalResult TSImporter::hDropout(Node *n, Location loc) {
     return failure();
   if (!*train || *p == 0.0)
     return bindResult(n, *x);
+  std::string op = opName(n);
+  if (op != "dropout" && op != "feature_dropout")
+    return error(n, loc) << op << " in training is not supported";
   if (*p < 0.0 || *p >= 1.0)
     return error(n, loc) << "dropout probability " << *p
                          << " is outside [0, 1)";
-  Value r = b().create<DropoutOp>(loc, x->getType(), *x,
-                                  b().getF64FloatAttr(*p));
-  return bindResult(n, r);
+  if (op == "dropout")
+    return bindResult(n, b().create<DropoutOp>(loc, x->getType(), *x,
+                                               b().getF64FloatAttr(*p))
+                             .getResult());
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (dims.size() < 2)
+    return error(n, loc) << "channel dropout needs an input [N, C, ...], got "
+                         << dimsStr(dims);
+  for (size_t i = 2; i < dims.size(); ++i)
+    dims[i] = SymInt(1);
+  Type et = tensorType(*x).getElementType();
+  auto maskType = typeFromDims(dims, et, loc);
+  if (failed(maskType))
+    return failure();
+  Value ones = b().create<FullOp>(loc, *maskType, b().getFloatAttr(et, 1.0));
+  Value mask = b().create<DropoutOp>(loc, *maskType, ones,
+                                     b().getF64FloatAttr(*p));
+  return bindResult(n, make<MulOp>(loc, {*x, mask}));
 }
 
 LogicalResult TSImporter::hTo(Node *n, Location loc) {
@@ -792,7 +814,9 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::contiguous", "aten::clone", "aten::detach", "aten::alias",
        "aten::lift_fresh", "aten::lift_fresh_copy"},
       &TSImporter::hPassThrough);
-  reg({"aten::dropout"}, &TSImporter::hDropout);
+  reg({"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",
+       "aten::feature_alpha_dropout"},
+      &TSImporter::hDropout);
   reg({"aten::to", "aten::type_as"}, &TSImporter::hTo);
   reg({"aten::view", "aten::reshape", "aten::view_as", "aten::reshape_as"},
       &TSImporter::hView);
