@@ -25,6 +25,8 @@ aliased.pt      writes into a slice while a view taken before is read after
 viewwrite.pt    an in-place write through a reshape of a tensor read after
 perbatch.pt     divides something other than a sum by x.shape[0]
 channeldrop.pt  Dropout2d in training (whole channels dropped)
+longsort.pt     sorts 2000 elements (over the quadratic selection's limit)
+packed.pt       a GRU over a packed sequence
 """
 import os
 import sys
@@ -191,6 +193,21 @@ class ChannelDrop(nn.Module):
         return partial * 1000 + some + x.sum() * 0
 
 
+class LongSort(nn.Module):
+    def forward(self, x, y):
+        return F.cross_entropy(x.sort(-1).values[:, :4], y)
+
+
+class Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 4, batch_first=True)
+
+    def forward(self, x, y):
+        packed = nn.utils.rnn.pack_padded_sequence(x, torch.tensor([3, 2]), batch_first=True)
+        return F.cross_entropy(self.rnn(packed)[1][0], y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -212,6 +229,8 @@ export(Cache(), (torch.randn(2, 4, 8), torch.randint(0, 4, (2, 4))), os.path.joi
 export(Aliased(), (x, y), os.path.join(out, "aliased.pt"), input_names=["x", "y"])
 export(ViewWrite(), (x, y), os.path.join(out, "viewwrite.pt"), input_names=["x", "y"])
 export(PerBatch(), (x, y), os.path.join(out, "perbatch.pt"), input_names=["x", "y"])
+export(LongSort(), (torch.randn(2, 2000), y), os.path.join(out, "longsort.pt"), input_names=["x", "y"])
+export(Packed(), (torch.randn(2, 3, 8), y), os.path.join(out, "packed.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
 os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
