@@ -874,7 +874,7 @@ LogicalResult varuna::trainPipeline(
     return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
   if (transport.rank() == 0)
-    warnMicroBatchSemantics(job, options);
+    warnMicroBatchSemantics(job, options, &data);
   auto outputs = createTrainerOutputs(job, config, options, rank.paramNames,
                                       transport.rank() == 0);
   if (failed(outputs))

@@ -40,8 +40,44 @@ static std::optional<rt::DType> dtypeOf(Type t) {
   return std::nullopt;
 }
 
-void varuna::warnMicroBatchSemantics(ModuleOp job,
-                                      const TrainOptions &options) {
+/// The first step of `options` whose micro-batches' mean cross_entropies do
+/// not each count the same number of labels in every micro-batch (then
+/// weighting the micro-batches by one count is not exact); -1 when every
+/// step's do. nullopt when that cannot be read ahead: labels not computed
+/// from the inputs alone, or more than kLabelScanRows rows to read (the
+/// data repeats after N / gcd(N, M) steps of M from N samples).
+static std::optional<int64_t> firstUnevenStep(ModuleOp job,
+                                              const TrainOptions &options,
+                                              const rt::DataSource &data) {
+  std::optional<LabelCounter> counter = LabelCounter::create(job);
+  int64_t M = options.globalBatch, m = options.microBatch;
+  if (!counter || m <= 0 || M % m != 0)
+    return std::nullopt;
+  int64_t n = data.numSamples();
+  int64_t period = n / std::gcd(n, M);
+  int64_t steps = std::min(options.steps, period);
+  if (steps * M > kLabelScanRows)
+    return std::nullopt;
+  try {
+    for (int64_t s = 0; s < steps; ++s) {
+      std::vector<double> first;
+      for (int64_t k = 0; k < M / m; ++k) {
+        std::vector<double> c = counter->count(
+            data.batch(s, M, k * m, m, counter->inputsRead()), m);
+        if (k == 0)
+          first = c;
+        else if (c != first)
+          return s;
+      }
+    }
+  } catch (const std::exception &) {
+    return std::nullopt; // the trainer reports a bad input itself
+  }
+  return -1;
+}
+
+void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
+                                     const rt::DataSource *data) {
   if (options.microBatch >= options.globalBatch)
     return;
   func::FuncOp graph = findTrainingGraph(job);
@@ -84,14 +120,22 @@ void varuna::warnMicroBatchSemantics(ModuleOp job,
       }
     });
   if (means.size() > 1 && ignores &&
-      lossAggregation(job) == LossAggregation::Mean)
-    emitWarning(means[1]->getLoc())
-        << "the loss adds " << means.size()
+      lossAggregation(job) == LossAggregation::Mean) {
+    std::optional<int64_t> uneven =
+        data ? firstUnevenStep(job, options, *data) : std::nullopt;
+    if (uneven != -1) {
+      InFlightDiagnostic w = emitWarning(means[1]->getLoc());
+      w << "the loss adds " << means.size()
         << " means over the examples, some cross_entropies counting only "
            "the labels not equal to their ignore_index: each micro-batch of "
         << options.microBatch
         << " is weighted by the count of the last cross_entropy it runs, "
            "which is exact only when they all count the same labels";
+      if (uneven)
+        w << " (at step " << *uneven
+          << " the micro-batches count different numbers of labels)";
+    }
+  }
   if (Value loss = lossSplitsInexactly(job)) {
     Location at = loss.getDefiningOp() ? loss.getDefiningOp()->getLoc()
                                        : graph.getLoc();
@@ -379,7 +423,7 @@ LogicalResult varuna::trainReference(
   auto buffers = evaluator->stateBuffers();
   if (failed(buffers))
     return failure();
-  warnMicroBatchSemantics(job, options);
+  warnMicroBatchSemantics(job, options, &data);
 
   std::vector<at::Tensor> leaves;
   std::vector<std::string> names;

@@ -104,8 +104,14 @@ createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
 /// running statistics follow) and a loss that adds several mean
 /// cross_entropies counting labels with an ignore_index but cannot divide
 /// them by the step's counts (at the second: micro-batches are weighted by
-/// one count; see LossNormalization.h).
-void warnMicroBatchSemantics(mlir::ModuleOp job, const TrainOptions &options);
+/// one count; see LossNormalization.h). With `data`, that second warning
+/// is given only when some step to be trained has micro-batches whose mean
+/// cross_entropies count different numbers of labels (the weighting is
+/// exact otherwise); the steps are read ahead when they are few enough
+/// (kLabelScanRows rows of labels), else the warning stands.
+void warnMicroBatchSemantics(mlir::ModuleOp job, const TrainOptions &options,
+                             const rt::DataSource *data = nullptr);
+inline constexpr int64_t kLabelScanRows = 1 << 16;
 
 /// What both trainers set up after the evaluator: the optimizer over the
 /// parameters `names` (in the order step() gets them) and, when `metrics`
