@@ -1094,6 +1094,54 @@ LogicalResult TSImporter::hLogCumSumExp(Node *n, Location loc) {
   return bindResult(n, failed(l) ? l : make<AddOp>(loc, {*l, *mx}));
 }
 
+/// cumprod(x, dim, dtype): element i is the product over j of x_j where j
+/// <= i, else 1 -- x broadcast against a constant lower-triangular mask
+/// [n, n] and a `reduce prod` (whose gradient handles zeros, as torch's
+/// cumprod). Quadratic in the size along dim (at most 1024).
+LogicalResult TSImporter::hCumprod(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto d = intArg(n, 1, loc);
+  if (failed(x) || failed(d))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  auto axis = normIndex(n, *d, rank, loc);
+  if (failed(axis))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  if (!dims[*axis].isStatic() || dims[*axis].constant > 1024)
+    return error(n, loc) << "cumprod along dimension " << *axis << " of size "
+                         << dims[*axis].str()
+                         << ": at most 1024 and not the batch dimension";
+  int64_t len = dims[*axis].constant;
+  Type et = tensorType(*x).getElementType();
+  // x as [.., 1 (i), n (j), ..] against the mask [n (i), n (j)] placed at
+  // (axis, axis + 1).
+  SmallVector<SymInt> spread(dims);
+  spread.insert(spread.begin() + *axis, SymInt(1));
+  auto xs = reshape(*x, spread, loc);
+  SmallVector<int64_t> maskShape(rank + 1, 1);
+  maskShape[*axis] = len;
+  maskShape[*axis + 1] = len;
+  SmallVector<Attribute> vals;
+  for (int64_t i = 0; i < len; ++i)
+    for (int64_t j = 0; j < len; ++j)
+      vals.push_back(b().getBoolAttr(j <= i));
+  Value mask = b().create<ConstantOp>(
+      loc, VTensorType::get(ctx, maskShape, -1, b().getI1Type()),
+      DenseElementsAttr::get(RankedTensorType::get(maskShape, b().getI1Type()),
+                             vals));
+  if (failed(xs))
+    return failure();
+  auto picked = make<WhereOp>(loc, {mask, *xs, scalarConstant(1.0, et, loc)});
+  if (failed(picked))
+    return failure();
+  return bindResult(
+      n, make<ReduceOp>(loc, {*picked},
+                        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::prod)),
+                         attr("axes", b().getDenseI64ArrayAttr({*axis + 1})),
+                         attr("keepdim", b().getBoolAttr(false))}));
+}
+
 /// diff(x, n, dim, prepend, append): x[1:] - x[:-1] along dim, n times
 /// (prepend / append concatenated first).
 LogicalResult TSImporter::hDiff(Node *n, Location loc) {

@@ -805,6 +805,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::median"}, &TSImporter::hMedian);
   reg({"aten::logcumsumexp"}, &TSImporter::hLogCumSumExp);
   reg({"aten::diff"}, &TSImporter::hDiff);
+  reg({"aten::cumprod"}, &TSImporter::hCumprod);
   reg({"aten::eye"}, &TSImporter::hEye);
   reg({"aten::cdist"}, &TSImporter::hCdist);
   reg({"aten::movedim", "aten::moveaxis"}, &TSImporter::hMoveDim);

@@ -32,7 +32,8 @@ math            TorchScript (math_onnx: what torch exports to ONNX): about
                 addcmul, logaddexp, xlogy, nan_to_num, shrinks, logit,
                 sinc, atan2, argmax / max indices, median, aminmax,
                 var_mean, cdist, baddbmm / addmm, eye, einsum with "...",
-                movedim, tensor_split, logcumsumexp, diff, bucketize)
+                movedim, tensor_split, logcumsumexp, cumprod, diff,
+                bucketize)
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -273,6 +274,7 @@ class Math(nn.Module):
                      + torch.logaddexp(a, b) + torch.xlogy(a.abs(), b.abs() + 1) + torch.sinc(a)
                      + F.threshold(a, 0.1, 0.5) + torch.float_power(a.abs() + 1, 2).float() * 0.1
                      + torch.logcumsumexp(a, 1) * 0.1
+                     + torch.cumprod(F.relu(a) + 0.5, 1) * 0.1 + torch.cumprod(F.relu(b), 1)
                      + torch.cat([torch.diff(a, dim=1), a[:, :1]], 1))
         t = torch.einsum("...ij,jk->...ik", t, self.mix) + torch.movedim(t.view(-1, S, 2, D // 2), 2, 3).reshape(t.shape)
         pieces = torch.tensor_split(t, 3, 2) if not self.onnx else torch.split(t, [6, 5, 5], 2)
