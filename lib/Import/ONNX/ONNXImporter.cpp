@@ -392,6 +392,10 @@ FailureOr<Value> Importer::toRuntime(ImportValue &v, Location loc) {
       v.value = *m; // materialize once
     return m;
   }
+  if (v.sequence)
+    return emitError(loc) << "a sequence of " << v.sequence->size()
+                          << " tensors is used as one tensor",
+           failure();
   if (v.batchSize)
     return emitError(loc) << "the batch size " << v.batchSize->str()
                           << " cast to floating point is used as tensor "

@@ -54,6 +54,9 @@ struct ImportValue {
   /// The batch size k*B cast to floating point: neither data nor known; only
   /// a sum over the batch may be divided by it (Decomposer::divideByBatch).
   std::optional<SymInt> batchSize;
+  /// A sequence (SplitToSequence, SequenceConstruct): its tensors, read by
+  /// SequenceAt / ConcatFromSequence at known positions.
+  std::optional<std::vector<mlir::Value>> sequence;
 
   bool isKnown() const { return known.has_value(); }
   bool isParam() const { return !param.empty(); }

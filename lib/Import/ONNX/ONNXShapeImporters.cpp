@@ -654,6 +654,136 @@ LogicalResult importResize(NodeContext &nc) {
   return success();
 }
 
+/// Sequences, as far as static graphs use them (torch exports tensor_split
+/// and some unbinds as SplitToSequence + SequenceAt): SplitToSequence with
+/// known split sizes, SequenceConstruct, SequenceAt and SequenceLength at
+/// known positions, ConcatFromSequence. The sequence is a list of the
+/// tensors; nothing is built for it.
+LogicalResult importSequence(NodeContext &nc) {
+  StringRef op = nc.node.op_type();
+  auto seqInput = [&]() -> const std::vector<Value> * {
+    const ImportValue &v = nc.input(0);
+    return v.sequence ? &*v.sequence : nullptr;
+  };
+  if (op == "SequenceConstruct") {
+    ImportValue out;
+    out.sequence.emplace();
+    for (size_t i = 0; i < nc.numInputs(); ++i) {
+      auto v = nc.runtime(i);
+      if (failed(v))
+        return failure();
+      out.sequence->push_back(*v);
+    }
+    nc.setOutput(0, out);
+    return success();
+  }
+  if (op == "SplitToSequence") {
+    auto v = nc.runtime(0);
+    if (failed(v))
+      return failure();
+    VTensorType t = typeOf(*v);
+    int64_t rank = t.getRank();
+    int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0), rank);
+    if (axis < 0 || axis >= rank || !t.getDim(axis).isStatic())
+      return nc.error("the split axis must be in range and not the batch "
+                      "dimension");
+    int64_t size = t.getDim(axis).constant;
+    std::vector<int64_t> sizes;
+    bool squeeze = false;
+    if (nc.hasInput(1)) {
+      auto known = nc.knownInput(1, "split");
+      auto split = failed(known) ? FailureOr<std::vector<int64_t>>(failure())
+                                 : staticInts(nc, *known, "split");
+      if (failed(split))
+        return failure();
+      if (known->shape.empty()) { // one size: equal pieces
+        int64_t each = (*split)[0];
+        if (each <= 0)
+          return nc.error("split size must be positive");
+        for (int64_t o = 0; o < size; o += each)
+          sizes.push_back(std::min(each, size - o));
+      } else {
+        sizes = *split;
+      }
+    } else {
+      sizes.assign(size, 1);
+      squeeze = nc.intAttr("keepdims").value_or(1) == 0;
+    }
+    ImportValue out;
+    out.sequence.emplace();
+    int64_t at = 0;
+    for (int64_t s : sizes) {
+      auto piece = nc.create<SliceOp>(*v, axis, at, at + s, int64_t(1));
+      if (failed(piece))
+        return failure();
+      Value p = *piece;
+      if (squeeze) {
+        SmallVector<SymInt> d = typeOf(p).getDims();
+        d.erase(d.begin() + axis);
+        auto r = reshapeTo(nc, p, d);
+        if (failed(r))
+          return failure();
+        p = *r;
+      }
+      out.sequence->push_back(p);
+      at += s;
+    }
+    if (at != size)
+      return nc.error("split sizes add up to " + Twine(at) + ", not " +
+                      Twine(size));
+    nc.setOutput(0, out);
+    return success();
+  }
+  const std::vector<Value> *seq = seqInput();
+  if (!seq)
+    return nc.error("input 0 is not a sequence");
+  int64_t count = seq->size();
+  if (op == "SequenceLength") {
+    nc.setOutput(0, KnownTensor::ofInts(nc.b().getI64Type(), {}, {SymInt(count)}));
+    return success();
+  }
+  if (op == "SequenceAt") {
+    auto pos = staticIntsInput(nc, 1, "position");
+    if (failed(pos))
+      return failure();
+    if (pos->size() != 1)
+      return nc.error("position must be one number");
+    int64_t p = (*pos)[0] < 0 ? (*pos)[0] + count : (*pos)[0];
+    if (p < 0 || p >= count)
+      return nc.error("position " + Twine((*pos)[0]) +
+                      " outside a sequence of " + Twine(count));
+    nc.setOutput(0, (*seq)[p]);
+    return success();
+  }
+  // ConcatFromSequence(axis, new_axis)
+  if (count == 0)
+    return nc.error("concatenating an empty sequence");
+  int64_t rank = typeOf((*seq)[0]).getRank();
+  bool newAxis = nc.intAttr("new_axis").value_or(0) != 0;
+  int64_t axis = nc.normalizeAxis(nc.intAttr("axis").value_or(0),
+                                  rank + (newAxis ? 1 : 0));
+  if (axis < 0 || axis > rank - (newAxis ? 0 : 1))
+    return nc.error("axis out of range");
+  SmallVector<Value> parts;
+  for (Value v : *seq) {
+    if (!newAxis) {
+      parts.push_back(v);
+      continue;
+    }
+    SmallVector<SymInt> d = typeOf(v).getDims();
+    d.insert(d.begin() + axis, SymInt(1));
+    auto r = reshapeTo(nc, v, d);
+    if (failed(r))
+      return failure();
+    parts.push_back(*r);
+  }
+  if (parts.size() == 1) {
+    nc.setOutput(0, parts[0]);
+    return success();
+  }
+  return setResult(nc, nc.create<ConcatOp>(ValueRange(parts), axis));
+}
+
 LogicalResult importSplit(NodeContext &nc) {
   auto v = nc.runtime(0);
   if (failed(v))
@@ -949,6 +1079,32 @@ LogicalResult importTile(NodeContext &nc) {
   int64_t rank = o->dims.size();
   if (repK->numel() != rank)
     return nc.error("expected " + Twine(rank) + " repeats");
+  if (nc.input(0).isKnown() && repK->isStatic()) {
+    // Known at import time (split sizes torch computes from shapes): each
+    // output element reads input element (out index % input size) per dim.
+    const KnownTensor &in = *nc.input(0).known;
+    std::vector<int64_t> shape, reps;
+    for (int64_t i = 0; i < rank; ++i) {
+      reps.push_back(repK->intAt(i).constant);
+      shape.push_back(in.shape[i] * reps.back());
+    }
+    int64_t total = 1;
+    for (int64_t d : shape)
+      total *= d;
+    std::vector<int64_t> indices;
+    for (int64_t flat = 0; flat < total; ++flat) {
+      int64_t rest = flat, src = 0, stride = 1;
+      for (int64_t i = rank - 1; i >= 0; --i) {
+        int64_t at = rest % shape[i];
+        rest /= shape[i];
+        src += (at % in.shape[i]) * stride;
+        stride *= in.shape[i];
+      }
+      indices.push_back(src);
+    }
+    nc.setOutput(0, gatherFlat(in, indices, shape));
+    return success();
+  }
   auto v = nc.runtime(0);
   if (failed(v))
     return failure();
@@ -1052,6 +1208,8 @@ OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
       .Case("Tile", importTile)
       .Cases("DepthToSpace", "SpaceToDepth", importDepthToSpace)
       .Case("Resize", importResize)
+      .Cases("SplitToSequence", "SequenceConstruct", "SequenceAt",
+             "SequenceLength", "ConcatFromSequence", importSequence)
       .Cases("RandomUniformLike", "RandomNormalLike", importRandomLike)
       .Default(nullptr);
 }

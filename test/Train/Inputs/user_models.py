@@ -277,7 +277,7 @@ class Math(nn.Module):
                      + torch.cumprod(F.relu(a) + 0.5, 1) * 0.1 + torch.cumprod(F.relu(b), 1)
                      + torch.cat([torch.diff(a, dim=1), a[:, :1]], 1))
         t = torch.einsum("...ij,jk->...ik", t, self.mix) + torch.movedim(t.view(-1, S, 2, D // 2), 2, 3).reshape(t.shape)
-        pieces = torch.tensor_split(t, 3, 2) if not self.onnx else torch.split(t, [6, 5, 5], 2)
+        pieces = torch.tensor_split(t, 3, 2)  # ONNX: SplitToSequence + SequenceAt
         t = torch.cat(pieces[::-1], 2)
         t = torch.baddbmm(t, t, torch.eye(D).expand(x.shape[0], D, D), beta=0.5, alpha=0.5)
         t = torch.addmm(self.head.bias.new_zeros(D), t.reshape(-1, D), self.mix).view_as(t) + t
