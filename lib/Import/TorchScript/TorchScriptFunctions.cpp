@@ -1097,7 +1097,8 @@ LogicalResult TSImporter::hLogCumSumExp(Node *n, Location loc) {
 /// cumprod(x, dim, dtype): element i is the product over j of x_j where j
 /// <= i, else 1 -- x broadcast against a constant lower-triangular mask
 /// [n, n] and a `reduce prod` (whose gradient handles zeros, as torch's
-/// cumprod). Quadratic in the size along dim (at most 1024).
+/// cumprod). Quadratic in the size along dim (at most
+/// Decomposer::kMaxSortSize, the limit of the other quadratic selections).
 LogicalResult TSImporter::hCumprod(Node *n, Location loc) {
   auto x = floatInput(*this, n, loc);
   auto d = intArg(n, 1, loc);
@@ -1108,10 +1109,12 @@ LogicalResult TSImporter::hCumprod(Node *n, Location loc) {
   if (failed(axis))
     return failure();
   SmallVector<SymInt> dims = dimsOf(*x);
-  if (!dims[*axis].isStatic() || dims[*axis].constant > 1024)
+  if (!dims[*axis].isStatic() ||
+      dims[*axis].constant > Decomposer::kMaxSortSize)
     return error(n, loc) << "cumprod along dimension " << *axis << " of size "
-                         << dims[*axis].str()
-                         << ": at most 1024 and not the batch dimension";
+                         << dims[*axis].str() << ": at most "
+                         << Decomposer::kMaxSortSize
+                         << " and not the batch dimension";
   int64_t len = dims[*axis].constant;
   Type et = tensorType(*x).getElementType();
   // x as [.., 1 (i), n (j), ..] against the mask [n (i), n (j)] placed at
