@@ -205,6 +205,14 @@ public:
                                           bool largest, bool keepdim);
   /// A rank-0 constant of element type `et`.
   mlir::Value scalar(double v, mlir::Type et);
+  /// A static constant of `shape` and element type `et` (floating-point,
+  /// integer or i1: nonzero is true) holding `values` in row-major order.
+  mlir::Value constant(llvm::ArrayRef<int64_t> shape, mlir::Type et,
+                       llvm::ArrayRef<double> values);
+  /// x gathered along static `axis` at the constant `indices` (flip,
+  /// padding modes, negative-step slices).
+  mlir::FailureOr<mlir::Value> gatherIndices(mlir::Value x, int64_t axis,
+                                             llvm::ArrayRef<int64_t> indices);
 
 private:
   template <typename OpTy>

@@ -34,6 +34,27 @@ Value Decomposer::scalar(double v, Type et) {
                               DenseElementsAttr::get(shaped, {a}));
 }
 
+Value Decomposer::constant(ArrayRef<int64_t> shape, Type et,
+                           ArrayRef<double> values) {
+  SmallVector<Attribute> attrs;
+  for (double v : values)
+    attrs.push_back(et.isa<FloatType>() ? Attribute(FloatAttr::get(et, v))
+                    : et.isInteger(1)   ? Attribute(b.getBoolAttr(v != 0.0))
+                                        : Attribute(IntegerAttr::get(
+                                              et, static_cast<int64_t>(v))));
+  return b.create<ConstantOp>(
+      loc, VTensorType::get(b.getContext(), shape, -1, et),
+      DenseElementsAttr::get(RankedTensorType::get(shape, et), attrs));
+}
+
+FailureOr<Value> Decomposer::gatherIndices(Value x, int64_t axis,
+                                           ArrayRef<int64_t> indices) {
+  SmallVector<double> idx(indices.begin(), indices.end());
+  Value at = constant({static_cast<int64_t>(idx.size())}, b.getI64Type(), idx);
+  return make<GatherOp>({x, at},
+                        {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+}
+
 FailureOr<Value> Decomposer::unary(UnaryKind kind, Value x) {
   return make<UnaryOp>({x}, {b.getNamedAttr(
                                 "kind", UnaryKindAttr::get(b.getContext(),
@@ -662,19 +683,7 @@ FailureOr<Value> Decomposer::resize(Value x, ArrayRef<ResizeAxis> axes,
       continue;
     std::vector<double> w = resizeWeights(in.constant, ax.size, ax.scale,
                                           mode, coordinates, cubicA);
-    Type et = t.getElementType();
-    auto shaped = RankedTensorType::get({in.constant, ax.size}, et);
-    SmallVector<APFloat> vals;
-    const llvm::fltSemantics &sem = et.cast<FloatType>().getFloatSemantics();
-    for (double v : w) {
-      APFloat f(v);
-      bool lost;
-      f.convert(sem, APFloat::rmNearestTiesToEven, &lost);
-      vals.push_back(f);
-    }
-    Value weights = b.create<ConstantOp>(
-        loc, VTensorType::get(b.getContext(), {in.constant, ax.size}, -1, et),
-        DenseElementsAttr::get(shaped, vals));
+    Value weights = constant({in.constant, ax.size}, t.getElementType(), w);
     // Move the axis last, multiply, move it back.
     AxisLast moved(ax.axis, rank);
     cur = transpose(*cur, moved.perm);
@@ -844,14 +853,7 @@ FailureOr<Value> Decomposer::padIndexed(Value x, ArrayRef<int64_t> pads,
         i = ((p % n) + n) % n;
       idx.push_back(i);
     }
-    Type i64 = b.getI64Type();
-    auto shaped = RankedTensorType::get({static_cast<int64_t>(idx.size())}, i64);
-    Value indices = b.create<ConstantOp>(
-        loc,
-        VTensorType::get(b.getContext(), {static_cast<int64_t>(idx.size())}, -1, i64),
-        DenseElementsAttr::get(shaped, ArrayRef<int64_t>(idx)));
-    cur = make<GatherOp>({*cur, indices},
-                         {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+    cur = gatherIndices(*cur, axis, idx);
     if (failed(cur))
       return failure();
   }
@@ -969,12 +971,6 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
     return make<CompareOp>(
         {l, r}, {b.getNamedAttr("predicate", ComparePredicateAttr::get(ctx, p))});
   };
-  auto constant = [&](ArrayRef<int64_t> shape, Type type,
-                      ArrayRef<Attribute> vals) -> Value {
-    return b.create<ConstantOp>(
-        loc, VTensorType::get(ctx, shape, -1, type),
-        DenseElementsAttr::get(RankedTensorType::get(shape, type), vals));
-  };
   AxisLast moved(axis, rank);
   FailureOr<Value> xt = transpose(x, moved.perm);
   if (failed(xt))
@@ -991,10 +987,10 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
   auto better = cmp(largest ? ComparePredicate::gt : ComparePredicate::lt,
                     *row, *col);
   auto same = cmp(ComparePredicate::eq, *row, *col);
-  SmallVector<Attribute> lower;
+  SmallVector<double> lower;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)
-      lower.push_back(b.getBoolAttr(j < i));
+      lower.push_back(j < i);
   Value earlier = constant({n, n}, b.getI1Type(), lower);
   auto tie = failed(same) ? same : make<AndOp>({*same, earlier});
   auto beats = failed(better) || failed(tie) ? FailureOr<Value>(failure())
@@ -1007,11 +1003,11 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
                        {static_cast<int64_t>(moved.rows.size()) + 1},
                        /*keepdim=*/true); // [.., n, 1]
   auto rankRow = failed(rankOf) ? rankOf : reshape(*rankOf, shaped({SymInt(1), SymInt(n)}));
-  SmallVector<Attribute> ks, is;
+  SmallVector<double> ks, is;
   for (int64_t r = 0; r < k; ++r)
-    ks.push_back(FloatAttr::get(et, static_cast<double>(r)));
+    ks.push_back(static_cast<double>(r));
   for (int64_t i = 0; i < n; ++i)
-    is.push_back(FloatAttr::get(et, static_cast<double>(i)));
+    is.push_back(static_cast<double>(i));
   if (failed(rankRow))
     return fail();
   auto pick = cmp(ComparePredicate::eq, *rankRow, constant({k, 1}, et, ks));
@@ -1131,12 +1127,10 @@ FailureOr<Value> Decomposer::argExtreme(Value x, int64_t axis, bool largest,
     return failure();
   SmallVector<int64_t> shape(rank, 1);
   shape[axis] = n;
-  SmallVector<Attribute> pos;
+  SmallVector<double> pos;
   for (int64_t i = 0; i < n; ++i)
-    pos.push_back(FloatAttr::get(ft, static_cast<double>(i)));
-  Value positions = b.create<ConstantOp>(
-      loc, VTensorType::get(b.getContext(), shape, -1, ft),
-      DenseElementsAttr::get(RankedTensorType::get(shape, ft), pos));
+    pos.push_back(static_cast<double>(i));
+  Value positions = constant(shape, ft, pos);
   auto cand = make<WhereOp>({*at, positions, scalar(static_cast<double>(n), ft)});
   auto first = failed(cand) ? cand
                             : reduce(ReduceKind::min, *cand, {axis}, keepdim);

@@ -450,16 +450,10 @@ LogicalResult importSlice(NodeContext &nc) {
   for (const Cut &c : cuts) {
     // A negative step (torch.flip, x[::-1]) gathers the indices it picks.
     if (c.step < 0) {
-      std::vector<SymInt> picked;
+      SmallVector<int64_t> picked;
       for (int64_t k = c.start; k > c.end; k += c.step)
-        picked.push_back(SymInt(k));
-      auto idx = nc.importer.materialize(
-          KnownTensor::ofInts(nc.b().getI64Type(),
-                              {static_cast<int64_t>(picked.size())}, picked),
-          nc.loc);
-      if (failed(idx))
-        return failure();
-      auto g = nc.create<GatherOp>(v, *idx, c.axis, IntegerAttr());
+        picked.push_back(k);
+      auto g = Decomposer(nc.b(), nc.loc).gatherIndices(v, c.axis, picked);
       if (failed(g))
         return failure();
       v = *g;

@@ -134,11 +134,7 @@ LogicalResult TSImporter::hVariance(Node *n, Location loc) {
   if (op != "var_mean" && op != "std_mean")
     return bindResult(n, v);
   // var_mean / std_mean: (the variance or deviation, the mean).
-  auto mean = make<ReduceOp>(
-      loc, {*x},
-      {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::mean)),
-       attr("axes", b().getDenseI64ArrayAttr(axes)),
-       attr("keepdim", b().getBoolAttr(keepdim))});
+  auto mean = reduce(ReduceKind::mean, *x, axes, keepdim, loc);
   if (failed(v) || failed(mean))
     return failure();
   bindTensor(n->outputs()[0], *v);
@@ -330,13 +326,8 @@ LogicalResult TSImporter::hElementwiseLoss(Node *n, Location loc) {
   for (int64_t i = 0; i < tensorType(*per).getRank(); ++i)
     all.push_back(i);
   return bindResult(
-      n, make<ReduceOp>(loc, {*per},
-                        {attr("kind", ReduceKindAttr::get(
-                                          ctx, *reduction == 1
-                                                   ? ReduceKind::mean
-                                                   : ReduceKind::sum)),
-                         attr("axes", b().getDenseI64ArrayAttr(all)),
-                         attr("keepdim", b().getBoolAttr(false))}));
+      n, reduce(*reduction == 1 ? ReduceKind::mean : ReduceKind::sum, *per,
+                all, false, loc));
 }
 
 /// cosine_similarity(x1, x2, dim, eps): each divided by its 2-norm
@@ -375,10 +366,7 @@ LogicalResult TSImporter::hCosineSimilarity(Node *n, Location loc) {
   if (failed(prod))
     return failure();
   return bindResult(
-      n, make<ReduceOp>(loc, {*prod},
-                        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::sum)),
-                         attr("axes", b().getDenseI64ArrayAttr({*axis})),
-                         attr("keepdim", b().getBoolAttr(false))}));
+      n, reduce(ReduceKind::sum, *prod, {*axis}, false, loc));
 }
 
 /// einsum(equation, tensors, path): Decomposer::einsum (the path, torch's
@@ -615,15 +603,11 @@ LogicalResult TSImporter::hIm2Col(Node *n, Location loc) {
   int64_t c = d[1].constant, kh = (*kernel)[0], kw = (*kernel)[1];
   int64_t per = kh * kw;
   Type et = tensorType(*x).getElementType();
-  std::vector<float> w(c * per * per, 0.0f);
+  std::vector<double> w(c * per * per, 0.0);
   for (int64_t ch = 0; ch < c; ++ch)
     for (int64_t k = 0; k < per; ++k)
-      w[(ch * per + k) * per + k] = 1.0f; // [C*per, 1, kh, kw], offset k
-  auto shaped = RankedTensorType::get({c * per, 1, kh, kw}, b().getF32Type());
-  Value weight = b().create<ConstantOp>(
-      loc, VTensorType::get(ctx, {c * per, 1, kh, kw}, -1, b().getF32Type()),
-      DenseElementsAttr::get(shaped, ArrayRef<float>(w)));
-  weight = cast(weight, et, loc);
+      w[(ch * per + k) * per + k] = 1.0; // [C*per, 1, kh, kw], offset k
+  Value weight = Decomposer(b(), loc).constant({c * per, 1, kh, kw}, et, w);
   auto conv = make<ConvOp>(
       loc, {*x, weight},
       {attr("strides", b().getDenseI64ArrayAttr(*stride)),
@@ -927,11 +911,8 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
                        cast(*bounds, et, loc), xc);
     if (failed(below))
       return failure();
-    auto counted = make<ReduceOp>(
-        loc, {cast(*below, et, loc)},
-        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::sum)),
-         attr("axes", b().getDenseI64ArrayAttr({static_cast<int64_t>(xd.size())})),
-         attr("keepdim", b().getBoolAttr(false))});
+    auto counted = reduce(ReduceKind::sum, cast(*below, et, loc),
+                          {static_cast<int64_t>(xd.size())}, false, loc);
     if (failed(counted))
       return failure();
     return bindResult(n, cast(*counted, b().getI64Type(), loc));
@@ -958,11 +939,7 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
       return failure();
     auto prod = make<MatmulOp>(loc, {*a, *c});
     if (succeeded(prod) && op == "addbmm")
-      prod = make<ReduceOp>(
-          loc, {*prod},
-          {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::sum)),
-           attr("axes", b().getDenseI64ArrayAttr({0})),
-           attr("keepdim", b().getBoolAttr(false))});
+      prod = reduce(ReduceKind::sum, *prod, {0}, false, loc);
     FailureOr<Value> self = *x;
     if (*beta != 1.0)
       self = *beta == 0.0 ? m.bin<MulOp>(*x, m.c(0)) : m.bin<MulOp>(*x, m.c(*beta));
@@ -1011,13 +988,8 @@ LogicalResult TSImporter::hArgExtreme(Node *n, Location loc) {
   Value v = at->first;
   int64_t axis = at->second;
   if (op == "aminmax") {
-    auto reduce = [&](ReduceKind k) {
-      return make<ReduceOp>(loc, {v},
-                            {attr("kind", ReduceKindAttr::get(ctx, k)),
-                             attr("axes", b().getDenseI64ArrayAttr({axis})),
-                             attr("keepdim", b().getBoolAttr(*keep))});
-    };
-    auto lo = reduce(ReduceKind::min), hi = reduce(ReduceKind::max);
+    auto lo = reduce(ReduceKind::min, v, {axis}, *keep, loc),
+         hi = reduce(ReduceKind::max, v, {axis}, *keep, loc);
     if (failed(lo) || failed(hi))
       return failure();
     bindTensor(n->outputs()[0], *lo);
@@ -1081,10 +1053,7 @@ LogicalResult TSImporter::hLogCumSumExp(Node *n, Location loc) {
   auto axis = normIndex(n, *d, tensorType(*x).getRank(), loc);
   if (failed(axis))
     return failure();
-  auto mx = make<ReduceOp>(loc, {*x},
-                           {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::max)),
-                            attr("axes", b().getDenseI64ArrayAttr({*axis})),
-                            attr("keepdim", b().getBoolAttr(true))});
+  auto mx = reduce(ReduceKind::max, *x, {*axis}, true, loc);
   auto shifted = failed(mx) ? mx : make<SubOp>(loc, {*x, *mx});
   auto e = failed(shifted) ? shifted : unary(UnaryKind::exp, *shifted, loc);
   if (failed(e))
@@ -1125,24 +1094,18 @@ LogicalResult TSImporter::hCumprod(Node *n, Location loc) {
   SmallVector<int64_t> maskShape(rank + 1, 1);
   maskShape[*axis] = len;
   maskShape[*axis + 1] = len;
-  SmallVector<Attribute> vals;
+  SmallVector<double> vals;
   for (int64_t i = 0; i < len; ++i)
     for (int64_t j = 0; j < len; ++j)
-      vals.push_back(b().getBoolAttr(j <= i));
-  Value mask = b().create<ConstantOp>(
-      loc, VTensorType::get(ctx, maskShape, -1, b().getI1Type()),
-      DenseElementsAttr::get(RankedTensorType::get(maskShape, b().getI1Type()),
-                             vals));
+      vals.push_back(j <= i);
+  Value mask = Decomposer(b(), loc).constant(maskShape, b().getI1Type(), vals);
   if (failed(xs))
     return failure();
   auto picked = make<WhereOp>(loc, {mask, *xs, scalarConstant(1.0, et, loc)});
   if (failed(picked))
     return failure();
   return bindResult(
-      n, make<ReduceOp>(loc, {*picked},
-                        {attr("kind", ReduceKindAttr::get(ctx, ReduceKind::prod)),
-                         attr("axes", b().getDenseI64ArrayAttr({*axis + 1})),
-                         attr("keepdim", b().getBoolAttr(false))}));
+      n, reduce(ReduceKind::prod, *picked, {*axis + 1}, false, loc));
 }
 
 /// diff(x, n, dim, prepend, append): x[1:] - x[:-1] along dim, n times
@@ -1201,17 +1164,11 @@ LogicalResult TSImporter::hEye(Node *n, Location loc) {
   if (*rows < 0 || *cols < 0)
     return error(n, loc) << "eye of a negative size";
   Type et = *dtype ? *dtype : b().getF32Type();
-  SmallVector<Attribute> vals;
+  SmallVector<double> vals;
   for (int64_t i = 0; i < *rows; ++i)
     for (int64_t j = 0; j < *cols; ++j)
-      vals.push_back(isFloatType(et) ? Attribute(FloatAttr::get(et, i == j ? 1.0 : 0.0))
-                                     : Attribute(IntegerAttr::get(et, i == j)));
-  return bindResult(
-      n, b().create<ConstantOp>(
-                loc, VTensorType::get(ctx, {*rows, *cols}, -1, et),
-                DenseElementsAttr::get(RankedTensorType::get({*rows, *cols}, et),
-                                       vals))
-             .getResult());
+      vals.push_back(i == j);
+  return bindResult(n, Decomposer(b(), loc).constant({*rows, *cols}, et, vals));
 }
 
 /// cdist(x1 [.., P, M], x2 [.., R, M], p): the p-norm of every pairwise
@@ -1240,10 +1197,7 @@ LogicalResult TSImporter::hCdist(Node *n, Location loc) {
   auto over = [&](ReduceKind k, FailureOr<Value> v) -> FailureOr<Value> {
     if (failed(v))
       return v;
-    return make<ReduceOp>(loc, {*v},
-                          {attr("kind", ReduceKindAttr::get(ctx, k)),
-                           attr("axes", b().getDenseI64ArrayAttr({last})),
-                           attr("keepdim", b().getBoolAttr(false))});
+    return reduce(k, *v, {last}, false, loc);
   };
   FailureOr<Value> r = failure();
   if (*p == 1.0) {

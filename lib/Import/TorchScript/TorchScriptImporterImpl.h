@@ -261,6 +261,10 @@ public:
                                       Node *n);
   mlir::FailureOr<mlir::Value> unary(UnaryKind kind, mlir::Value v,
                                      mlir::Location loc);
+  /// varuna.reduce `kind` of `x` over sorted unique `axes`.
+  mlir::FailureOr<mlir::Value> reduce(ReduceKind kind, mlir::Value x,
+                                      llvm::ArrayRef<int64_t> axes,
+                                      bool keepdim, mlir::Location loc);
   mlir::FailureOr<mlir::Value> sliceOf(mlir::Value v, int64_t axis,
                                        SymInt start, SymInt end, int64_t step,
                                        mlir::Location loc, Node *n);

@@ -52,15 +52,6 @@ FailureOr<Value> makePool(TSImporter &imp, Location loc, Value x, PoolKind kind,
        imp.attr("count_include_pad", b.getBoolAttr(countIncludePad))});
 }
 
-FailureOr<Value> makeReduce(TSImporter &imp, Location loc, Value x,
-                            ReduceKind kind, ArrayRef<int64_t> axes,
-                            bool keepdim) {
-  return imp.make<ReduceOp>(
-      loc, {x},
-      {imp.attr("kind", ReduceKindAttr::get(imp.ctx, kind)),
-       imp.attr("axes", imp.b().getDenseI64ArrayAttr(axes)),
-       imp.attr("keepdim", imp.b().getBoolAttr(keepdim))});
-}
 } // namespace
 
 LogicalResult TSImporter::hEmbedding(Node *n, Location loc) {
@@ -384,7 +375,7 @@ LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
     SmallVector<int64_t> axes;
     for (int64_t i = 0; i < sp; ++i)
       axes.push_back(i + 2);
-    return bindFirst(makeReduce(*this, loc, *x, reduceKind, axes, true));
+    return bindFirst(reduce(reduceKind, *x, axes, true, loc));
   }
   SmallVector<int64_t> k;
   for (int64_t i = 0; i < sp; ++i) {
@@ -471,7 +462,7 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
                                    : ReduceKind::prod;
   if (kind == ReduceKind::mean && !tensorType(v).getElementType().isa<FloatType>())
     return error(n, loc) << "mean of an integer tensor";
-  return bindResult(n, makeReduce(*this, loc, v, kind, axes, keepdim));
+  return bindResult(n, reduce(kind, v, axes, keepdim, loc));
 }
 
 /// aten::min / aten::max: with a tensor (or number) as second operand
@@ -491,7 +482,7 @@ LogicalResult TSImporter::hMinMax(Node *n, Location loc) {
     SmallVector<int64_t> all;
     for (int64_t i = 0; i < rank; ++i)
       all.push_back(i);
-    return bindResult(n, makeReduce(*this, loc, *x, kind, all, false));
+    return bindResult(n, reduce(kind, *x, all, false, loc));
   }
   auto d = intArg(n, 1, loc);
   auto keep = optArg(n, 2, loc, &TSImporter::boolArg, false);
@@ -500,7 +491,7 @@ LogicalResult TSImporter::hMinMax(Node *n, Location loc) {
   auto axis = normIndex(n, *d, rank, loc);
   if (failed(axis))
     return failure();
-  auto r = makeReduce(*this, loc, *x, kind, {*axis}, *keep);
+  auto r = reduce(kind, *x, {*axis}, *keep, loc);
   if (failed(r))
     return failure();
   bindTensor(n->outputs()[0], *r);

@@ -527,6 +527,15 @@ FailureOr<Value> TSImporter::unary(UnaryKind kind, Value v, Location loc) {
                        {attr("kind", UnaryKindAttr::get(ctx, kind))});
 }
 
+FailureOr<Value> TSImporter::reduce(ReduceKind kind, Value x,
+                                    ArrayRef<int64_t> axes, bool keepdim,
+                                    Location loc) {
+  return make<ReduceOp>(loc, {x},
+                        {attr("kind", ReduceKindAttr::get(ctx, kind)),
+                         attr("axes", b().getDenseI64ArrayAttr(axes)),
+                         attr("keepdim", b().getBoolAttr(keepdim))});
+}
+
 LogicalResult TSImporter::hArith(Node *n, Location loc) {
   std::string op = opName(n);
   if (isScalarNode(n))

@@ -860,11 +860,7 @@ LogicalResult TSImporter::hFlip(Node *n, Location loc) {
     SmallVector<int64_t> reversed;
     for (int64_t i = size - 1; i >= 0; --i)
       reversed.push_back(i);
-    auto shaped = RankedTensorType::get({size}, b().getI64Type());
-    Value idx = b().create<ConstantOp>(
-        loc, VTensorType::get(ctx, {size}, -1, b().getI64Type()),
-        DenseElementsAttr::get(shaped, ArrayRef<int64_t>(reversed)));
-    auto g = make<GatherOp>(loc, {cur, idx}, {i64("axis", axis)});
+    auto g = Decomposer(b(), loc).gatherIndices(cur, axis, reversed);
     if (failed(g))
       return failure();
     cur = *g;
