@@ -171,6 +171,7 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
     return failure();
   if (failed(run("fuse-gelu", createFuseGelu())) ||
       failed(run("fuse-attention", createFuseAttention())) ||
+      failed(run("mark-step-means", createMarkStepMeans())) ||
       failed(run("annotate-costs", createAnnotateCosts())))
     return failure();
   FindCutPointsOptions cutOptions;

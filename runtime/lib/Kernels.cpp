@@ -281,13 +281,17 @@ at::Tensor triluKernel(const at::Tensor &x, int64_t k, bool upper) {
 }
 
 at::Tensor reduceKernel(Reduce kind, const at::Tensor &x,
-                        c10::IntArrayRef axes, bool keepdim) {
+                        c10::IntArrayRef axes, bool keepdim, bool stepMean) {
   if (axes.empty())
     return x; // nothing to reduce (the verifier's reading of empty axes)
   std::vector<int64_t> dims(axes.begin(), axes.end());
   switch (kind) {
   case Reduce::sum: return at::sum(x, dims, keepdim, x.scalar_type());
-  case Reduce::mean: return at::mean(x, dims, keepdim);
+  case Reduce::mean:
+    if (LossDenominators *scope = stepMean ? LossDenominators::current()
+                                           : nullptr)
+      return at::sum(x, dims, keepdim) / scope->take();
+    return at::mean(x, dims, keepdim);
   case Reduce::max: return at::amax(x, dims, keepdim);
   case Reduce::min: return at::amin(x, dims, keepdim);
   case Reduce::prod: {
@@ -464,8 +468,8 @@ LossDenominators *LossDenominators::current() { return lossDenominators; }
 double LossDenominators::take() {
   if (next == values.size())
     throw std::runtime_error(
-        "cross_entropy: more mean cross_entropies ran than the step counted "
-        "labels for (" +
+        "more means over the examples (mean cross_entropies, step_mean "
+        "reduces) ran than the step counted for (" +
         std::to_string(values.size()) + ")");
   return values[next++];
 }

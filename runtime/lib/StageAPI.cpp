@@ -172,9 +172,11 @@ Tensor trilu(const Tensor &x, int64_t k, bool upper) {
   return guarded("trilu", [&] { return rt::triluKernel(T(x), k, upper); });
 }
 
-Tensor reduce(Reduce kind, const Tensor &x, IntList axes, bool keepdim) {
-  return guarded(rt::kReduceNames[int(kind)],
-                 [&] { return rt::reduceKernel(kind, T(x), ia(axes), keepdim); });
+Tensor reduce(Reduce kind, const Tensor &x, IntList axes, bool keepdim,
+              bool step_mean) {
+  return guarded(rt::kReduceNames[int(kind)], [&] {
+    return rt::reduceKernel(kind, T(x), ia(axes), keepdim, step_mean);
+  });
 }
 Tensor softmax(const Tensor &x, int64_t axis, bool log) {
   return guarded("softmax", [&] { return rt::softmaxKernel(T(x), axis, log); });

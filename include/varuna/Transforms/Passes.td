@@ -329,4 +329,43 @@ def FuseGelu : Pass<"varuna-fuse-gelu", "mlir::ModuleOp"> {
   let dependentDialects = ["::varuna::VarunaDialect"];
 }
 
+def MarkStepMeans : Pass<"varuna-mark-step-means", "mlir::ModuleOp"> {
+  let summary = "Marks the loss's means over the examples as step means";
+  let description = [{
+    A step of M examples runs as micro-batches of m. A mean over the
+    examples that the loss adds to other terms (an MoE auxiliary loss next
+    to a cross_entropy whose ignore_index drops labels unevenly, a mean next
+    to a sum) only adds up over the micro-batches when each micro-batch
+    divides its sum by what the mean covers over the whole step, not by its
+    own count. This pass finds those means and sets `step_mean` on them;
+    the trainers then pass each one its step's denominator in program order
+    with the mean cross_entropies (rt::LossDenominators; see
+    LossNormalization.h), and the micro-batches' losses add up exactly.
+
+    Marked: each `varuna.reduce mean` of the training graph (func.func
+    marked varuna.graph) whose input has the batch dimension and whose
+    result does not, and whose result is read only by ops whose results
+    have no batch dimension either, transitively, ending only in the
+    graph's loss result (varuna.loss). A mean over the examples that flows
+    back into per-example values (a batch statistic normalizing
+    activations) or into another output is left alone: its value must stay
+    the micro-batch's own. The mark changes nothing outside a trainer's
+    loss-denominators scope (evaluation, whole-batch steps, losses the
+    trainer weighs another way).
+
+    ```mlir
+    %m = varuna.reduce mean, %x {axes = array<i64: 0, 1>, keepdim = false}
+           : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+    %l = varuna.add %ce, %m ...
+    return %l           // {varuna.loss}
+    ```
+    gets `{step_mean}` on `%m`.
+
+    Runs before varuna-outline-sections (the sections copy the mark); a
+    module that already has sections is an error. Without a training graph
+    or a loss result, nothing is marked.
+  }];
+  let dependentDialects = ["::varuna::VarunaDialect"];
+}
+
 #endif // VARUNA_TRANSFORMS_PASSES_TD

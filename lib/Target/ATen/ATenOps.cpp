@@ -206,7 +206,8 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
       // Reductions and normalization.
       .Case([&](ReduceOp o) {
         return rt::reduceKernel(code<rt::Reduce>(o.getKind()), in[0],
-                                ia(o.getAxes()), o.getKeepdim());
+                                ia(o.getAxes()), o.getKeepdim(),
+                                o.getStepMean());
       })
       .Case([&](SoftmaxOp o) {
         return rt::softmaxKernel(in[0], static_cast<int64_t>(o.getAxis()),

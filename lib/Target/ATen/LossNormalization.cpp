@@ -34,19 +34,36 @@ static bool fromInputsAlone(Value v, llvm::DenseMap<Value, bool> &memo) {
   return ok;
 }
 
-static SmallVector<CrossEntropyOp> meanCrossEntropies(func::FuncOp f) {
-  SmallVector<CrossEntropyOp> means;
-  f.walk([&](CrossEntropyOp ce) {
-    if (ce.getReduction() == LossReduction::mean)
-      means.push_back(ce);
+/// The ops of `f` that take a step denominator inside a
+/// rt::LossDenominators scope, in program order: mean cross_entropies and
+/// step_mean reduces.
+static SmallVector<Operation *> stepMeans(func::FuncOp f) {
+  SmallVector<Operation *> means;
+  f.walk([&](Operation *op) {
+    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
+      if (ce.getReduction() == LossReduction::mean)
+        means.push_back(op);
+    } else if (auto r = llvm::dyn_cast<ReduceOp>(op)) {
+      if (r.getStepMean())
+        means.push_back(op);
+    }
   });
   return means;
 }
 
-static bool sameLoss(CrossEntropyOp a, CrossEntropyOp b) {
-  return a.getIgnoreIndex() == b.getIgnoreIndex() &&
-         a.getLogInput() == b.getLogInput() &&
-         a.getLabelSmoothing() == b.getLabelSmoothing();
+/// Whether a section's mean `a` is the graph's `b` (the same loss, or the
+/// same reduction of the same shape).
+static bool sameMean(Operation *a, Operation *b) {
+  if (auto ca = llvm::dyn_cast<CrossEntropyOp>(a)) {
+    auto cb = llvm::dyn_cast<CrossEntropyOp>(b);
+    return cb && ca.getIgnoreIndex() == cb.getIgnoreIndex() &&
+           ca.getLogInput() == cb.getLogInput() &&
+           ca.getLabelSmoothing() == cb.getLabelSmoothing();
+  }
+  auto ra = llvm::cast<ReduceOp>(a);
+  auto rb = llvm::dyn_cast<ReduceOp>(b);
+  return rb && ra.getAxes() == rb.getAxes() &&
+         ra.getInput().getType() == rb.getInput().getType();
 }
 
 std::optional<InputSlice> InputSlice::create(func::FuncOp graph,
@@ -144,10 +161,11 @@ std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
   func::FuncOp graph = findTrainingGraph(job);
   if (!graph || graph.getBody().empty())
     return std::nullopt;
-  SmallVector<CrossEntropyOp> means = meanCrossEntropies(graph);
+  SmallVector<Operation *> means = stepMeans(graph);
   SmallVector<Value> labels;
-  for (CrossEntropyOp ce : means)
-    labels.push_back(ce.getLabels());
+  for (Operation *op : means)
+    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
+      labels.push_back(ce.getLabels());
   std::optional<InputSlice> slice = InputSlice::create(graph, labels);
   if (means.empty() || !slice)
     return std::nullopt;
@@ -161,8 +179,8 @@ std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
   size_t at = 0;
   for (func::FuncOp s : *sections) {
     c.sectionStart.push_back(at);
-    for (CrossEntropyOp ce : meanCrossEntropies(s)) {
-      if (at == c.means.size() || !sameLoss(ce, c.means[at]))
+    for (Operation *op : stepMeans(s)) {
+      if (at == c.means.size() || !sameMean(op, c.means[at]))
         return std::nullopt;
       ++at;
     }
@@ -181,12 +199,27 @@ static double countOf(CrossEntropyOp ce, const at::Tensor &labels) {
       labels.ne(static_cast<int64_t>(*ignore)).sum().item<int64_t>());
 }
 
+/// How many elements a step_mean reduce averages over `batch` examples.
+static double countOf(ReduceOp r, int64_t batch) {
+  auto in = llvm::cast<VTensorType>(r.getInput().getType());
+  double n = 1;
+  for (int64_t axis : r.getAxes())
+    n *= double(in.getDim(axis).at(batch));
+  return n;
+}
+
 std::vector<double>
 LabelCounter::count(const std::vector<rt::BatchTensor> &rows,
                     int64_t batch) const {
+  std::vector<at::Tensor> values = labels.evaluate(rows, batch);
   std::vector<double> counts;
-  for (auto [ce, l] : llvm::zip(means, labels.evaluate(rows, batch)))
-    counts.push_back(countOf(ce, l));
+  size_t next = 0; // the next cross_entropy's labels
+  for (Operation *op : means) {
+    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
+      counts.push_back(countOf(ce, values[next++]));
+    else
+      counts.push_back(countOf(llvm::cast<ReduceOp>(op), batch));
+  }
   return counts;
 }
 
@@ -246,6 +279,8 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
       k = Other;
     else if (!op)
       k = Const;
+    else if (llvm::isa<CutPointOp>(op)) // passes each operand on
+      k = kind(op->getOperand(llvm::cast<OpResult>(v).getResultNumber()));
     else if (llvm::any_of(op->getOperands(), batched)) {
       // Reduces the batch dimension away.
       if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
@@ -260,6 +295,10 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
         k = r.getKind() == ReduceKind::sum    ? Sum
             : r.getKind() == ReduceKind::mean ? Mean
                                               : Other;
+        if (k == Mean && r.getStepMean() && countable) { // as above
+          k = Sum;
+          normalizes = true;
+        }
       }
     } else {
       std::vector<Kind> in;
@@ -286,6 +325,13 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
           k = Other;
       } else if (llvm::isa<CastOp, ReshapeOp>(op))
         k = in[0];
+      else if (auto r = llvm::dyn_cast<ReduceOp>(op))
+        // Over other dimensions than the examples': linear.
+        k = r.getKind() == ReduceKind::sum || r.getKind() == ReduceKind::mean
+                ? in[0]
+                : Other;
+      else if (auto u = llvm::dyn_cast<UnaryOp>(op))
+        k = u.getKind() == UnaryKind::neg ? in[0] : Other;
     }
     memo[v] = k;
     return k;

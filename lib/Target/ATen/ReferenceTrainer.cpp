@@ -119,7 +119,9 @@ void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
           means.push_back(op);
       }
     });
-  if (means.size() > 1 && ignores &&
+  // An inexact loss gets the warning below, which says more.
+  Value inexact = lossSplitsInexactly(job);
+  if (means.size() > 1 && ignores && !inexact &&
       lossAggregation(job) == LossAggregation::Mean) {
     std::optional<int64_t> uneven =
         data ? firstUnevenStep(job, options, *data) : std::nullopt;
@@ -136,7 +138,7 @@ void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
           << " the micro-batches count different numbers of labels)";
     }
   }
-  if (Value loss = lossSplitsInexactly(job)) {
+  if (Value loss = inexact) {
     Location at = loss.getDefiningOp() ? loss.getDefiningOp()->getLoc()
                                        : graph.getLoc();
     emitWarning(at)

@@ -351,7 +351,8 @@ std::string BodyEmitter::call(Operation *op) {
         return "stage::reduce(" +
                code("Reduce", rt::kReduceNames, int(r.getKind())) + ", " +
                o(0) + ", " + intList(r.getAxes()) + ", " +
-               lit(r.getKeepdim()) + ")";
+               lit(r.getKeepdim()) +
+               (r.getStepMean() ? ", /*step_mean=*/true)" : ")");
       })
       .Case([&](SoftmaxOp s) {
         return "stage::softmax(" + o(0) + ", " +

@@ -37,7 +37,7 @@ import varuna
 
 ap = argparse.ArgumentParser()
 ap.add_argument("outdir")
-ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio", "masked", "two-means", "mixed"])
+ap.add_argument("--loss", required=True, choices=["sum", "mean", "sum-scaled", "ratio", "masked", "two-means", "mixed", "sum-mean"])
 ap.add_argument("--ignored-rows", type=int, default=0,
                 help="the first N examples' labels are all 0 (ignored)")
 ap.add_argument("--steps", type=int, default=4)
@@ -73,6 +73,7 @@ class Model(nn.Module):
 
     def forward(self, ids, labels):
         h = self.emb(ids)
+        aux = h.pow(2).mean()  # a mean over the examples, on the first stage
         for b in self.blocks:
             h = b(h)
         logits = self.head(h).flatten(0, 1)
@@ -90,6 +91,8 @@ class Model(nn.Module):
             mask = (labels != 0).float().flatten()
             per_token = F.cross_entropy(logits, labels.flatten(), reduction="none")
             return (per_token * mask).sum() / mask.sum()
+        if args.loss == "sum-mean":  # a sum plus a mean
+            return loss / 100.0 + 0.1 * aux
         return loss / 100.0 if args.loss == "sum-scaled" else loss
 
 

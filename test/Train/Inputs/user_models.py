@@ -34,6 +34,15 @@ math            TorchScript (math_onnx: what torch exports to ONNX): about
                 var_mean, cdist, baddbmm / addmm, eye, einsum with "...",
                 movedim, tensor_split, logcumsumexp, cumprod, diff,
                 bucketize)
+moe_lm          TorchScript and ONNX: a token-level mixture of experts
+                language model whose loss adds a cross-entropy over the
+                tokens not ignored (labels that are multiples of 7 become
+                -100: unevenly many per micro-batch), the router z-loss (a
+                mean over the tokens) and a mean of the embeddings (on the
+                first stage)
+moe_balance     moe_lm plus Switch Transformer's load-balancing loss (a
+                product of two means over the tokens: no micro-batching
+                adds up to it; varuna-run warns)
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
 """
@@ -118,8 +127,8 @@ def functions_onnx():
 
 
 class MixedReductions(nn.Module):
-    """A mean over the examples plus a sum over them: micro-batches cannot
-    add up to it (varuna-run warns)."""
+    """A mean over the examples plus a sum over them: the cross-entropy
+    divides by the step's labels, so the micro-batches add up."""
 
     def __init__(self):
         super().__init__()
@@ -249,6 +258,47 @@ class MoE(nn.Module):
 
 def moe():
     return MoE(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
+
+
+VOCAB = 100  # hf_oracle.py's input_ids (hf_models.V); labels = input_ids
+
+
+class MoELM(nn.Module):
+    def __init__(self, experts=4, balance=False):
+        super().__init__()
+        self.experts, self.balance = experts, balance
+        self.embed = nn.Embedding(VOCAB, D)
+        self.gate = nn.Linear(D, experts)
+        self.up = nn.Linear(D, experts * D)
+        self.mix = nn.Sequential(nn.Linear(D, D), nn.GELU(), nn.Linear(D, D))
+        self.head = nn.Linear(D, VOCAB)
+
+    def forward(self, input_ids, labels):  # [B, S] each
+        h = self.embed(input_ids)
+        aux = h.pow(2).mean()
+        router = self.gate(h)  # [B, S, E]
+        z_loss = torch.logsumexp(router, -1).pow(2).mean()
+        out = (self.up(h).view(input_ids.shape[0], S, self.experts, D)
+               * router.softmax(-1).unsqueeze(-1)).sum(2)
+        logits = self.head(h + self.mix(out))
+        targets = labels.masked_fill(labels % 7 == 0, -100)
+        ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        loss = ce + 0.1 * z_loss + 0.5 * aux
+        if self.balance:  # E * sum_e (tokens routed to e) * (mean gate prob of e)
+            probs = router.softmax(-1)
+            routed = F.one_hot(router.argmax(-1), self.experts).float()
+            loss = loss + 1e-2 * self.experts * (routed.mean((0, 1)) * probs.mean((0, 1))).sum()
+        return loss
+
+
+def moe_lm():
+    ids = torch.randint(0, VOCAB, (2, S))
+    return MoELM(), (ids, ids.clone())
+
+
+def moe_balance():
+    ids = torch.randint(0, VOCAB, (2, S))
+    return MoELM(balance=True), (ids, ids.clone())
 
 
 class Math(nn.Module):

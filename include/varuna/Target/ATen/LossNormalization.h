@@ -10,17 +10,21 @@
 //               or reduce with reduction sum; added, subtracted, scaled by
 //               values that do not depend on the examples): the
 //               micro-batches' losses add up.
-//   Normalized  the same, where some terms are mean cross_entropies whose
-//               labels are computed from the graph inputs alone (labels,
-//               their shifts and reshapes: never parameters or random
-//               numbers). Each such mean is its sum over the labels not
-//               ignored divided by how many there are; over the whole step
-//               that count is known before the first forward, from the
-//               step's inputs (LabelCounter). Each micro-batch divides its
-//               sum by the step's count (rt::LossDenominators), so the
-//               micro-batches' losses add up: exact for any number of mean
-//               terms, any ignore_index (BERT's masked-LM + next-sentence
-//               losses) and micro-batches without a counted label.
+//   Normalized  the same, where some terms are means over the examples:
+//               mean cross_entropies whose labels are computed from the
+//               graph inputs alone (labels, their shifts and reshapes:
+//               never parameters or random numbers), and reduce means
+//               marked step_mean (varuna-mark-step-means: a mean over the
+//               examples only the loss reads). Each such mean is a sum
+//               divided by a count (the labels not ignored; the elements
+//               reduced); over the whole step that count is known before
+//               the first forward, from the step's inputs or its shape
+//               (LabelCounter). Each micro-batch divides its sum by the
+//               step's count (rt::LossDenominators), so the micro-batches'
+//               losses add up: exact for any number of mean terms, any
+//               ignore_index (BERT's masked-LM + next-sentence losses; a
+//               cross_entropy plus an MoE auxiliary mean; a sum plus a
+//               mean) and micro-batches without a counted label.
 //   Ratio       a sum over the examples divided by a count computed from
 //               the graph inputs alone (LossDivisor): each micro-batch's
 //               loss weighs its own count -- exact.
@@ -126,21 +130,23 @@ private:
 /// divisor is 0, and what to do instead.
 std::string zeroDivisorMessage(int64_t microBatch);
 
-/// The mean cross_entropies of a job's training graph (in program order:
-/// the order they run in, whether the graph runs whole or section after
-/// section) and what computes their labels from the graph inputs.
+/// The means over the examples of a job's training graph that take a step
+/// denominator (mean cross_entropies and step_mean reduces, in program
+/// order: the order they run in, whether the graph runs whole or section
+/// after section) and what computes the cross_entropies' labels from the
+/// graph inputs.
 class LabelCounter {
 public:
-  /// Analyses `job`. nullopt when the job has no training graph, no mean
-  /// cross_entropy, one whose labels depend on something other than the
-  /// graph inputs and constants (a parameter, a random op), or sections
-  /// that do not hold the graph's mean cross_entropies in the same order.
+  /// Analyses `job`. nullopt when the job has no training graph, no such
+  /// mean, a mean cross_entropy whose labels depend on something other than
+  /// the graph inputs and constants (a parameter, a random op), or sections
+  /// that do not hold the graph's means in the same order.
   static std::optional<LabelCounter> create(mlir::ModuleOp job);
 
   /// For the whole step's rows of each graph input, in the graph's order
-  /// (DataSource::batch(step, M, 0, M)), each mean cross_entropy's count of
-  /// labels not equal to its ignore_index (all of them without one), in
-  /// program order. Throws std::runtime_error (naming the op) when an input
+  /// (DataSource::batch(step, M, 0, M)), each mean's count in program
+  /// order: a cross_entropy's labels not equal to its ignore_index (all of
+  /// them without one), a reduce's elements reduced over `batch` examples. Throws std::runtime_error (naming the op) when an input
   /// is missing or an op fails.
   std::vector<double> count(const std::vector<rt::BatchTensor> &rows,
                             int64_t batch) const;
@@ -152,13 +158,14 @@ public:
   std::vector<double> forSections(const std::vector<double> &counts,
                                   int first, int end) const;
 
-  /// How many mean cross_entropies sections [first, end) run.
+  /// How many of the means sections [first, end) run.
   size_t meansIn(int first, int end) const;
 
 private:
   explicit LabelCounter(InputSlice labels) : labels(std::move(labels)) {}
   InputSlice labels; ///< each mean's labels
-  std::vector<CrossEntropyOp> means; ///< in program order
+  /// Mean cross_entropies and step_mean reduces, in program order.
+  std::vector<mlir::Operation *> means;
   /// Index into `means` of each section's first mean, one past the end last.
   std::vector<size_t> sectionStart;
 };

@@ -67,8 +67,11 @@ at::Tensor padKernel(const at::Tensor &x, c10::IntArrayRef pads,
                      const at::Scalar &value);
 at::Tensor triluKernel(const at::Tensor &x, int64_t k, bool upper);
 
+/// `stepMean` (a mean, varuna.reduce's step_mean): inside a
+/// LossDenominators scope, the sum divided by the scope's next denominator.
 at::Tensor reduceKernel(Reduce kind, const at::Tensor &x,
-                        c10::IntArrayRef axes, bool keepdim);
+                        c10::IntArrayRef axes, bool keepdim,
+                        bool stepMean = false);
 at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log);
 at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,
                            const at::Tensor &weight, const at::Tensor &bias,
@@ -97,13 +100,14 @@ private:
 };
 
 /// While one is alive on the constructing thread, each cross_entropy with
-/// reduction mean that runs takes the next of `denominators`, in the order
-/// they run, and returns its sum divided by it instead of by the labels of
-/// its own micro-batch: the trainer passes the labels each mean counts over
-/// the whole step, so the micro-batches' losses add up to the step's
-/// (exact for any number of means with any ignore_index). A mean that finds
-/// none left throws std::runtime_error (the trainer's analysis and the run
-/// disagree). Nests; an inner scope hides the outer one.
+/// reduction mean and each step_mean reduce that runs takes the next of
+/// `denominators`, in the order they run, and returns its sum divided by it
+/// instead of by the count of its own micro-batch: the trainer passes what
+/// each mean counts over the whole step (labels not ignored; elements
+/// reduced), so the micro-batches' losses add up to the step's (exact for
+/// any number of means with any ignore_index). A mean that finds none left
+/// throws std::runtime_error (the trainer's analysis and the run disagree).
+/// Nests; an inner scope hides the outer one.
 class LossDenominators {
 public:
   explicit LossDenominators(std::vector<double> denominators);

@@ -134,8 +134,9 @@ VARUNA_STAGE_API Tensor pad(const Tensor &x, IntList pads, double value);
 VARUNA_STAGE_API Tensor trilu(const Tensor &x, int64_t k, bool upper);
 
 // --- Reductions and normalization -------------------------------------------
+/// `step_mean`: varuna.reduce's step_mean (rt::reduceKernel).
 VARUNA_STAGE_API Tensor reduce(Reduce kind, const Tensor &x, IntList axes,
-                               bool keepdim);
+                               bool keepdim, bool step_mean = false);
 VARUNA_STAGE_API Tensor softmax(const Tensor &x, int64_t axis, bool log);
 /// `weight`/`bias` may be undefined.
 VARUNA_STAGE_API Tensor layer_norm(const Tensor &x, int64_t axis,

@@ -461,9 +461,18 @@ def Varuna_ReduceOp : Varuna_InferOp<"reduce"> {
   let description = [{
     `%m = varuna.reduce mean, %x {axes = array<i64: 2>, keepdim = true}`.
     Axes are sorted, unique and in range. One FLOP per input element.
+
+    `step_mean` (set by varuna-mark-step-means on a mean over the examples
+    that only the loss reads): while the trainer runs a micro-batch inside
+    a loss-denominators scope, the mean is its sum divided by the scope's
+    next denominator -- how many elements the mean covers over the whole
+    step -- instead of by its own micro-batch's count, so that the
+    micro-batches' losses add up to the step's. Outside such a scope
+    (evaluation, one micro-batch per step) it is a plain mean.
   }];
   let arguments = (ins Varuna_ReduceKind:$kind, AnyVTensor:$input,
-                       DenseI64ArrayAttr:$axes, BoolAttr:$keepdim);
+                       DenseI64ArrayAttr:$axes, BoolAttr:$keepdim,
+                       UnitAttr:$step_mean);
   let results = (outs AnyVTensor:$result);
   let assemblyFormat = "$kind `,` $input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
 }

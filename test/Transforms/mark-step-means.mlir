@@ -1,0 +1,57 @@
+// RUN: varuna-opt %s -split-input-file --varuna-mark-step-means -verify-diagnostics | FileCheck %s
+
+// A cross_entropy plus a mean over the examples (an auxiliary loss): the mean
+// is marked; the mean over features only (still per example) is not.
+// CHECK-LABEL: func.func @aux_loss
+// CHECK: varuna.reduce mean, %arg0 {axes = array<i64: 1>, keepdim = false} :
+// CHECK: varuna.reduce mean, {{.*}} {axes = array<i64: 0>, keepdim = false, step_mean}
+// CHECK: varuna.cross_entropy mean
+func.func @aux_loss(%x: !varuna.tensor<[B, 4], f32>, %y: !varuna.tensor<[B], i64>) -> (!varuna.tensor<[], f32> {varuna.loss}) attributes {varuna.graph} {
+  %f = varuna.reduce mean, %x {axes = array<i64: 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[B], f32>
+  %m = varuna.reduce mean, %f {axes = array<i64: 0>, keepdim = false} : !varuna.tensor<[B], f32> -> !varuna.tensor<[], f32>
+  %ce = varuna.cross_entropy mean, %x, %y {ignore_index = 0 : i64} : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[], f32>
+  %c = varuna.constant dense<0.01> : tensor<f32> -> !varuna.tensor<[], f32>
+  %s = varuna.mul %m, %c : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  %l = varuna.add %ce, %s : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  return %l : !varuna.tensor<[], f32>
+}
+
+// -----
+
+// A batch statistic that normalizes the examples again (x - x.mean(0)) keeps
+// its micro-batch's value: not marked, though the loss reads it too.
+// CHECK-LABEL: func.func @batch_statistic
+// CHECK-NOT: step_mean
+func.func @batch_statistic(%x: !varuna.tensor<[B, 4], f32>) -> (!varuna.tensor<[], f32> {varuna.loss}) attributes {varuna.graph} {
+  %m = varuna.reduce mean, %x {axes = array<i64: 0>, keepdim = true} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[1, 4], f32>
+  %d = varuna.sub %x, %m : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[1, 4], f32> -> !varuna.tensor<[B, 4], f32>
+  %s = varuna.reduce sum, %d {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+  %n = varuna.reduce sum, %m {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[1, 4], f32> -> !varuna.tensor<[], f32>
+  %l = varuna.add %s, %n : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  return %l : !varuna.tensor<[], f32>
+}
+
+// -----
+
+// A mean the graph also returns as another output (a metric) keeps its
+// micro-batch's value: not marked.
+// CHECK-LABEL: func.func @metric
+// CHECK-NOT: step_mean
+func.func @metric(%x: !varuna.tensor<[B, 4], f32>) -> (!varuna.tensor<[], f32> {varuna.loss}, !varuna.tensor<[], f32>) attributes {varuna.graph} {
+  %m = varuna.reduce mean, %x {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+  %l = varuna.unary neg, %m : !varuna.tensor<[], f32>
+  return %l, %m : !varuna.tensor<[], f32>, !varuna.tensor<[], f32>
+}
+
+// -----
+
+// Sections would not carry the marks: the pass runs before outlining.
+func.func @forward(%x: !varuna.tensor<[B, 4], f32>) -> (!varuna.tensor<[], f32> {varuna.loss}) attributes {varuna.graph} {
+  %m = varuna.reduce mean, %x {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+  return %m : !varuna.tensor<[], f32>
+}
+// expected-error @+1 {{varuna-mark-step-means runs before varuna-outline-sections}}
+func.func @section_0(%x: !varuna.tensor<[B, 4], f32>) -> !varuna.tensor<[], f32> attributes {varuna.section = 0 : i64} {
+  %m = varuna.reduce mean, %x {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+  return %m : !varuna.tensor<[], f32>
+}
