@@ -203,6 +203,17 @@ public:
   /// argmin, max / min with indices, ONNX ArgMax / ArgMin).
   mlir::FailureOr<mlir::Value> argExtreme(mlir::Value x, int64_t axis,
                                           bool largest, bool keepdim);
+  /// x[..., i_1, ..., i_k, ...]: integer index tensors at `axes` (sorted,
+  /// unique; every other axis taken whole), numpy's advanced indexing
+  /// (torch's aten::index with several index tensors, ONNX GatherND-like
+  /// masks such as padding_mask[batch_idx, kv_idx]). The indices broadcast
+  /// together to a shape S; adjacent indexed axes are replaced by S where
+  /// they were, separated ones by S in front. Negative indices count from
+  /// the end. The indexed axes are flattened into one and gathered at the
+  /// linear index, so each indexed axis but the first must be static.
+  mlir::FailureOr<mlir::Value> advancedIndex(mlir::Value x,
+                                             llvm::ArrayRef<int64_t> axes,
+                                             llvm::ArrayRef<mlir::Value> indices);
   /// A rank-0 constant of element type `et`.
   mlir::Value scalar(double v, mlir::Type et);
   /// A static constant of `shape` and element type `et` (floating-point,

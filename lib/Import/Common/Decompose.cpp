@@ -55,6 +55,91 @@ FailureOr<Value> Decomposer::gatherIndices(Value x, int64_t axis,
                         {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
 }
 
+static Type elementTypeOf(Value v) {
+  return v.getType().cast<VTensorType>().getElementType();
+}
+
+FailureOr<Value> Decomposer::advancedIndex(Value x, ArrayRef<int64_t> axes,
+                                           ArrayRef<Value> indices) {
+  auto t = x.getType().cast<VTensorType>();
+  int64_t rank = t.getRank();
+  SmallVector<SymInt> dims = t.getDims();
+  // The indexed axes first (in order), then the others.
+  SmallVector<int64_t> perm(axes.begin(), axes.end());
+  for (int64_t a = 0; a < rank; ++a)
+    if (!llvm::is_contained(axes, a))
+      perm.push_back(a);
+  FailureOr<Value> moved = transpose(x, perm);
+  if (failed(moved))
+    return failure();
+  SmallVector<SymInt> indexed, flat;
+  for (int64_t a : axes)
+    indexed.push_back(dims[a]);
+  std::optional<SymInt> n = product(indexed);
+  if (!n)
+    return emitError(loc) << "indexing " << t << ": the indexed axes "
+                          << "depend on the batch size more than once",
+           failure();
+  flat.push_back(*n);
+  for (size_t i = axes.size(); i < perm.size(); ++i)
+    flat.push_back(dims[perm[i]]);
+  FailureOr<Value> source = reshape(*moved, flat);
+  if (failed(source))
+    return failure();
+  // linear = sum_i (idx_i mod d_i) * stride_i. The first index needs no
+  // mod: a negative one counts from the end of the flattened axis too.
+  Type i64 = b.getI64Type();
+  FailureOr<Value> linear;
+  int64_t stride = 1;
+  for (size_t i = axes.size(); i-- > 0;) {
+    Value idx = indices[i];
+    if (elementTypeOf(idx) != i64)
+      idx = b.create<CastOp>(loc, idx.getType().cast<VTensorType>()
+                                      .withElementType(i64),
+                             idx);
+    FailureOr<Value> term = idx;
+    if (i > 0) {
+      if (!indexed[i].isStatic())
+        return emitError(loc) << "indexing " << t << " at axis " << axes[i]
+                              << " after axis " << axes[0]
+                              << ": only the first indexed axis may depend "
+                                 "on the batch size",
+               failure();
+      term = remainder(idx, scalar(double(indexed[i].constant), i64),
+                       /*floorMod=*/true);
+      if (succeeded(term) && stride != 1)
+        term = make<MulOp>({*term, scalar(double(stride), i64)});
+      stride *= indexed[i].constant;
+    } else if (stride != 1) {
+      term = make<MulOp>({idx, scalar(double(stride), i64)});
+    }
+    if (failed(term))
+      return failure();
+    linear = i + 1 == axes.size() ? term : make<AddOp>({*linear, *term});
+    if (failed(linear))
+      return failure();
+  }
+  FailureOr<Value> out = make<GatherOp>(
+      {*source, *linear}, {b.getNamedAttr("axis", b.getI64IntegerAttr(0))});
+  if (failed(out))
+    return failure();
+  // Adjacent indexed axes after axis 0: S goes back where they were.
+  bool adjacent = axes.back() - axes.front() + 1 ==
+                  static_cast<int64_t>(axes.size());
+  if (!adjacent || axes.front() == 0)
+    return out;
+  int64_t s = linear->getType().cast<VTensorType>().getRank();
+  int64_t before = axes.front(), total = s + rank - int64_t(axes.size());
+  SmallVector<int64_t> back;
+  for (int64_t i = 0; i < before; ++i)
+    back.push_back(s + i);
+  for (int64_t i = 0; i < s; ++i)
+    back.push_back(i);
+  for (int64_t i = s + before; i < total; ++i)
+    back.push_back(i);
+  return transpose(*out, back);
+}
+
 FailureOr<Value> Decomposer::unary(UnaryKind kind, Value x) {
   return make<UnaryOp>({x}, {b.getNamedAttr(
                                 "kind", UnaryKindAttr::get(b.getContext(),
@@ -67,10 +152,6 @@ FailureOr<Value> Decomposer::reduce(ReduceKind kind, Value x,
       {x}, {b.getNamedAttr("kind", ReduceKindAttr::get(b.getContext(), kind)),
             b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
             b.getNamedAttr("keepdim", b.getBoolAttr(keepdim))});
-}
-
-static Type elementTypeOf(Value v) {
-  return v.getType().cast<VTensorType>().getElementType();
 }
 
 FailureOr<Value> Decomposer::times(Value x, double c) {

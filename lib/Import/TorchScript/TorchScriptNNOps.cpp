@@ -717,8 +717,8 @@ LogicalResult TSImporter::hGatherAlong(Node *n, Location loc) {
 
 /// x[..., idx, ...] (aten::index with one index tensor in the list, the
 /// others None): a gather along that axis, numpy's result shape. Several
-/// index tensors (advanced indexing broadcasting them together) and boolean
-/// masks (a data-dependent shape) are refused.
+/// index tensors: numpy's advanced indexing (Decomposer::advancedIndex).
+/// Boolean masks (a data-dependent shape) are refused.
 LogicalResult TSImporter::hIndex(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
@@ -726,28 +726,29 @@ LogicalResult TSImporter::hIndex(Node *n, Location loc) {
   TSValue list = lookup(n->input(1));
   if (list.kind != TSValue::Kind::List)
     return error(n, loc) << "expected a list of indices";
-  int64_t axis = -1;
-  TSValue index;
+  SmallVector<int64_t> axes;
+  SmallVector<Value> indices;
   for (auto [i, v] : llvm::enumerate(list.list)) {
     if (v.kind == TSValue::Kind::None)
       continue;
-    if (axis >= 0)
-      return error(n, loc) << "indexing with several index tensors is not "
-                              "supported (one index tensor is)";
-    axis = static_cast<int64_t>(i);
-    index = v;
+    auto idx = asTensor(v, Type(), loc, n);
+    if (failed(idx))
+      return failure();
+    if (!tensorType(*idx).getElementType().isSignlessInteger(64) &&
+        !tensorType(*idx).getElementType().isSignlessInteger(32))
+      return error(n, loc)
+             << "indexing with a boolean or floating-point tensor (a mask "
+                "selects a data-dependent number of elements) is not "
+                "supported";
+    axes.push_back(static_cast<int64_t>(i));
+    indices.push_back(*idx);
   }
-  if (axis < 0)
+  if (axes.empty())
     return error(n, loc) << "indexing without an index tensor";
-  auto idx = asTensor(index, Type(), loc, n);
-  if (failed(idx))
-    return failure();
-  if (!tensorType(*idx).getElementType().isSignlessInteger(64) &&
-      !tensorType(*idx).getElementType().isSignlessInteger(32))
-    return error(n, loc) << "indexing with a boolean or floating-point tensor "
-                            "(a mask selects a data-dependent number of "
-                            "elements) is not supported";
-  return bindResult(n, make<GatherOp>(loc, {*x, *idx}, {i64("axis", axis)}));
+  if (axes.size() == 1)
+    return bindResult(
+        n, make<GatherOp>(loc, {*x, indices[0]}, {i64("axis", axes[0])}));
+  return bindResult(n, Decomposer(b(), loc).advancedIndex(*x, axes, indices));
 }
 
 void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {

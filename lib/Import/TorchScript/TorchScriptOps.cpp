@@ -859,6 +859,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like"},
       &TSImporter::hFullLike);
   reg({"aten::arange"}, &TSImporter::hArange);
+  reg({"aten::linspace"}, &TSImporter::hLinspace);
   reg({"aten::copy", "aten::fill", "aten::zero"}, &TSImporter::hCopy);
   reg({"aten::repeat"}, &TSImporter::hRepeat);
   reg({"aten::repeat_interleave"}, &TSImporter::hRepeatInterleave);

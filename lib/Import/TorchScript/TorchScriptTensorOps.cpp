@@ -339,6 +339,46 @@ LogicalResult TSImporter::hArange(Node *n, Location loc) {
   return bindResult(n, r);
 }
 
+/// linspace(start, end, steps, dtype, ...): a constant of `steps` values
+/// from start to end, computed as ATen's vectorized CPU kernel does (fused
+/// multiply-adds in the element type; the first half counted from start,
+/// the second from end), so that they are bit-identical. Static numbers
+/// only.
+LogicalResult TSImporter::hLinspace(Node *n, Location loc) {
+  double bounds[2];
+  for (unsigned i = 0; i < 2; ++i) {
+    TSValue t = lookup(n->input(i));
+    if (t.kind == K::Float)
+      bounds[i] = t.f;
+    else if (t.kind == K::Int && t.i.isStatic())
+      bounds[i] = static_cast<double>(t.i.constant);
+    else
+      return error(n, loc) << "linspace bounds must be static numbers";
+  }
+  auto steps = intArg(n, 2, loc);
+  if (failed(steps))
+    return failure();
+  if (*steps < 0)
+    return error(n, loc) << "linspace with " << *steps << " steps";
+  auto dtype = dtypeArg(n, 3, loc);
+  if (failed(dtype))
+    return failure();
+  Type elt = *dtype ? *dtype : Type(b().getF32Type());
+  auto values = [&](auto zero) {
+    using T = decltype(zero);
+    T start = static_cast<T>(bounds[0]), end = static_cast<T>(bounds[1]);
+    T step = *steps > 1 ? (end - start) / static_cast<T>(*steps - 1) : T(0);
+    SmallVector<double> out;
+    for (int64_t i = 0; i < *steps; ++i)
+      out.push_back(i < *steps / 2
+                        ? std::fma(step, static_cast<T>(i), start)
+                        : std::fma(-step, static_cast<T>(*steps - i - 1), end));
+    return out;
+  };
+  SmallVector<double> v = elt.isF32() ? values(0.0f) : values(0.0);
+  return bindResult(n, Decomposer(b(), loc).constant({*steps}, elt, v));
+}
+
 /// copy_(self, src) / fill_(self, value) / zero_(self), functional: self's
 /// type with the new contents (src cast and broadcast). The write itself is
 /// the node loop's: convertNode rebinds self and writeBack updates the

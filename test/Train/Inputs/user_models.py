@@ -22,7 +22,8 @@ recurrent       TorchScript and ONNX: nn.LSTM (2 layers, bidirectional,
                 bias) reading each other's outputs and final states
 layers          TorchScript (and ONNX without Dropout2d): convolutions with
                 reflect / replicate / circular padding, PReLU, F.unfold,
-                one_hot, remainder / fmod, Dropout2d
+                one_hot, remainder / fmod, Dropout2d, indexing with several
+                index tensors, linspace
 moe             TorchScript and ONNX: a dense mixture of experts with top-2
                 gating (topk, scatter of the gate weights), sort / argsort
                 with gather, scatter_add
@@ -211,7 +212,7 @@ class Layers(nn.Module):
         self.c3 = nn.Conv2d(4, 4, 3, padding=2, dilation=2, padding_mode="circular")
         self.act = nn.PReLU(4)
         self.drop = nn.Dropout2d(0.0)
-        self.head = nn.Linear(16 * 16 + 5, C)
+        self.head = nn.Linear(16 * 16 + 5 + 3 + 12 + 32, C)
 
     def forward(self, x, labels):  # x [B, 3, 8, 8]
         h = self.act(self.c1(x))
@@ -220,7 +221,19 @@ class Layers(nn.Module):
         h = self.c3(F.prelu(self.c2(h), torch.tensor([0.2])) + torch.fmod(h, 0.5))
         patches = F.unfold(h, 2, stride=2)  # [B, 16, 16]
         ids = (h.detach().mean((1, 2, 3)) * 40).long().remainder(5)
-        feats = torch.cat([patches.flatten(1), F.one_hot(ids, 5).float()], 1)
+        # Advanced indexing with several index tensors (HF's masks index
+        # padding_mask[batch_idx, kv_idx]): leading, adjacent after axis 0
+        # (negative indices: not for ONNX, whose exporter gets them wrong --
+        # onnxruntime agrees with us), separated by a slice (per-example
+        # indices: the same for any micro-batch).
+        b = torch.arange(x.shape[0])
+        picked = h[b[:, None], torch.tensor([3, 0, 2])]  # [B, 3, 8, 8]
+        last = 7 if self.onnx else -1
+        diag = h[:, :, torch.tensor([0, 2, last]), torch.tensor([1, 5, 4])]  # [B, 4, 3]
+        sep = h[b, :, ids]  # [B, 4, 8]
+        feats = torch.cat([patches.flatten(1), F.one_hot(ids, 5).float(),
+                           picked.mean((2, 3)) * torch.linspace(0.5, 1.5, 3),
+                           diag.flatten(1), sep.flatten(1)], 1)
         return F.cross_entropy(self.head(feats), labels)
 
 

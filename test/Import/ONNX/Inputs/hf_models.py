@@ -110,6 +110,10 @@ MODELS = {
     "t5": lambda: text(T.T5ForConditionalGeneration, T.T5Config(
         vocab_size=V, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
         decoder_start_token_id=0, pad_token_id=0)),
+    "bart": lambda: text(T.BartForConditionalGeneration, T.BartConfig(
+        vocab_size=V, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        max_position_embeddings=64, **EAGER)),
     "bloom": lambda: text(T.BloomForCausalLM, T.BloomConfig(
         vocab_size=V, hidden_size=32, n_layer=2, n_head=4, **EAGER)),
     "falcon": lambda: text(T.FalconForCausalLM, T.FalconConfig(
