@@ -332,6 +332,14 @@ LogicalResult TSImporter::hNumToTensor(Node *n, Location loc) {
 
 LogicalResult TSImporter::hScalarCast(Node *n, Location loc) {
   TSValue v = lookup(n->input(0));
+  // A one-element tensor known at import time (folded from constants and
+  // sizes: transformers' int(math.ceil(height / patch) * patch)).
+  if (v.kind == K::Tensor && v.known && v.known->numel() == 1) {
+    at::Tensor k = *v.known;
+    v = k.is_floating_point() ? TSValue::ofFloat(k.item<double>())
+        : k.scalar_type() == at::kBool ? TSValue::ofBool(k.item<bool>())
+                                       : TSValue::ofInt(k.item<int64_t>());
+  }
   if (!v.isScalar())
     return error(n, loc)
            << "converting tensor data to a Python number is data-dependent "
@@ -657,6 +665,31 @@ LogicalResult TSImporter::hLogical(Node *n, Location loc) {
 
 LogicalResult TSImporter::hUnary(Node *n, Location loc) {
   std::string op = opName(n);
+  // A number made a tensor (a size in arithmetic while tracing: funnel's
+  // -seq_len, mobilevit's math.ceil(height / patch)) stays a number.
+  TSValue s = lookup(n->input(0));
+  if (s.isScalar() && s.kind != K::Bool &&
+      (op == "neg" || op == "floor" || op == "ceil" || op == "round" ||
+       op == "trunc" || op == "abs")) {
+    TSValue out = s;
+    if (s.kind == K::Float) {
+      double (*f)(double) = op == "floor"   ? static_cast<double (*)(double)>(std::floor)
+                            : op == "ceil"  ? static_cast<double (*)(double)>(std::ceil)
+                            : op == "round" ? static_cast<double (*)(double)>(std::nearbyint)
+                            : op == "trunc" ? static_cast<double (*)(double)>(std::trunc)
+                            : op == "abs"   ? static_cast<double (*)(double)>(std::fabs)
+                                            : nullptr;
+      out.f = f ? f(s.f) : -s.f;
+    } else if (op == "neg") {
+      out.i = -s.i;
+    } else if (op == "abs") {
+      if (!s.i.isStatic())
+        return error(n, loc) << "abs of the batch-dependent size " << s.i.str();
+      out.i = SymInt(std::abs(s.i.constant));
+    } // rounding an integer leaves it alone
+    bind(n->output(), out);
+    return success();
+  }
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();
@@ -758,9 +791,6 @@ LogicalResult TSImporter::hDropout(Node *n, Location loc) {
 }
 
 LogicalResult TSImporter::hTo(Node *n, Location loc) {
-  auto x = tensorArg(n, 0, loc);
-  if (failed(x))
-    return failure();
   Type elt;
   bool hasArg = n->inputs().size() > 1;
   c10::TypePtr t1 = hasArg ? n->input(1)->type() : nullptr;
@@ -781,6 +811,24 @@ LogicalResult TSImporter::hTo(Node *n, Location loc) {
       return failure();
     elt = *d;
   }
+  // A number made a tensor (prim::NumToTensor of a size and arithmetic on
+  // it: transformers' torch_int(num_positions ** 0.5)) stays a number of
+  // the new type, so that aten::Int can read it back.
+  TSValue v = lookup(n->input(0));
+  if (v.isScalar() && elt && !(v.kind == K::Int && !v.i.isStatic())) {
+    double d = v.kind == K::Float  ? v.f
+               : v.kind == K::Bool ? (v.b ? 1.0 : 0.0)
+                                   : static_cast<double>(v.i.constant);
+    TSValue out = isFloatType(elt)     ? TSValue::ofFloat(d)
+                  : elt.isInteger(1) ? TSValue::ofBool(d != 0)
+                                     : TSValue::ofInt(static_cast<int64_t>(d));
+    out.scalarTensor = true;
+    bind(n->output(), out);
+    return success();
+  }
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
   return bindResult(n, elt ? cast(*x, elt, loc) : *x);
 }
 
@@ -845,6 +893,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hSplit);
   reg({"aten::chunk", "aten::unsafe_chunk"}, &TSImporter::hChunk);
   reg({"aten::unbind"}, &TSImporter::hUnbind);
+  reg({"aten::meshgrid"}, &TSImporter::hMeshgrid);
   reg({"aten::cat", "aten::concat", "aten::concatenate"}, &TSImporter::hCat);
   reg({"aten::stack"}, &TSImporter::hStack);
   reg({"aten::where"}, &TSImporter::hWhere);

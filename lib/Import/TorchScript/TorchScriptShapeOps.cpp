@@ -483,6 +483,56 @@ LogicalResult TSImporter::hUnbind(Node *n, Location loc) {
   return splitInto(*this, n, loc, *x, axis, sizes, true);
 }
 
+/// meshgrid(tensors, indexing="ij"|"xy"): each 1-D input reshaped to its
+/// own axis and expanded to the grid [n_0, ..., n_k-1]; "xy" (numpy's
+/// default) swaps the first two axes of the grid. A list of tensors.
+LogicalResult TSImporter::hMeshgrid(Node *n, Location loc) {
+  auto l = tensorListArg(n, 0, loc);
+  if (failed(l))
+    return failure();
+  std::string indexing = "ij";
+  if (n->inputs().size() > 1 && !isNoneArg(n, 1)) {
+    auto s = strArg(n, 1, loc);
+    if (failed(s))
+      return failure();
+    indexing = *s;
+  }
+  if (indexing != "ij" && indexing != "xy")
+    return error(n, loc) << "meshgrid indexing '" << indexing
+                         << "' (expected 'ij' or 'xy')";
+  SmallVector<Value> in(l->begin(), l->end());
+  bool xy = indexing == "xy" && in.size() >= 2;
+  if (xy)
+    std::swap(in[0], in[1]);
+  SmallVector<SymInt> grid;
+  for (Value v : in) {
+    SmallVector<SymInt> dims = dimsOf(v);
+    if (dims.size() > 1)
+      return error(n, loc) << "meshgrid of a " << dims.size()
+                           << "-D tensor (expected 0-D or 1-D)";
+    grid.push_back(dims.empty() ? SymInt(1) : dims[0]);
+  }
+  TSValue out = TSValue::make(K::List);
+  for (auto [i, v] : llvm::enumerate(in)) {
+    SmallVector<SymInt> own(in.size(), SymInt(1));
+    own[i] = grid[i];
+    auto r = reshape(v, own, loc);
+    if (failed(r))
+      return failure();
+    auto type = typeFromDims(grid, tensorType(v).getElementType(), loc);
+    if (failed(type))
+      return failure();
+    Value e = *type == tensorType(*r)
+                  ? *r
+                  : b().create<ExpandOp>(loc, *type, *r).getResult();
+    out.list.push_back(TSValue::ofTensor(e));
+  }
+  if (xy)
+    std::swap(out.list[0], out.list[1]);
+  bind(n->output(), out);
+  return success();
+}
+
 /// Binds the concatenation of `inputs` along `axis` (a single input as is).
 static LogicalResult concatInto(TSImporter &imp, TSImporter::Node *n,
                                 Location loc, ArrayRef<Value> inputs,

@@ -306,13 +306,17 @@ LogicalResult TSImporter::hArange(Node *n, Location loc) {
   SymInt count;
   double s0, st;
   if (allInt) {
-    if (!start.i.isStatic() || !step.i.isStatic() || step.i.constant <= 0)
-      return error(n, loc) << "arange needs a static start and a positive "
+    if (!start.i.isStatic() || !step.i.isStatic() || step.i.constant == 0)
+      return error(n, loc) << "arange needs a static start and a nonzero "
                               "static step";
     s0 = start.i.constant;
     st = step.i.constant;
-    auto c = (end.i - start.i + SymInt(step.i.constant - 1))
-                 .floorDiv(step.i.constant);
+    // ceil((end - start) / step), counted downwards for a negative step.
+    int64_t by = std::abs(step.i.constant);
+    SymInt span = step.i.constant > 0 ? end.i - start.i : start.i - end.i;
+    auto c = (span + SymInt(by - 1)).floorDiv(by);
+    if (c && c->isStatic() && c->constant < 0)
+      c = SymInt(0);
     if (!c)
       return error(n, loc) << "arange length is not affine in B";
     count = *c;

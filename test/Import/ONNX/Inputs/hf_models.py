@@ -114,6 +114,15 @@ MODELS = {
         vocab_size=V, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
         decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
         max_position_embeddings=64, **EAGER)),
+    "beit": lambda: vision(T.BeitForImageClassification, T.BeitConfig(
+        image_size=32, patch_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, num_labels=10, use_relative_position_bias=True, **EAGER)),
+    "funnel": lambda: text(T.FunnelForMaskedLM, T.FunnelConfig(
+        vocab_size=V, d_model=16, n_head=2, d_head=8, d_inner=32, block_sizes=[1, 1],
+        num_decoder_layers=1)),
+    "mobilevit": lambda: vision(T.MobileViTForImageClassification, T.MobileViTConfig(
+        image_size=32, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32],
+        num_labels=10, **EAGER)),
     "bloom": lambda: text(T.BloomForCausalLM, T.BloomConfig(
         vocab_size=V, hidden_size=32, n_layer=2, n_head=4, **EAGER)),
     "falcon": lambda: text(T.FalconForCausalLM, T.FalconConfig(
