@@ -135,8 +135,9 @@ public:
   /// number: `loss.sum() / x.shape[0]`, kl_div's "batchmean". Only a sum
   /// over the batch dimension can be divided by it, and that is a mean over
   /// the batch of the sum over the other reduced axes (then / k), which is
-  /// what each micro-batch computes as its share. Anything else is
-  /// diagnosed: a graph cannot hold the batch size as data.
+  /// what each micro-batch computes as its share. Sums added or subtracted
+  /// (from zeros: counts accumulated layer by layer) are divided each.
+  /// Anything else is diagnosed: a graph cannot hold the batch size as data.
   mlir::FailureOr<mlir::Value> divideByBatch(mlir::Value x, SymInt size);
   /// Linear or cubic resampling along each axis in turn (the separable
   /// form torch and onnxruntime compute), each a matmul by a constant

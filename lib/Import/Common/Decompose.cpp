@@ -625,6 +625,29 @@ FailureOr<Value> Decomposer::divideByBatch(Value x, SymInt size) {
   };
   if (!size.isBatchMultiple())
     return refuse("it is not a multiple of B");
+  // Sums added up (accumulated from zeros: Mixtral's per-layer counts):
+  // each divided, zeros left alone.
+  auto zeros = [](Value v) {
+    auto full = v.getDefiningOp<FullOp>();
+    if (!full)
+      return false;
+    if (auto f = full.getValue().dyn_cast<FloatAttr>())
+      return f.getValueAsDouble() == 0.0;
+    if (auto i = full.getValue().dyn_cast<IntegerAttr>())
+      return i.getValue().isZero();
+    return false;
+  };
+  if (llvm::isa_and_nonnull<AddOp, SubOp>(x.getDefiningOp())) {
+    Operation *op = x.getDefiningOp();
+    SmallVector<Value> parts;
+    for (Value o : op->getOperands()) {
+      FailureOr<Value> d = zeros(o) ? FailureOr<Value>(o) : divideByBatch(o, size);
+      if (failed(d))
+        return failure();
+      parts.push_back(*d);
+    }
+    return llvm::isa<AddOp>(op) ? make<AddOp>(parts) : make<SubOp>(parts);
+  }
   auto sum = x.getDefiningOp<ReduceOp>();
   if (!sum || sum.getKind() != ReduceKind::sum)
     return refuse("the dividend is not a sum");

@@ -771,7 +771,8 @@ struct MathBuilder {
 /// Functions of one or two tensors built from varuna ops: exp2 log2 log10
 /// square frac hypot lerp addcmul addcdiv logaddexp xlogy nan_to_num
 /// softshrink hardshrink threshold logit sinc float_power rrelu (eval)
-/// bucketize atan2; baddbmm addmm addmv addbmm (beta * self + alpha * product).
+/// bucketize atan2 histc; baddbmm addmm addmv addbmm (beta * self + alpha *
+/// product).
 LogicalResult TSImporter::hMath(Node *n, Location loc) {
   std::string op = opName(n);
   // Operands that are tensors here take the first tensor's float type.
@@ -893,6 +894,33 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
                               "supported";
     r = Decomposer(b(), loc).activation(Activation::leaky_relu, *x,
                                         (*lo + *hi) / 2);
+  } else if (op == "histc") {
+    // Counts per bin of [min, max] (max itself in the last bin, values
+    // outside ignored): bin = floor((x - min) * bins / (max - min)) as ATen
+    // computes it, one-hot rows summed. Mixtral's tokens per expert.
+    auto bins = intArg(n, 1, loc);
+    auto lo = number(2, 0.0), hi = number(3, 0.0);
+    if (failed(bins) || failed(lo) || failed(hi))
+      return failure();
+    if (*bins < 1 || !(*hi > *lo))
+      return error(n, loc) << "histc needs bins >= 1 and max > min (min = "
+                              "max takes them from the data), got bins "
+                           << *bins << ", [" << *lo << ", " << *hi << "]";
+    auto scaled = m.bin<DivOp>(
+        m.bin<MulOp>(m.bin<SubOp>(*x, m.c(*lo)), m.c(double(*bins))),
+        m.c(*hi - *lo));
+    auto bin = m.where(m.cmp(ComparePredicate::eq, *x, m.c(*hi)),
+                       m.c(double(*bins - 1)), m.un(UnaryKind::floor, scaled));
+    if (failed(bin))
+      return failure();
+    Decomposer d(b(), loc);
+    auto hit = d.oneHot(cast(*bin, b().getI64Type(), loc), *bins, false);
+    if (failed(hit))
+      return failure();
+    SmallVector<int64_t> axes;
+    for (int64_t a = 0, e = tensorType(*x).getRank(); a < e; ++a)
+      axes.push_back(a);
+    r = reduce(ReduceKind::sum, cast(*hit, et, loc), axes, false, loc);
   } else if (op == "bucketize") {
     // bucketize(x, boundaries, out_int32, right): the count of boundaries
     // below x (or at most x with right).

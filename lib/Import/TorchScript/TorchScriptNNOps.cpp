@@ -789,7 +789,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::addcdiv", "aten::logaddexp", "aten::xlogy", "aten::nan_to_num",
        "aten::softshrink", "aten::hardshrink", "aten::threshold",
        "aten::logit", "aten::sinc", "aten::float_power", "aten::rrelu",
-       "aten::bucketize", "aten::baddbmm", "aten::addmm", "aten::addmv",
+       "aten::bucketize", "aten::histc", "aten::baddbmm", "aten::addmm", "aten::addmv",
        "aten::addbmm", "aten::atan2", "aten::arctan2"},
       &TSImporter::hMath);
   reg({"aten::argmax", "aten::argmin", "aten::aminmax"},

@@ -399,6 +399,31 @@ LogicalResult TSImporter::convertScalarArith(Node *n, Location loc,
       return std::nullopt;
     };
     auto x = asDouble(a), y = asDouble(c);
+    // A whole float and the batch size added, subtracted or multiplied stay
+    // a size (Mixtral's total_rows = 0.0 + rows.shape[0]).
+    auto whole = [](const TSValue &v) -> std::optional<SymInt> {
+      if (v.kind == K::Int)
+        return v.i;
+      if (v.kind == K::Float && v.f == std::floor(v.f) &&
+          std::abs(v.f) < 9.0e15)
+        return SymInt(static_cast<int64_t>(v.f));
+      return std::nullopt;
+    };
+    if ((!x || !y) && (op == "add" || op == "sub" || op == "rsub" ||
+                       op == "mul")) {
+      auto p = whole(a), q = whole(c);
+      std::optional<SymInt> r;
+      if (p && q)
+        r = op == "add" ? std::optional<SymInt>(*p + *q)
+            : op == "mul" ? p->mul(*q)
+                          : std::optional<SymInt>(*p - *q);
+      if (r) {
+        out = TSValue::ofInt(*r);
+        out.scalarTensor = scalarTensor;
+        bind(n->output(), out);
+        return success();
+      }
+    }
     if (!x || !y) {
       // B / k with an exact result stays an integer size.
       if (op == "div" && a.kind == K::Int && c.kind == K::Int)

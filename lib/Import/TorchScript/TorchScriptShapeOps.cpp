@@ -603,9 +603,11 @@ static FailureOr<Value> repeatAxis(TSImporter &imp, TSImporter::Node *n,
     return imp.error(n, loc) << "repeat " << r.str() << " of dimension " << i
                              << " is not a positive size",
            failure();
-  if (!dims[i].isStatic())
+  // A batch-dependent dimension repeated a static number of times stays
+  // affine (Mixtral's tokens, each repeated top-k times).
+  if (!dims[i].isStatic() && !r.isStatic())
     return imp.error(n, loc) << "repeating the batch-dependent dimension "
-                             << i << " is not supported",
+                             << i << " a batch-dependent number of times",
            failure();
   int64_t at = interleave ? i + 1 : i;
   SmallVector<SymInt> spread(dims);

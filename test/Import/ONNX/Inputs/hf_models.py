@@ -123,6 +123,11 @@ MODELS = {
     "mobilevit": lambda: vision(T.MobileViTForImageClassification, T.MobileViTConfig(
         image_size=32, hidden_sizes=[16, 24, 32], neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 32],
         num_labels=10, **EAGER)),
+    "mixtral": lambda: text(T.MixtralForCausalLM, T.MixtralConfig(
+        vocab_size=V, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+        max_position_embeddings=64, output_router_logits=True,
+        experts_implementation="batched_mm", **EAGER)),
     "bloom": lambda: text(T.BloomForCausalLM, T.BloomConfig(
         vocab_size=V, hidden_size=32, n_layer=2, n_head=4, **EAGER)),
     "falcon": lambda: text(T.FalconForCausalLM, T.FalconConfig(
