@@ -293,22 +293,44 @@ LogicalResult TSImporter::hConvolution(Node *n, Location loc) {
                 attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
                 i64("groups", *groups)}));
   }
-  if (!full && lookup(n->input(4)).kind == K::Str)
-    return error(n, loc) << "string padding ('same'/'valid') is not "
-                            "supported; trace with integer padding";
-  auto stride = intListArg(n, 3, loc), pad = intListArg(n, 4, loc),
-       dil = intListArg(n, 5, loc);
+  auto stride = intListArg(n, 3, loc), dil = intListArg(n, 5, loc);
   auto groups = intArg(n, full ? 8 : 6, loc);
-  if (failed(stride) || failed(pad) || failed(dil) || failed(groups))
+  if (failed(stride) || failed(dil) || failed(groups))
     return failure();
+  SmallVector<int64_t> strides = window(*stride, sp, 1),
+                       dilations = window(*dil, sp, 1), pads;
+  if (!full && lookup(n->input(4)).kind == K::Str) {
+    // padding="valid" (none) / "same" (conv2d(padding="same"),
+    // aten::_convolution_mode): dilation * (k - 1) in all, the odd one at
+    // the end, as torch pads.
+    auto mode = strArg(n, 4, loc);
+    if (failed(mode))
+      return failure();
+    if (*mode != "same" && *mode != "valid")
+      return error(n, loc) << "padding '" << *mode
+                           << "' (expected 'same' or 'valid')";
+    SmallVector<SymInt> kernel = dimsOf(*w);
+    pads.assign(2 * sp, 0);
+    for (int64_t i = 0; *mode == "same" && i < sp; ++i) {
+      if (strides[i] != 1)
+        return error(n, loc) << "padding 'same' with stride " << strides[i]
+                             << " (torch allows it with stride 1 only)";
+      int64_t total = dilations[i] * (kernel[2 + i].constant - 1);
+      pads[i] = total / 2;
+      pads[sp + i] = total - total / 2;
+    }
+  } else {
+    auto pad = intListArg(n, 4, loc);
+    if (failed(pad))
+      return failure();
+    pads = twice(window(*pad, sp, 0));
+  }
   return bindResult(
-      n,
-      make<ConvOp>(
-          loc, operands,
-          {attr("strides", b().getDenseI64ArrayAttr(window(*stride, sp, 1))),
-           attr("pads", b().getDenseI64ArrayAttr(twice(window(*pad, sp, 0)))),
-           attr("dilations", b().getDenseI64ArrayAttr(window(*dil, sp, 1))),
-           i64("groups", *groups)}));
+      n, make<ConvOp>(loc, operands,
+                      {attr("strides", b().getDenseI64ArrayAttr(strides)),
+                       attr("pads", b().getDenseI64ArrayAttr(pads)),
+                       attr("dilations", b().getDenseI64ArrayAttr(dilations)),
+                       i64("groups", *groups)}));
 }
 
 LogicalResult TSImporter::hMaxPool(Node *n, Location loc) {
@@ -809,7 +831,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hVariance);
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
   reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);
-  reg({"aten::_convolution", "aten::convolution", "aten::conv1d",
+  reg({"aten::_convolution", "aten::convolution", "aten::_convolution_mode",
+       "aten::conv1d",
        "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d",
        "aten::conv_transpose2d", "aten::conv_transpose3d"},
       &TSImporter::hConvolution);

@@ -23,7 +23,8 @@ recurrent       TorchScript and ONNX: nn.LSTM (2 layers, bidirectional,
 layers          TorchScript (and ONNX without Dropout2d): convolutions with
                 reflect / replicate / circular padding, PReLU, F.unfold,
                 one_hot, remainder / fmod, Dropout2d, indexing with several
-                index tensors, linspace
+                index tensors, linspace, padding="same" with an even
+                kernel, a pooling window larger than its input (ceil_mode)
 moe             TorchScript and ONNX: a dense mixture of experts with top-2
                 gating (topk, scatter of the gate weights), sort / argsort
                 with gather, scatter_add
@@ -212,7 +213,8 @@ class Layers(nn.Module):
         self.c3 = nn.Conv2d(4, 4, 3, padding=2, dilation=2, padding_mode="circular")
         self.act = nn.PReLU(4)
         self.drop = nn.Dropout2d(0.0)
-        self.head = nn.Linear(16 * 16 + 5 + 3 + 12 + 32, C)
+        self.same = nn.Conv2d(4, 4, 4, padding="same")  # pads 1 before, 2 after
+        self.head = nn.Linear(16 * 16 + 5 + 3 + 12 + 32 + 8, C)
 
     def forward(self, x, labels):  # x [B, 3, 8, 8]
         h = self.act(self.c1(x))
@@ -233,7 +235,9 @@ class Layers(nn.Module):
         sep = h[b, :, ids]  # [B, 4, 8]
         feats = torch.cat([patches.flatten(1), F.one_hot(ids, 5).float(),
                            picked.mean((2, 3)) * torch.linspace(0.5, 1.5, 3),
-                           diag.flatten(1), sep.flatten(1)], 1)
+                           diag.flatten(1), sep.flatten(1),
+                           self.same(h).mean((2, 3)),
+                           F.avg_pool2d(h, 16, ceil_mode=True).flatten(1)], 1)  # window > input
         return F.cross_entropy(self.head(feats), labels)
 
 

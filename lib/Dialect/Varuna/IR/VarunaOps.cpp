@@ -784,9 +784,13 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx,
 static int64_t windowOut(int64_t in, int64_t k, int64_t stride, int64_t pb,
                          int64_t pe, int64_t dil, bool ceilMode) {
   int64_t span = in + pb + pe - dil * (k - 1) - 1;
-  if (span < 0)
+  // Rounded up, a window larger than the input still gives one output
+  // when it starts inside it (EfficientNet's AvgPool2d(1280, ceil_mode=True)
+  // on a 1x1 map), as in PyTorch.
+  int64_t num = ceilMode ? span + stride - 1 : span;
+  if (num < 0)
     return -1;
-  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  int64_t out = num / stride + 1;
   // PyTorch: the last window must start inside the input or left padding.
   if (ceilMode && (out - 1) * stride >= in + pb)
     --out;
