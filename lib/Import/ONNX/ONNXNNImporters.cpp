@@ -240,8 +240,15 @@ LogicalResult importBatchNorm(NodeContext &nc) {
                     "= 0) cannot be trained: export the model in training "
                     "mode (torch.onnx.export(..., training="
                     "torch.onnx.TrainingMode.TRAINING); varuna.export does)");
+  // Running statistics are the model's buffers (initializers) when it has
+  // them. Computed or constant ones (torch exports F.batch_norm(w, None,
+  // None, training=True) -- BiT's weight standardization -- with means of
+  // the input as input_mean / input_var and momentum 1) only feed running
+  // outputs nothing keeps: the op normalizes without them.
+  bool stats = nc.hasInput(3) && nc.hasInput(4) && nc.input(3).isParam() &&
+               nc.input(4).isParam();
   SmallVector<Value> in;
-  for (size_t i = 0; i < 5; ++i) {
+  for (size_t i = 0; i < (stats ? 5u : 3u); ++i) {
     auto v = nc.runtime(i);
     if (failed(v))
       return failure();
@@ -251,9 +258,10 @@ LogicalResult importBatchNorm(NodeContext &nc) {
   // ONNX: running = running * momentum + batch * (1 - momentum); the op
   // stores the weight of the new statistics (PyTorch's convention).
   double momentum = 1.0 - nc.floatAttr("momentum").value_or(0.9f);
+  Value none;
   return setResult(nc, nc.create<BatchNormOp>(
-                           in[0], in[1], in[2], in[3], in[4],
-                           nc.b().getF64FloatAttr(eps),
+                           in[0], in[1], in[2], stats ? in[3] : none,
+                           stats ? in[4] : none, nc.b().getF64FloatAttr(eps),
                            nc.b().getF64FloatAttr(momentum)));
 }
 

@@ -91,8 +91,12 @@ void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
     scope.push_back(graph);
   BatchNormOp first;
   int count = 0;
+  // Only those normalizing over the examples (not BiT's weight
+  // standardization, a batch norm of the weights).
   for (func::FuncOp f : scope)
     f.walk([&](BatchNormOp bn) {
+      if (!llvm::cast<VTensorType>(bn.getInput().getType()).isBatched())
+        return;
       first = first ? first : bn;
       ++count;
     });

@@ -128,6 +128,8 @@ MODELS = {
         num_key_value_heads=1, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
         max_position_embeddings=64, output_router_logits=True,
         experts_implementation="batched_mm", **EAGER)),
+    "bit": lambda: vision(T.BitForImageClassification, T.BitConfig(
+        embedding_size=32, hidden_sizes=[32, 64], depths=[1, 1], num_labels=10, num_groups=8)),
     "bloom": lambda: text(T.BloomForCausalLM, T.BloomConfig(
         vocab_size=V, hidden_size=32, n_layer=2, n_head=4, **EAGER)),
     "falcon": lambda: text(T.FalconForCausalLM, T.FalconConfig(
