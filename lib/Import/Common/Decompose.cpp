@@ -1053,11 +1053,18 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
   auto t = x.getType().cast<VTensorType>();
   int64_t rank = t.getRank();
   auto fail = [] { return FailureOr<std::pair<Value, Value>>(failure()); };
-  if (axis < 0 || axis >= rank || !t.getDim(axis).isStatic())
-    return emitError(loc) << "sorting along dimension " << axis << " of " << t
-                          << ": the dimension must exist and not depend on "
-                             "the batch size",
-           fail();
+  if (axis < 0 || axis >= rank || !t.getDim(axis).isStatic()) {
+    InFlightDiagnostic d = emitError(loc)
+                           << "sorting along dimension " << axis << " of " << t
+                           << ": the dimension must exist and not depend on "
+                              "the batch size";
+    if (axis >= 0 && axis < rank)
+      d << " (sorting across the examples, as a mixture of experts that "
+           "groups tokens by expert does, makes groups of data-dependent "
+           "size; compute each token's experts with static shapes instead, "
+           "e.g. transformers' experts_implementation=\"batched_mm\")";
+    return fail();
+  }
   int64_t n = t.getDim(axis).constant;
   Type et = t.getElementType();
   if (!et.isa<FloatType>())

@@ -26,6 +26,7 @@ viewwrite.pt    an in-place write through a reshape of a tensor read after
 perbatch.pt     divides something other than a sum by x.shape[0]
 channeldrop.pt  Dropout2d in training (whole channels dropped)
 longsort.pt     sorts 2000 elements (over the quadratic selection's limit)
+sortbatch.pt    sorts across the examples (an argsort of every token)
 packed.pt       a GRU over a packed sequence
 """
 import os
@@ -198,6 +199,12 @@ class LongSort(nn.Module):
         return F.cross_entropy(x.sort(-1).values[:, :4], y)
 
 
+class SortBatch(nn.Module):
+    def forward(self, x, y):
+        order = x.flatten().argsort()  # across the examples: [B*4]
+        return F.cross_entropy(x + order.reshape(x.shape).float(), y)
+
+
 class Packed(nn.Module):
     def __init__(self):
         super().__init__()
@@ -230,6 +237,7 @@ export(Aliased(), (x, y), os.path.join(out, "aliased.pt"), input_names=["x", "y"
 export(ViewWrite(), (x, y), os.path.join(out, "viewwrite.pt"), input_names=["x", "y"])
 export(PerBatch(), (x, y), os.path.join(out, "perbatch.pt"), input_names=["x", "y"])
 export(LongSort(), (torch.randn(2, 2000), y), os.path.join(out, "longsort.pt"), input_names=["x", "y"])
+export(SortBatch(), (torch.randn(2, 4), y), os.path.join(out, "sortbatch.pt"), input_names=["x", "y"])
 export(Packed(), (torch.randn(2, 3, 8), y), os.path.join(out, "packed.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
