@@ -697,14 +697,19 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
       (op == "neg" || op == "floor" || op == "ceil" || op == "round" ||
        op == "trunc" || op == "abs")) {
     TSValue out = s;
+    auto apply = [&](double x) {
+      if (op == "floor")
+        return std::floor(x);
+      if (op == "ceil")
+        return std::ceil(x);
+      if (op == "round") // half to even, as torch.round
+        return std::nearbyint(x);
+      if (op == "trunc")
+        return std::trunc(x);
+      return op == "abs" ? std::fabs(x) : -x;
+    };
     if (s.kind == K::Float) {
-      double (*f)(double) = op == "floor"   ? static_cast<double (*)(double)>(std::floor)
-                            : op == "ceil"  ? static_cast<double (*)(double)>(std::ceil)
-                            : op == "round" ? static_cast<double (*)(double)>(std::nearbyint)
-                            : op == "trunc" ? static_cast<double (*)(double)>(std::trunc)
-                            : op == "abs"   ? static_cast<double (*)(double)>(std::fabs)
-                                            : nullptr;
-      out.f = f ? f(s.f) : -s.f;
+      out.f = apply(s.f);
     } else if (op == "neg") {
       out.i = -s.i;
     } else if (op == "abs") {

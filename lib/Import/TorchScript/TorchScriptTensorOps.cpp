@@ -346,8 +346,8 @@ LogicalResult TSImporter::hArange(Node *n, Location loc) {
 /// linspace(start, end, steps, dtype, ...): a constant of `steps` values
 /// from start to end, computed as ATen's vectorized CPU kernel does (fused
 /// multiply-adds in the element type; the first half counted from start,
-/// the second from end), so that they are bit-identical. Static numbers
-/// only.
+/// the second from end), so that f32 and f64 values are bit-identical
+/// (other types are computed in f64). Static numbers only.
 LogicalResult TSImporter::hLinspace(Node *n, Location loc) {
   double bounds[2];
   for (unsigned i = 0; i < 2; ++i) {
