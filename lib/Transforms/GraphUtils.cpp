@@ -55,6 +55,11 @@ SmallVector<StringRef> varuna::getReadParams(func::FuncOp func) {
   return SmallVector<StringRef>(names.begin(), names.end());
 }
 
+bool varuna::isBatched(Value v) {
+  auto t = llvm::dyn_cast<VTensorType>(v.getType());
+  return t && t.isBatched();
+}
+
 std::optional<double> varuna::splatFloatConstant(Value v) {
   auto c = v.getDefiningOp<ConstantOp>();
   if (!c)

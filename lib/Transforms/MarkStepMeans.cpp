@@ -20,11 +20,6 @@ using namespace varuna;
 
 namespace {
 
-bool batched(Value v) {
-  auto t = llvm::dyn_cast<VTensorType>(v.getType());
-  return t && t.isBatched();
-}
-
 /// Whether everything computed from `mean` has no batch dimension and ends
 /// only in the graph's loss results (`lossResults`), which it reaches.
 bool onlyFeedsLoss(ReduceOp mean, const llvm::DenseSet<unsigned> &lossResults) {
@@ -46,7 +41,7 @@ bool onlyFeedsLoss(ReduceOp mean, const llvm::DenseSet<unsigned> &lossResults) {
       if (!seen.insert(user).second)
         continue;
       for (Value r : user->getResults()) {
-        if (!llvm::isa<VTensorType>(r.getType()) || batched(r))
+        if (!llvm::isa<VTensorType>(r.getType()) || isBatched(r))
           return false;
         work.push_back(r);
       }
@@ -78,8 +73,8 @@ struct MarkStepMeans
     if (lossResults.empty())
       return;
     graph.walk([&](ReduceOp r) {
-      if (r.getKind() == ReduceKind::mean && batched(r.getInput()) &&
-          !batched(r.getResult()) && onlyFeedsLoss(r, lossResults))
+      if (r.getKind() == ReduceKind::mean && isBatched(r.getInput()) &&
+          !isBatched(r.getResult()) && onlyFeedsLoss(r, lossResults))
         r.setStepMean(true);
     });
   }

@@ -24,6 +24,9 @@ getSections(mlir::ModuleOp module, bool required = false);
 /// Names of the trainable parameters a function reads, in first-use order.
 llvm::SmallVector<llvm::StringRef> getReadParams(mlir::func::FuncOp func);
 
+/// Whether `v` is a varuna tensor with the batch dimension.
+bool isBatched(mlir::Value v);
+
 /// The value of a scalar (or splat) floating-point varuna.constant.
 std::optional<double> splatFloatConstant(mlir::Value v);
 

@@ -257,10 +257,6 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
   bool countable = LabelCounter::create(job).has_value();
   bool normalizes = false;
   llvm::DenseMap<Value, bool> fromInputs;
-  auto batched = [](Value v) {
-    auto t = llvm::dyn_cast<VTensorType>(v.getType());
-    return t && t.isBatched();
-  };
   // What a value without a batch dimension is, as a function of the
   // examples: Const (none of them), Sum (linear in sums over them: sums,
   // their sums and differences, scaled by constants), Ratio (a Sum divided
@@ -275,13 +271,13 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
       return it->second;
     Operation *op = v.getDefiningOp();
     Kind k = Other;
-    if (batched(v))
+    if (isBatched(v))
       k = Other;
     else if (!op)
       k = Const;
     else if (llvm::isa<CutPointOp>(op)) // passes each operand on
       k = kind(op->getOperand(llvm::cast<OpResult>(v).getResultNumber()));
-    else if (llvm::any_of(op->getOperands(), batched)) {
+    else if (llvm::any_of(op->getOperands(), isBatched)) {
       // Reduces the batch dimension away.
       if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
         k = ce.getReduction() == LossReduction::sum    ? Sum
