@@ -232,5 +232,11 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
       << (job.partitions.empty() ? 0 : job.partitions.back().stages)
       << "\n  report:   " << report << "\n  manifest: " << manifest << "\n"
       << stagesLine;
+  if (!job.unreadParams.empty())
+    log << "note: " << job.unreadParams.size()
+        << " trainable parameter(s) the loss never reads, e.g. '"
+        << job.unreadParams.front()
+        << "': training leaves them as they are (as PyTorch does: their "
+           "gradient is None); checkpoints and --dump-params keep them\n";
   return success();
 }

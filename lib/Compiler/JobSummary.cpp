@@ -3,6 +3,7 @@
 #include "JobSummary.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
 #include "varuna/Transforms/GraphUtils.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include <set>
@@ -20,12 +21,16 @@ static std::string typeName(Type t) {
 JobSummary JobSummary::read(ModuleOp module, StringRef model) {
   JobSummary job;
   job.model = model.str();
+  llvm::StringSet<> read;
+  module.walk([&](GetParamOp get) { read.insert(get.getName()); });
   for (ParamOp p : module.getOps<ParamOp>()) {
     if (p.getFrozen()) {
       ++job.frozenParams;
       continue;
     }
     ++job.trainableParams;
+    if (!read.contains(p.getSymName()))
+      job.unreadParams.push_back(p.getSymName().str());
     job.trainableBytes += p.getTensorType().getSizeInBytes().constant;
   }
   if (auto graph = getTrainingGraph(module); succeeded(graph)) {
@@ -173,6 +178,7 @@ std::string varuna::renderManifest(const JobSummary &job,
               {"input_specs", std::move(inputSpecs)},
               {"trainable_parameters", job.trainableParams},
               {"trainable_parameter_bytes", job.trainableBytes},
+              {"unread_parameters", strs(job.unreadParams)},
               {"cut_points", std::move(cuts)},
               {"sections", std::move(sections)},
               {"ties", std::move(ties)},
@@ -216,6 +222,9 @@ std::string varuna::renderReport(const JobSummary &job,
   }
   os << " loss `" << job.loss << "`; " << job.trainableParams
      << " trainable parameters (" << bytesStr(job.trainableBytes) << ")";
+  if (!job.unreadParams.empty())
+    os << ", " << job.unreadParams.size()
+       << " of them never read by the loss (kept as they are)";
   if (job.frozenParams)
     os << ", " << job.frozenParams << " frozen buffers";
   os << ". Training: " << stringifyOptimizer(config.optimizer.type) << ", "

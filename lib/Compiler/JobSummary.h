@@ -48,6 +48,8 @@ struct JobSummary {
   std::string model, graph, loss;
   std::vector<Input> inputs;
   int64_t trainableParams = 0, trainableBytes = 0, frozenParams = 0;
+  /// Trainable parameters no function reads (kept as they are).
+  std::vector<std::string> unreadParams;
   std::vector<int64_t> repeatedBlock; // start, period, count (may be empty)
   std::vector<CutPoint> cutPoints;
   std::vector<Section> sections;

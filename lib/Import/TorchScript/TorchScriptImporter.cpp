@@ -394,6 +394,7 @@ LogicalResult TSImporter::collectParams() {
     auto [k, inserted] = byKey.insert({key, name});
     canonicalByPath[name] = k->second;
     if (inserted) {
+      paramOrder.push_back(name);
       ParamInfo info;
       info.name = name;
       info.tensor = it->second;
@@ -484,24 +485,25 @@ FailureOr<Value> TSImporter::readParam(StringRef name, Location loc) {
   if (it == paramsByName.end())
     return emitError(loc) << "unknown parameter '" << name << "'", failure();
   ParamInfo &p = it->second;
-  if (!p.declared) {
-    Location ploc = nodeLocation(ctx, path, p.name, 0);
-    auto elt = elementTypeOf(ctx, p.tensor.scalar_type());
-    if (failed(elt))
-      return emitError(ploc) << "parameter '" << p.name
-                             << "' has unsupported dtype "
-                             << c10::toString(p.tensor.scalar_type()),
-             failure();
-    SmallVector<int64_t> shape(p.tensor.sizes().begin(),
-                               p.tensor.sizes().end());
-    auto type = VTensorType::get(ctx, shape, -1, *elt);
-    auto data = dataFor(p, ploc);
-    if (failed(data) ||
-        failed(gb.addParam(p.name, type, *data, p.frozen, ploc)))
-      return failure();
-    p.declared = true;
-  }
+  if (!p.declared && failed(declareParam(p)))
+    return failure();
   return gb.getParam(p.name, loc);
+}
+
+LogicalResult TSImporter::declareParam(ParamInfo &p) {
+  Location ploc = nodeLocation(ctx, path, p.name, 0);
+  auto elt = elementTypeOf(ctx, p.tensor.scalar_type());
+  if (failed(elt))
+    return emitError(ploc) << "parameter '" << p.name
+                           << "' has unsupported dtype "
+                           << c10::toString(p.tensor.scalar_type());
+  SmallVector<int64_t> shape(p.tensor.sizes().begin(), p.tensor.sizes().end());
+  auto type = VTensorType::get(ctx, shape, -1, *elt);
+  auto data = dataFor(p, ploc);
+  if (failed(data) || failed(gb.addParam(p.name, type, *data, p.frozen, ploc)))
+    return failure();
+  p.declared = true;
+  return success();
 }
 
 /// Converts a constant IValue (an attribute that is not a tensor).
@@ -753,6 +755,17 @@ LogicalResult TSImporter::finish() {
       v = *p;
     }
     results.push_back({i == 0 ? lossName : "output" + std::to_string(i), v});
+  }
+  // Parameters the traced forward never read (a pooler the loss does not
+  // use) are still the model's: declared, so that checkpoints and
+  // --dump-params hold every entry of its state_dict that is a parameter.
+  // Training leaves them as they are, as PyTorch does (gradient None).
+  // Unread buffers are not declared (BatchNorm's num_batches_tracked, whose
+  // count the graph does not keep; PyTorch's load_state_dict fills it in).
+  for (const std::string &name : paramOrder) {
+    ParamInfo &p = paramsByName[name];
+    if (!p.frozen && !p.declared && failed(declareParam(p)))
+      return failure();
   }
   int lossIndex = -1;
   if (!results.empty()) {

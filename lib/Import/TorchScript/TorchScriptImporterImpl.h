@@ -123,6 +123,8 @@ private:
                                             mlir::Location loc);
   mlir::FailureOr<mlir::Value> readParam(llvm::StringRef name,
                                          mlir::Location loc);
+  /// Adds p's varuna.param (once; readParam calls it on first read).
+  mlir::LogicalResult declareParam(ParamInfo &p);
   mlir::FailureOr<DataAttr> dataFor(const ParamInfo &p, mlir::Location loc);
 
 public:
@@ -315,8 +317,10 @@ private:
 
   // parameters: canonical names by tensor identity, paths to canonical names
   std::map<std::string, ParamInfo> paramsByName;
-  llvm::StringMap<std::string> canonicalByPath;
+  /// The canonical names of paramsByName in module order (parameters, then
+  /// buffers; varuna.json's names first).
   std::vector<std::string> paramOrder;
+  llvm::StringMap<std::string> canonicalByPath;
   std::unique_ptr<llvm::MemoryBuffer> fileBytes;
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   std::set<std::string> claimedRecords;

@@ -242,12 +242,37 @@ ATenEvaluator::stateBuffers(
   return out;
 }
 
+/// Names of the parameters some function of `module` reads.
+static llvm::StringSet<> readParamNames(ModuleOp module) {
+  llvm::StringSet<> read;
+  module.walk([&](GetParamOp get) { read.insert(get.getName()); });
+  return read;
+}
+
+FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+ATenEvaluator::unreadParams() {
+  llvm::StringSet<> read = readParamNames(module);
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (ParamOp p : module.getOps<ParamOp>()) {
+    if (p.getFrozen() || read.contains(p.getSymName()))
+      continue;
+    try {
+      out.emplace_back(p.getSymName().str(), loadParam(p));
+    } catch (const std::exception &e) {
+      return p.emitError() << e.what(), failure();
+    }
+  }
+  return out;
+}
+
 FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
 ATenEvaluator::trainableParams(
     const std::function<bool(llvm::StringRef)> &wanted) {
+  llvm::StringSet<> read = readParamNames(module);
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (ParamOp p : module.getOps<ParamOp>()) {
-    if (p.getFrozen() || (wanted && !wanted(p.getSymName())))
+    if (p.getFrozen() || !read.contains(p.getSymName()) ||
+        (wanted && !wanted(p.getSymName())))
       continue;
     try {
       at::Tensor t = loadParam(p);

@@ -70,6 +70,9 @@ public:
   std::vector<at::Tensor> paramLeaves;
   std::set<std::string> notOwned;       // ties this stage does not count
   NamedTensors buffers; // batch_norm running statistics of this stage
+  /// The stage holding section 0: parameters no section reads, kept as they
+  /// are for its checkpoint file and --dump-params (unreadParams()).
+  NamedTensors unread;
   bool additive = false; // lossesAddUp(lossAggregation(job))
   /// Normalized losses whose mean cross_entropies run on this stage: what
   /// counts their labels, and the step's counts (LossNormalization.h).
@@ -207,6 +210,12 @@ LogicalResult Rank::setUp() {
   if (failed(written))
     return failure();
   buffers = std::move(*written);
+  if (firstSection == 0) {
+    auto kept = evaluator.unreadParams();
+    if (failed(kept))
+      return failure();
+    unread = std::move(*kept);
+  }
   LossAggregation aggregation = lossAggregation(job);
   additive = lossesAddUp(aggregation);
   if (aggregation == LossAggregation::Normalized) {
@@ -253,6 +262,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
   if (replica == 0) {
     NamedTensors mine = named();
     mine.insert(mine.end(), buffers.begin(), buffers.end());
+    mine.insert(mine.end(), unread.begin(), unread.end());
     rt::OptimizerState state = optimizer.state();
     for (int k = firstSection; k < endSection; ++k) {
       rt::CheckpointFile f;
@@ -888,7 +898,9 @@ LogicalResult varuna::trainPipeline(
           transport.rank() == 0 ? llvm::errs() : llvm::nulls();
       if (auto ckpt = latestCheckpoint(options.checkpointDir, log)) {
         NamedTensors mine = rank.named();
-        first = restoreFrom(*ckpt, rank.home, mine, rank.buffers, *optimizer,
+        NamedTensors kept = rank.buffers; // copies share the tensors
+        kept.insert(kept.end(), rank.unread.begin(), rank.unread.end());
+        first = restoreFrom(*ckpt, rank.home, mine, kept, *optimizer,
                             evaluator->getGenerator(), /*strict=*/false,
                             rank.scaler ? &*rank.scaler : nullptr);
         log << "varuna-run: resumed from " << ckpt->path << " (step " << first
@@ -946,6 +958,9 @@ LogicalResult varuna::trainPipeline(
         if (!rank.notOwned.count(n))
           rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
                        tensorToNpy(t.detach().contiguous()));
+      for (auto &[n, t] : rank.unread)
+        rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
+                     tensorToNpy(t.contiguous()));
     } catch (const std::exception &e) {
       return jobError(job, "stage ") << stage << ": cannot dump parameters: "
                                      << e.what();

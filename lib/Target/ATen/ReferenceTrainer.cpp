@@ -429,6 +429,9 @@ LogicalResult varuna::trainReference(
   auto buffers = evaluator->stateBuffers();
   if (failed(buffers))
     return failure();
+  auto unread = evaluator->unreadParams(); // kept for checkpoints, dumps
+  if (failed(unread))
+    return failure();
   warnMicroBatchSemantics(job, options, &data);
 
   std::vector<at::Tensor> leaves;
@@ -454,8 +457,10 @@ LogicalResult varuna::trainReference(
       std::optional<rt::CheckpointInfo> ckpt =
           latestCheckpoint(options.checkpointDir, llvm::errs());
       if (ckpt) {
+        NamedTensors kept = *buffers; // copies share the tensors
+        kept.insert(kept.end(), unread->begin(), unread->end());
         first = restoreFrom(*ckpt, checkpointHomes(evaluator->getSections()),
-                            *params, *buffers, *optimizer,
+                            *params, kept, *optimizer,
                             evaluator->getGenerator(),
                             /*strict=*/true, scaler ? &*scaler : nullptr);
         llvm::errs() << "varuna-run: resumed from " << ckpt->path << " (step "
@@ -560,6 +565,7 @@ LogicalResult varuna::trainReference(
       if (options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) {
         NamedTensors state = *params;
         state.insert(state.end(), buffers->begin(), buffers->end());
+        state.insert(state.end(), unread->begin(), unread->end());
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
                                          step + 1, state, *optimizer,
                                          scaler ? &*scaler : nullptr);
@@ -580,9 +586,10 @@ LogicalResult varuna::trainReference(
   }
   if (!options.dumpParamsDir.empty()) {
     try {
-      for (auto &[n, t] : *params)
-        rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
-                     tensorToNpy(t.detach().contiguous()));
+      for (auto *list : {&*params, &*unread})
+        for (auto &[n, t] : *list)
+          rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
+                       tensorToNpy(t.detach().contiguous()));
     } catch (const std::exception &e) {
       return jobError(job, "cannot dump parameters: ") << e.what();
     }

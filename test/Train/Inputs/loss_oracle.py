@@ -21,7 +21,9 @@ mean losses): a micro-batch of them has no label to average over.
 --padding-idx k: the tied embedding is nn.Embedding(padding_idx=k), whose
 lookup passes no gradient to row k (the output projection still does);
 --format torchscript writes OUTDIR/model.pt instead. --freeze: block 0's
-first linear layer does not require grad (stays as it is).
+first linear layer does not require grad (stays as it is). --unused: the
+model also has a pooler the loss never reads (PyTorch: its gradient stays
+None, so SGD never changes it; ONNX export drops it, TorchScript keeps it).
 --label-smoothing s: the mean loss smooths its labels (TorchScript only:
 the ONNX exporter refuses it)."""
 import argparse
@@ -47,6 +49,8 @@ ap.add_argument("--padding-idx", type=int, default=None,
 ap.add_argument("--label-smoothing", type=float, default=0.0)
 ap.add_argument("--freeze", action="store_true",
                 help="block 0's first linear layer does not require grad")
+ap.add_argument("--unused", action="store_true",
+                help="a pooler (nn.Linear) the loss never reads")
 ap.add_argument("--format", default="onnx", choices=["onnx", "torchscript"],
                 help="OUTDIR/model.onnx or OUTDIR/model.pt")
 args = ap.parse_args()
@@ -70,6 +74,8 @@ class Model(nn.Module):
         self.blocks = nn.ModuleList(Block() for _ in range(4))
         self.head = nn.Linear(DIM, VOCAB, bias=False)
         self.head.weight = self.emb.weight
+        if args.unused:  # created last: the other parameters stay the same
+            self.pooler = nn.Linear(DIM, DIM)
 
     def forward(self, ids, labels):
         h = self.emb(ids)

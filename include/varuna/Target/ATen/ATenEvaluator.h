@@ -154,13 +154,23 @@ public:
   /// in the cache, as training would).
   mlir::FailureOr<std::vector<at::Tensor>> run(llvm::ArrayRef<at::Tensor> inputs);
 
-  /// Every trainable (not frozen) parameter -- or those `wanted` accepts --
-  /// loaded and marked requires_grad, in module order: the leaves training
-  /// updates. Graph evaluation reads these same tensors. A pipeline stage
-  /// asks only for its own, so no rank loads the whole model.
+  /// Every trainable (not frozen) parameter that some function of the
+  /// module reads -- or those `wanted` accepts -- loaded and marked
+  /// requires_grad, in module order: the leaves training updates. Graph
+  /// evaluation reads these same tensors. A pipeline stage asks only for its
+  /// own, so no rank loads the whole model.
   mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
   trainableParams(
       const std::function<bool(llvm::StringRef)> &wanted = nullptr);
+
+  /// The trainable parameters no function reads (a model's pooler that the
+  /// loss never uses; the TorchScript importer keeps them), loaded, in
+  /// module order, without requires_grad. PyTorch never changes them either
+  /// (their gradient stays None: no step, no weight decay); trainers keep
+  /// them only so that checkpoints (section 0) and --dump-params hold every
+  /// parameter of the model.
+  mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+  unreadParams();
 
   /// The frozen parameters training writes -- the running statistics of
   /// every batch_norm -- or those `wanted` accepts, loaded, in module order:
