@@ -179,6 +179,16 @@ public:
   /// division, floats through floor.
   mlir::FailureOr<mlir::Value> remainder(mlir::Value a, mlir::Value b,
                                          bool floorMod);
+  /// A cross-entropy / negative log-likelihood with class weights
+  /// (torch's `weight=`, ONNX's third input): w = weight[labels] (0 where
+  /// labels == ignoreIndex), per element w * the unweighted loss (x and
+  /// labels as `cross_entropy` takes them); summed for `sum`, and for `mean`
+  /// that sum over the sum of w -- PyTorch's weighted mean, a ratio whose
+  /// micro-batches training adds up exactly (docs/varuna-run.md).
+  mlir::FailureOr<mlir::Value>
+  weightedCrossEntropy(mlir::Value x, mlir::Value labels, mlir::Value weight,
+                       LossReduction reduction,
+                       std::optional<int64_t> ignoreIndex, bool logInput);
   /// x where x > 0, else slope * x (PReLU; slope broadcasts against x).
   mlir::FailureOr<mlir::Value> prelu(mlir::Value x, mlir::Value slope);
   /// The k largest (or smallest) values of floating-point `x` along static

@@ -501,8 +501,6 @@ LogicalResult importLoss(NodeContext &nc) {
   bool nll = nc.node.op_type() == "NegativeLogLikelihoodLoss";
   if (!nll && failed(rejectUsedOutput(nc, 1, "log_prob")))
     return failure();
-  if (nc.hasInput(2))
-    return nc.error("class weights are not supported");
   auto x = nc.runtime(0), y = nc.runtime(1);
   if (failed(x) || failed(y))
     return failure();
@@ -517,6 +515,15 @@ LogicalResult importLoss(NodeContext &nc) {
   IntegerAttr ignore;
   if (auto i = nc.intAttr("ignore_index"))
     ignore = nc.b().getI64IntegerAttr(*i);
+  if (nc.hasInput(2)) { // class weights
+    auto w = nc.runtime(2);
+    if (failed(w))
+      return failure();
+    return setResult(nc, Decomposer(nc.b(), nc.loc)
+                             .weightedCrossEntropy(
+                                 *x, *y, *w, *reduction, nc.intAttr("ignore_index"),
+                                 nll));
+  }
   return setResult(nc, nc.create<CrossEntropyOp>(
                            *x, *y,
                            LossReductionAttr::get(nc.ctx(), *reduction), ignore,

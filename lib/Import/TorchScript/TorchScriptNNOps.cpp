@@ -600,8 +600,6 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
   auto red = imp.intArg(n, 3, loc), ignore = imp.intArg(n, 4, loc);
   if (failed(x) || failed(y) || failed(red) || failed(ignore))
     return failure();
-  if (!imp.isNoneArg(n, 2))
-    return imp.error(n, loc) << "class weights are not supported";
   double smoothing = 0.0;
   if (!logInput) {
     auto s = imp.optArg(n, 5, loc, &TSImporter::floatArg, 0.0);
@@ -625,6 +623,17 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
     break;
   default:
     return imp.error(n, loc) << "unknown reduction " << *red;
+  }
+  if (!imp.isNoneArg(n, 2)) {
+    if (smoothing != 0.0)
+      return imp.error(n, loc)
+             << "class weights together with label_smoothing are not "
+                "supported (either one alone is)";
+    auto w = imp.tensorArg(n, 2, loc);
+    if (failed(w))
+      return failure();
+    return imp.bindResult(n, Decomposer(imp.b(), loc).weightedCrossEntropy(
+                                 *x, *y, *w, reduction, *ignore, logInput));
   }
   MLIRContext *ctx = imp.ctx;
   SmallVector<NamedAttribute> attrs{

@@ -15,20 +15,33 @@ using namespace varuna;
 /// Whether `v` is computed from the graph's inputs and constants alone (no
 /// parameter, no random numbers), so that its value for the whole step can
 /// be computed before the step runs.
-static bool fromInputsAlone(Value v, llvm::DenseMap<Value, bool> &memo) {
+/// A frozen parameter no batch_norm updates: a constant of the model (a
+/// loss's class weights).
+static bool isConstantParam(GetParamOp get) {
+  auto p = SymbolTable::lookupNearestSymbolFrom<ParamOp>(get, get.getNameAttr());
+  return p && p.getFrozen() &&
+         llvm::none_of(get->getUsers(),
+                       [](Operation *u) { return llvm::isa<BatchNormOp>(u); });
+}
+
+static bool fromInputsAlone(Value v, llvm::DenseMap<Value, bool> &memo,
+                            bool constantParams = false) {
   auto it = memo.find(v);
   if (it != memo.end())
     return it->second;
   Operation *op = v.getDefiningOp();
   bool ok = true;
-  if (op) {
-    if (llvm::isa<ParamOp, GetParamOp, SharedParamOp, DropoutOp, RandomOp,
+  if (auto get = llvm::dyn_cast_or_null<GetParamOp>(op))
+    ok = constantParams && isConstantParam(get);
+  else if (op) {
+    if (llvm::isa<ParamOp, SharedParamOp, DropoutOp, RandomOp,
                   GlobalReduceOp>(op) ||
         op->getNumRegions() != 0)
       ok = false;
     else
-      ok = llvm::all_of(op->getOperands(),
-                        [&](Value o) { return fromInputsAlone(o, memo); });
+      ok = llvm::all_of(op->getOperands(), [&](Value o) {
+        return fromInputsAlone(o, memo, constantParams);
+      });
   }
   memo[v] = ok;
   return ok;
@@ -67,13 +80,16 @@ static bool sameMean(Operation *a, Operation *b) {
 }
 
 std::optional<InputSlice> InputSlice::create(func::FuncOp graph,
-                                             ArrayRef<Value> roots) {
+                                             ArrayRef<Value> roots,
+                                             ParamLoader params) {
   llvm::DenseMap<Value, bool> memo;
   for (Value v : roots)
-    if (v.getParentRegion() != &graph.getBody() || !fromInputsAlone(v, memo))
+    if (v.getParentRegion() != &graph.getBody() ||
+        !fromInputsAlone(v, memo, /*constantParams=*/bool(params)))
       return std::nullopt;
   InputSlice slice;
   slice.graph = graph;
+  slice.params = std::move(params);
   slice.roots.assign(roots.begin(), roots.end());
   llvm::DenseSet<Operation *> needed;
   SmallVector<Value> work(roots.begin(), roots.end());
@@ -113,6 +129,8 @@ InputSlice::evaluate(const llvm::StringMap<at::Tensor> &byName,
   }
   ATenOpContext ctx;
   ctx.batch = batch;
+  if (params)
+    ctx.getParam = params;
   auto valueOf = [&](Operation *user, Value v) {
     auto it = values.find(v);
     if (it != values.end())
@@ -314,7 +332,8 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
         Value d = op->getOperand(1);
         if (in[1] == Const)
           k = in[0];
-        else if (in[0] == Sum && fromInputsAlone(d, fromInputs)) {
+        else if (in[0] == Sum &&
+                 fromInputsAlone(d, fromInputs, /*constantParams=*/true)) {
           k = Ratio;
           result.divisor = d;
         } else
@@ -365,12 +384,13 @@ Value varuna::lossSplitsInexactly(ModuleOp job) {
   return analyzeLoss(job).inexact;
 }
 
-std::optional<LossDivisor> LossDivisor::create(ModuleOp job) {
+std::optional<LossDivisor>
+LossDivisor::create(ModuleOp job, InputSlice::ParamLoader params) {
   LossAnalysis a = analyzeLoss(job);
   if (a.aggregation != LossAggregation::Ratio)
     return std::nullopt;
-  std::optional<InputSlice> slice =
-      InputSlice::create(findTrainingGraph(job), {a.divisor});
+  std::optional<InputSlice> slice = InputSlice::create(
+      findTrainingGraph(job), {a.divisor}, std::move(params));
   if (!slice)
     return std::nullopt;
   return LossDivisor(std::move(*slice));

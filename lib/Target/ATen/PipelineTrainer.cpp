@@ -224,7 +224,8 @@ LogicalResult Rank::setUp() {
       labelCounter.reset();
   }
   if (aggregation == LossAggregation::Ratio && isLast())
-    lossDivisor = LossDivisor::create(job);
+    lossDivisor = LossDivisor::create(
+        job, [this](ParamOp p) { return evaluator.loadParam(p); });
 
   // Groups, created in the same order on every rank.
   for (int st = 0; st < P(); ++st) {

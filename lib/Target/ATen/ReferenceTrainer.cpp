@@ -478,7 +478,8 @@ LogicalResult varuna::trainReference(
     counter = LabelCounter::create(job);
   StepLabels labels;
   labels.counter = counter ? &*counter : nullptr;
-  std::optional<LossDivisor> divisor = LossDivisor::create(job);
+  std::optional<LossDivisor> divisor = LossDivisor::create(
+      job, [&](ParamOp p) { return evaluator->loadParam(p); });
   std::vector<std::string> inputNames = evaluator->getInputNames();
   labels.sections = static_cast<int>(evaluator->getSections().size());
   rt::Trace trace(!options.tracePath.empty());

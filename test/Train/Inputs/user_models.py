@@ -47,6 +47,13 @@ moe_balance     moe_lm plus Switch Transformer's load-balancing loss (a
                 adds up to it; varuna-run warns)
 mixed_reductions  a cross-entropy mean plus a KL divergence summed over the
                 examples
+weighted_ce     TorchScript and ONNX: nn.CrossEntropyLoss with class weights
+                (a buffer) over the tokens not ignored: PyTorch's weighted
+                mean, sum(w[y] * loss) / sum(w[y]), a ratio whose divisor
+                comes from the labels and the weights
+weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
+                probabilities and a weighted sum: two weighted means added
+                (inexact under micro-batching, warned)
 """
 import torch
 import torch.nn as nn
@@ -316,6 +323,37 @@ def moe_lm():
 def moe_balance():
     ids = torch.randint(0, VOCAB, (2, S))
     return MoELM(balance=True), (ids, ids.clone())
+
+
+class WeightedCE(nn.Module):
+    def __init__(self, more=False):
+        super().__init__()
+        self.more = more
+        self.embed = nn.Embedding(VOCAB, D)
+        self.body = nn.Sequential(nn.Linear(D, D), nn.GELU(), nn.Linear(D, VOCAB))
+        self.crit = nn.CrossEntropyLoss(weight=torch.rand(VOCAB) + 0.1)
+        self.register_buffer("w2", torch.rand(VOCAB) * 2)
+
+    def forward(self, input_ids, labels):
+        logits = self.body(self.embed(input_ids))  # [B, S, V]
+        targets = labels.masked_fill(labels % 5 == 0, -100)
+        loss = self.crit(logits.flatten(0, 1), targets.flatten())
+        if self.more:
+            loss = (loss + F.nll_loss(F.log_softmax(logits, -1).transpose(1, 2), targets,
+                                      weight=self.w2)
+                    + 1e-3 * F.cross_entropy(logits.flatten(0, 1), labels.flatten(),
+                                             weight=self.w2, reduction="sum"))
+        return loss
+
+
+def weighted_ce():
+    ids = torch.randint(0, VOCAB, (2, S))
+    return WeightedCE(), (ids, ids.clone())
+
+
+def weighted_losses():
+    ids = torch.randint(0, VOCAB, (2, S))
+    return WeightedCE(more=True), (ids, ids.clone())
 
 
 class Math(nn.Module):

@@ -195,6 +195,9 @@ public:
   /// The generator dropout and random ops draw from (its state can be saved
   /// and restored so a recomputed forward draws the same numbers).
   at::Generator &getGenerator() { return generator; }
+  /// The parameter's tensor: read from its #varuna.data on first use, then
+  /// the cached one. Throws ATenEvalError (naming it) when it cannot be read.
+  at::Tensor loadParam(ParamOp param);
 
 private:
   ATenEvaluator(mlir::ModuleOp module, mlir::func::FuncOp graph,
@@ -206,7 +209,6 @@ private:
   mlir::FailureOr<std::vector<at::Tensor>>
   runFunctionBody(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> args,
                   ATenOpContext &ctx);
-  at::Tensor loadParam(ParamOp param);
   mlir::FailureOr<std::vector<at::Tensor>>
   runCompiled(unsigned k, mlir::func::FuncOp func,
               llvm::ArrayRef<at::Tensor> args, ATenOpContext &ctx);

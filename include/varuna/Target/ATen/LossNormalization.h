@@ -50,6 +50,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,9 +81,14 @@ inline bool lossesAddUp(LossAggregation a) {
 /// running the model.
 class InputSlice {
 public:
-  /// nullopt when some root depends on something else.
+  /// Loads a frozen parameter (ATenEvaluator::loadParam).
+  using ParamLoader = std::function<at::Tensor(ParamOp)>;
+  /// nullopt when some root depends on something else. With `params`, the
+  /// slice may also read frozen parameters that no batch_norm updates (a
+  /// loss's class weights), loaded by it.
   static std::optional<InputSlice> create(mlir::func::FuncOp graph,
-                                          llvm::ArrayRef<mlir::Value> roots);
+                                          llvm::ArrayRef<mlir::Value> roots,
+                                          ParamLoader params = nullptr);
   /// The roots' values for `inputs` (graph input name -> rows; `batch`
   /// rows each). Throws std::runtime_error (naming the op or the missing
   /// input) when evaluation fails.
@@ -103,6 +109,7 @@ private:
   std::vector<mlir::Operation *> ops; ///< in program order
   std::vector<std::string> inputs;   ///< name of each graph input
   std::vector<bool> reads;           ///< per graph input: read by `ops`
+  ParamLoader params;
 };
 
 /// A loss that is a sum over the examples divided by a count taken from the
@@ -116,7 +123,11 @@ public:
   /// nullopt unless lossAggregation(job) is Ratio. A micro-batch whose
   /// divisor is 0 (every label ignored) cannot be weighted (its loss is
   /// 0/0): the trainers stop with zeroDivisorMessage.
-  static std::optional<LossDivisor> create(mlir::ModuleOp job);
+  /// `params` loads the frozen parameters the count reads (the class
+  /// weights of a weighted mean cross-entropy: its count is the sum of the
+  /// weights of the labels).
+  static std::optional<LossDivisor> create(mlir::ModuleOp job,
+                                           InputSlice::ParamLoader params);
   /// The divisor's value for one micro-batch's inputs.
   double evaluate(const llvm::StringMap<at::Tensor> &inputs,
                   int64_t batch) const;
