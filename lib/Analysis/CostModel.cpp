@@ -14,6 +14,8 @@ VTensorType typeOf(Value v) { return v.getType().cast<VTensorType>(); }
 /// FLOPs per element of an elementwise function.
 int64_t unaryFlops(UnaryKind kind) {
   switch (kind) {
+  case UnaryKind::stop_gradient:
+    return 0;
   case UnaryKind::neg:
   case UnaryKind::abs:
   case UnaryKind::relu:
@@ -72,7 +74,8 @@ FailureOr<OpCost> varuna::getOpCost(Operation *op) {
       .Case<DropoutOp>([&](auto) { perElement(2, 1); })
       .Case<UnaryOp>([&](UnaryOp u) {
         int64_t k = unaryFlops(u.getKind());
-        perElement(k, k + 1);
+        // stop_gradient has no backward.
+        perElement(k, u.getKind() == UnaryKind::stop_gradient ? 0 : k + 1);
       })
       .Case<SoftmaxOp>([&](auto) { perElement(5, 4); })
       .Case<LayerNormOp, BatchNormOp>([&](auto) { perElement(8, 12); })

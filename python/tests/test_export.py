@@ -532,6 +532,34 @@ def test_batch_size_one_warns(tmp_path):
         varuna.export(Pair(), (x, y), tmp_path / "p.onnx")
 
 
+class Detaching(torch.nn.Module):
+    """A distillation-style loss: the target is a detached second head."""
+
+    def __init__(self, detach_input_only=False):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+        self.detach_input_only = detach_input_only
+
+    def forward(self, x, y):
+        if self.detach_input_only:  # the input needs no gradient: harmless
+            x = x.detach()
+            return torch.nn.functional.mse_loss(self.a(x), self.b(x))
+        return torch.nn.functional.mse_loss(self.a(x), self.b(x).detach())
+
+
+def test_onnx_export_warns_about_detach(tmp_path):
+    x, y = torch.randn(2, 4), torch.randn(2, 3)
+    with pytest.warns(UserWarning, match=r"detaches a value that needs gradients \(1 time\(s\), "
+                      r"first at .*test_export.py:\d+\): torch's ONNX exporter drops detach"):
+        varuna.export(Detaching(), (x, y), tmp_path / "d.onnx", input_names=["x", "y"])
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # neither of these warns
+        varuna.export(Detaching(detach_input_only=True), (x, y), tmp_path / "i.onnx",
+                      input_names=["x", "y"])
+        varuna.export(Detaching(), (x, y), tmp_path / "d.pt", input_names=["x", "y"])
+
+
 # ---------------------------------------------------------------------------
 # testmodels CLI
 # ---------------------------------------------------------------------------

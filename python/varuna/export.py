@@ -142,6 +142,41 @@ def _check_batch(inputs, names, batch_dim) -> int:
     return b
 
 
+class _DetachWatch(torch.overrides.TorchFunctionMode):
+    """Records where the forward detaches a tensor that needs a gradient
+    (torch's ONNX exporter drops detach: the file would train differently)."""
+
+    def __init__(self):
+        super().__init__()
+        self.sites = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if (func in (torch.Tensor.detach, torch.detach, torch.Tensor.detach_) and args
+                and isinstance(args[0], torch.Tensor) and args[0].requires_grad):
+            import traceback
+            frames = [f for f in traceback.extract_stack()[:-1]
+                      if os.sep + "torch" + os.sep not in f.filename
+                      and os.path.abspath(f.filename) != os.path.abspath(__file__)]
+            self.sites.append(f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?")
+        return func(*args, **(kwargs or {}))
+
+
+def _warn_onnx_detach(model, inputs) -> None:
+    """Warns when the forward detaches values that need gradients: the legacy
+    ONNX exporter emits nothing for detach, so Varuna would train the file
+    with gradients where PyTorch stops them. TorchScript keeps it."""
+    watch = _DetachWatch()
+    with _preserved_state(model, True), torch.enable_grad(), watch:
+        model(*inputs)
+    if watch.sites:
+        warnings.warn(
+            f"the model detaches a value that needs gradients ({len(watch.sites)} time(s), "
+            f"first at {watch.sites[0]}): torch's ONNX exporter drops detach, so training "
+            "the ONNX file would send gradients where PyTorch stops them; export to "
+            "TorchScript (a .pt path or format='torchscript'), which keeps it",
+            stacklevel=3)
+
+
 def _check_loss(out) -> None:
     loss = out[0] if isinstance(out, (tuple, list)) and len(out) > 0 else out
     if not isinstance(loss, torch.Tensor):
@@ -492,6 +527,7 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     del out
 
     if fmt == "onnx":
+        _warn_onnx_detach(model, inputs)
         _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name, opset=opset,
                      batch_dim=batch_dim, external_data=external_data)
     else:

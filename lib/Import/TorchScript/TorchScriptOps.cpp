@@ -763,6 +763,18 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
   return bindResult(n, unary(*kind, v, loc));
 }
 
+/// detach(x): `unary stop_gradient` for floating-point tensors (no gradient
+/// flows back through it: distillation targets, straight-through
+/// estimators, stop-gradient branches); other values pass through.
+LogicalResult TSImporter::hDetach(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  if (!isFloatType(tensorType(*x).getElementType()))
+    return bindResult(n, *x);
+  return bindResult(n, unary(UnaryKind::stop_gradient, *x, loc));
+}
+
 LogicalResult TSImporter::hGelu(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
@@ -898,7 +910,8 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
        "aten::arctan", "aten::arcsin", "aten::arccos"},
       &TSImporter::hUnary);
   reg({"aten::gelu"}, &TSImporter::hGelu);
-  reg({"aten::contiguous", "aten::clone", "aten::detach", "aten::alias",
+  reg({"aten::detach"}, &TSImporter::hDetach);
+  reg({"aten::contiguous", "aten::clone", "aten::alias",
        "aten::lift_fresh", "aten::lift_fresh_copy"},
       &TSImporter::hPassThrough);
   reg({"aten::dropout", "aten::feature_dropout", "aten::alpha_dropout",

@@ -51,6 +51,11 @@ weighted_ce     TorchScript and ONNX: nn.CrossEntropyLoss with class weights
                 (a buffer) over the tokens not ignored: PyTorch's weighted
                 mean, sum(w[y] * loss) / sum(w[y]), a ratio whose divisor
                 comes from the labels and the weights
+stop_gradient   TorchScript: .detach() where it changes the gradients -- a
+                straight-through rounding (x + (round(x) - x).detach()), a
+                distillation target from a second head, Gaussian NLL against
+                a detached target (ONNX: torch's exporter drops detach;
+                varuna.export warns)
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities and a weighted sum: two weighted means added
                 (inexact under micro-batching, warned)
@@ -323,6 +328,27 @@ def moe_lm():
 def moe_balance():
     ids = torch.randint(0, VOCAB, (2, S))
     return MoELM(balance=True), (ids, ids.clone())
+
+
+class StopGradient(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(4 * S, D), nn.Tanh())
+        self.student = nn.Linear(D, C)
+        self.teacher = nn.Linear(D, C)
+
+    def forward(self, x, labels):
+        h = self.enc(x.flatten(1))
+        q = h + (torch.round(h * 4) / 4 - h).detach()  # straight-through
+        z, t = self.student(q), self.teacher(h)
+        distill = F.kl_div(F.log_softmax(z, -1), F.softmax(t.detach(), -1),
+                           reduction="batchmean")
+        return (F.cross_entropy(t, labels) + distill
+                + F.gaussian_nll_loss(z[:, :5], z[:, 5:].detach(), torch.ones_like(z[:, :5])))
+
+
+def stop_gradient():
+    return StopGradient(), _example()[::2]
 
 
 class WeightedCE(nn.Module):

@@ -245,6 +245,8 @@ LogicalResult UnaryOp::verify() {
     if (!elt.isInteger(1))
       return emitOpError("'not' takes i1, got ") << elt;
     return success();
+  case UnaryKind::stop_gradient:
+    return success();
   default:
     if (!isFloat(elt))
       return emitOpError("'") << stringifyUnaryKind(getKind())

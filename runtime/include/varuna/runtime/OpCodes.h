@@ -24,14 +24,15 @@ inline constexpr const char *kElemTypeNames[] = {
 enum class Unary : int {
   neg, exp, log, sqrt, rsqrt, reciprocal, tanh, erf, sigmoid, relu, gelu,
   gelu_tanh, abs, logical_not, sin, cos, silu, softplus, floor, ceil,
-  tan, atan, asin, acos, sinh, cosh, sign, round, trunc, expm1, log1p
+  tan, atan, asin, acos, sinh, cosh, sign, round, trunc, expm1, log1p,
+  stop_gradient
 };
 inline constexpr const char *kUnaryNames[] = {
     "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
     "erf", "sigmoid", "relu", "gelu", "gelu_tanh", "abs", "logical_not",
     "sin", "cos", "silu", "softplus", "floor", "ceil", "tan", "atan",
     "asin", "acos", "sinh", "cosh", "sign", "round", "trunc", "expm1",
-    "log1p"};
+    "log1p", "stop_gradient"};
 
 enum class Binary : int { add, sub, mul, div, pow, maximum, minimum, logical_and, logical_or };
 inline constexpr const char *kBinaryNames[] = {

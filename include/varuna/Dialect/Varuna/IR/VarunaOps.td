@@ -251,7 +251,7 @@ def Varuna_UnaryKind : I64EnumAttr<"UnaryKind", "elementwise function", [
     I64EnumAttrCase<"sinh", 24>, I64EnumAttrCase<"cosh", 25>,
     I64EnumAttrCase<"sign", 26>, I64EnumAttrCase<"round", 27>,
     I64EnumAttrCase<"trunc", 28>, I64EnumAttrCase<"expm1", 29>,
-    I64EnumAttrCase<"log1p", 30>]> {
+    I64EnumAttrCase<"log1p", 30>, I64EnumAttrCase<"stop_gradient", 31>]> {
   let cppNamespace = "::varuna";
 }
 
@@ -260,9 +260,11 @@ def Varuna_UnaryOp : Varuna_InferOp<"unary", [SameOperandsAndResultType]> {
   let description = [{
     `%y = varuna.unary gelu_tanh, %x : !varuna.tensor<[B, 16, 128], f32>`.
     `gelu` is the erf form, `gelu_tanh` the tanh approximation, `not` takes
-    i1; the others take floats (`neg` and `abs` also integers). Estimated
-    FLOPs per element: 1 for neg/abs/relu/not/floor/ceil, 8 for the
-    transcendental ones, 14 for gelu/gelu_tanh/silu/softplus.
+    i1; `stop_gradient` (torch's `detach`) is the value itself, through
+    which no gradient flows back, and takes any element type; the others
+    take floats (`neg` and `abs` also integers). Estimated FLOPs per
+    element: 0 for stop_gradient, 1 for neg/abs/relu/not/floor/ceil, 8 for
+    the transcendental ones, 14 for gelu/gelu_tanh/silu/softplus.
   }];
   let arguments = (ins Varuna_UnaryKind:$kind, AnyVTensor:$input);
   let results = (outs AnyVTensor:$result);
