@@ -535,16 +535,23 @@ def test_batch_size_one_warns(tmp_path):
 class Detaching(torch.nn.Module):
     """A distillation-style loss: the target is a detached second head."""
 
-    def __init__(self, detach_input_only=False):
+    def __init__(self, detach_input_only=False, how="detach"):
         super().__init__()
         self.a, self.b = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
-        self.detach_input_only = detach_input_only
+        self.detach_input_only, self.how = detach_input_only, how
 
     def forward(self, x, y):
         if self.detach_input_only:  # the input needs no gradient: harmless
             x = x.detach()
             return torch.nn.functional.mse_loss(self.a(x), self.b(x))
-        return torch.nn.functional.mse_loss(self.a(x), self.b(x).detach())
+        if self.how == "no_grad":
+            with torch.no_grad():
+                t = self.b(x)
+        elif self.how == "data":
+            t = self.b(x).data
+        else:
+            t = self.b(x).detach()
+        return torch.nn.functional.mse_loss(self.a(x), t)
 
 
 def test_onnx_export_warns_about_detach(tmp_path):
@@ -558,6 +565,20 @@ def test_onnx_export_warns_about_detach(tmp_path):
         varuna.export(Detaching(detach_input_only=True), (x, y), tmp_path / "i.onnx",
                       input_names=["x", "y"])
         varuna.export(Detaching(), (x, y), tmp_path / "d.pt", input_names=["x", "y"])
+
+
+@pytest.mark.parametrize("suffix", ["pt", "onnx"])
+def test_export_warns_about_lost_gradient_cuts(tmp_path, suffix):
+    # Neither format keeps torch.no_grad() or .data: the trace records the
+    # first as ordinary ops and the second as a constant.
+    x, y = torch.randn(2, 4), torch.randn(2, 3)
+    with pytest.warns(UserWarning, match=r"computes under torch.no_grad\(\) from values that "
+                      r"need gradients \(first at .*test_export.py:\d+\)"):
+        varuna.export(Detaching(how="no_grad"), (x, y), tmp_path / f"n.{suffix}",
+                      input_names=["x", "y"])
+    with pytest.warns(UserWarning, match=r"reads .data of a value that needs gradients"):
+        varuna.export(Detaching(how="data"), (x, y), tmp_path / f"d.{suffix}",
+                      input_names=["x", "y"])
 
 
 # ---------------------------------------------------------------------------

@@ -142,39 +142,62 @@ def _check_batch(inputs, names, batch_dim) -> int:
     return b
 
 
-class _DetachWatch(torch.overrides.TorchFunctionMode):
-    """Records where the forward detaches a tensor that needs a gradient
-    (torch's ONNX exporter drops detach: the file would train differently)."""
+class _GradientWatch(torch.overrides.TorchFunctionMode):
+    """Records where the forward cuts gradients in a way an exported graph
+    does not keep: ``detach()`` of a value that needs gradients (torch's ONNX
+    exporter drops it; TorchScript keeps it), computing under
+    ``torch.no_grad()`` from such values, and reading their ``.data`` (the
+    tracer keeps neither: the first is recorded as ordinary ops, the second
+    as a constant)."""
 
     def __init__(self):
         super().__init__()
-        self.sites = []
+        self.detach, self.no_grad, self.data = [], [], []
+
+    @staticmethod
+    def _site():
+        import traceback
+        frames = [f for f in traceback.extract_stack()[:-2]
+                  if os.sep + "torch" + os.sep not in f.filename
+                  and os.path.abspath(f.filename) != os.path.abspath(__file__)]
+        return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if (func in (torch.Tensor.detach, torch.detach, torch.Tensor.detach_) and args
-                and isinstance(args[0], torch.Tensor) and args[0].requires_grad):
-            import traceback
-            frames = [f for f in traceback.extract_stack()[:-1]
-                      if os.sep + "torch" + os.sep not in f.filename
-                      and os.path.abspath(f.filename) != os.path.abspath(__file__)]
-            self.sites.append(f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?")
-        return func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        tensors = [a for a in list(args) + list(kwargs.values())
+                   if isinstance(a, torch.Tensor)]
+        needs_grad = any(t.requires_grad for t in tensors)
+        if needs_grad:
+            if func in (torch.Tensor.detach, torch.detach, torch.Tensor.detach_):
+                self.detach.append(self._site())
+            elif func == torch.Tensor.data.__get__:
+                self.data.append(self._site())
+            elif not torch.is_grad_enabled():
+                self.no_grad.append(self._site())
+        return func(*args, **kwargs)
 
 
-def _warn_onnx_detach(model, inputs) -> None:
-    """Warns when the forward detaches values that need gradients: the legacy
-    ONNX exporter emits nothing for detach, so Varuna would train the file
-    with gradients where PyTorch stops them. TorchScript keeps it."""
-    watch = _DetachWatch()
-    with _preserved_state(model, True), torch.enable_grad(), watch:
-        model(*inputs)
-    if watch.sites:
-        warnings.warn(
-            f"the model detaches a value that needs gradients ({len(watch.sites)} time(s), "
-            f"first at {watch.sites[0]}): torch's ONNX exporter drops detach, so training "
-            "the ONNX file would send gradients where PyTorch stops them; export to "
-            "TorchScript (a .pt path or format='torchscript'), which keeps it",
-            stacklevel=3)
+def _gradient_cut_warnings(watch, fmt):
+    """What an export in `fmt` would lose (see _GradientWatch)."""
+    out = []
+    if watch.no_grad:
+        out.append(
+            f"the forward computes under torch.no_grad() from values that need gradients "
+            f"(first at {watch.no_grad[0]}): the exported graph does not keep no_grad, so "
+            "training it would send gradients (and parameter updates) where PyTorch does "
+            "not; apply .detach() to the result instead")
+    if watch.data:
+        out.append(
+            f"the forward reads .data of a value that needs gradients (first at "
+            f"{watch.data[0]}): the tracer records it as a constant of the example batch; "
+            "use .detach() instead")
+    if watch.detach and fmt == "onnx":
+        out.append(
+            f"the model detaches a value that needs gradients ({len(watch.detach)} "
+            f"time(s), first at {watch.detach[0]}): torch's ONNX exporter drops detach, so "
+            "training the ONNX file would send gradients where PyTorch stops them; export "
+            "to TorchScript (a .pt path or format='torchscript'), which keeps it")
+    return out
 
 
 def _check_loss(out) -> None:
@@ -498,7 +521,10 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
       loss_name: name of the loss output.
 
     Returns the path written. Raises ``ValueError`` for invalid arguments or a
-    forward that does not return a scalar floating-point loss.
+    forward that does not return a scalar floating-point loss. Warns when the
+    forward cuts gradients in a way the file cannot keep: ``torch.no_grad()``
+    or ``.data`` on values that need gradients (either format), ``detach()``
+    of such values (ONNX only: TorchScript keeps it as a stop-gradient).
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -520,14 +546,17 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     if fmt == "onnx" and (not isinstance(opset, int) or isinstance(opset, bool)):
         raise ValueError(f"opset must be an int, got {opset!r}")
 
-    with _preserved_state(model, True):
-        with torch.no_grad():
-            out = model(*inputs)
+    # One forward, with gradients (to see where it cuts them), to check the
+    # loss and what the export would lose.
+    watch = _GradientWatch()
+    with _preserved_state(model, True), torch.enable_grad(), watch:
+        out = model(*inputs)
     _check_loss(out)
     del out
+    for message in _gradient_cut_warnings(watch, fmt):
+        warnings.warn(message, stacklevel=2)
 
     if fmt == "onnx":
-        _warn_onnx_detach(model, inputs)
         _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name, opset=opset,
                      batch_dim=batch_dim, external_data=external_data)
     else:
