@@ -189,6 +189,14 @@ public:
   weightedCrossEntropy(mlir::Value x, mlir::Value labels, mlir::Value weight,
                        LossReduction reduction,
                        std::optional<int64_t> ignoreIndex, bool logInput);
+  /// A cross-entropy against class probabilities (torch's floating-point
+  /// targets: mixup, distillation): per element -sum_c w_c t_c
+  /// log_softmax(x)_c over the class axis 1, t smoothed to t (1 - s) + s / C
+  /// first; `mean` averages over the examples and positions (weights or
+  /// not, as PyTorch does), `sum` sums. `weight` may be null.
+  mlir::FailureOr<mlir::Value>
+  softTargetCrossEntropy(mlir::Value x, mlir::Value target, mlir::Value weight,
+                         LossReduction reduction, double smoothing);
   /// x where x > 0, else slope * x (PReLU; slope broadcasts against x).
   mlir::FailureOr<mlir::Value> prelu(mlir::Value x, mlir::Value slope);
   /// The k largest (or smallest) values of floating-point `x` along static

@@ -1060,6 +1060,64 @@ Decomposer::weightedCrossEntropy(Value x, Value labels, Value weight,
   return make<DivOp>({*total, *count});
 }
 
+FailureOr<Value> Decomposer::softTargetCrossEntropy(Value x, Value target,
+                                                    Value weight,
+                                                    LossReduction reduction,
+                                                    double smoothing) {
+  auto xt = x.getType().cast<VTensorType>();
+  auto tt = target.getType().cast<VTensorType>();
+  if (xt.getRank() < 2 || xt.getDims() != tt.getDims() ||
+      !xt.getDim(1).isStatic())
+    return emitError(loc) << "a cross-entropy against probabilities needs "
+                             "logits [N, C, ...] with a static C and targets "
+                             "of the same shape, got "
+                          << x.getType() << " and " << target.getType(),
+           failure();
+  int64_t classes = xt.getDim(1).constant;
+  Value t = target;
+  if (elementTypeOf(t) != elementTypeOf(x)) {
+    t = b.create<CastOp>(loc, tt.withElementType(elementTypeOf(x)), t);
+  }
+  if (smoothing != 0.0) {
+    auto kept = times(t, 1.0 - smoothing);
+    if (failed(kept))
+      return failure();
+    auto spread = plus(*kept, smoothing / double(classes));
+    if (failed(spread))
+      return failure();
+    t = *spread;
+  }
+  if (weight) { // [C] -> [C, 1, ...] against axis 1
+    SmallVector<SymInt> dims(xt.getRank() - 1, SymInt(1));
+    dims[0] = SymInt(classes);
+    auto w = reshape(weight, dims);
+    if (failed(w))
+      return failure();
+    auto wt = make<MulOp>({t, *w});
+    if (failed(wt))
+      return failure();
+    t = *wt;
+  }
+  auto logp = make<SoftmaxOp>({x}, {b.getNamedAttr("axis", b.getI64IntegerAttr(1)),
+                                    b.getNamedAttr("log", b.getUnitAttr())});
+  if (failed(logp))
+    return failure();
+  auto prod = make<MulOp>({t, *logp});
+  if (failed(prod))
+    return failure();
+  auto perElement = reduce(ReduceKind::sum, *prod, {1}, /*keepdim=*/false);
+  if (failed(perElement))
+    return failure();
+  auto loss = unary(UnaryKind::neg, *perElement);
+  if (failed(loss) || reduction == LossReduction::none)
+    return loss;
+  int64_t rank = xt.getRank() - 1;
+  return reduce(reduction == LossReduction::mean ? ReduceKind::mean
+                                                 : ReduceKind::sum,
+                *loss, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+                /*keepdim=*/false);
+}
+
 FailureOr<Value> Decomposer::remainder(Value a, Value bv, bool floorMod) {
   Type et = elementTypeOf(a);
   if (et != elementTypeOf(bv))

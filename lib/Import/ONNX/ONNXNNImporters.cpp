@@ -515,6 +515,21 @@ LogicalResult importLoss(NodeContext &nc) {
   IntegerAttr ignore;
   if (auto i = nc.intAttr("ignore_index"))
     ignore = nc.b().getI64IntegerAttr(*i);
+  // Floating-point labels: class probabilities. Outside the ONNX spec, which
+  // wants integer labels, but what torch exports for
+  // F.cross_entropy(logits, probabilities).
+  if (!nll && typeOf(*y).getElementType().isa<FloatType>()) {
+    Value w;
+    if (nc.hasInput(2)) {
+      auto wv = nc.runtime(2);
+      if (failed(wv))
+        return failure();
+      w = *wv;
+    }
+    return setResult(nc, Decomposer(nc.b(), nc.loc)
+                             .softTargetCrossEntropy(*x, *y, w, *reduction,
+                                                     /*smoothing=*/0.0));
+  }
   if (nc.hasInput(2)) { // class weights
     auto w = nc.runtime(2);
     if (failed(w))

@@ -624,6 +624,18 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
   default:
     return imp.error(n, loc) << "unknown reduction " << *red;
   }
+  if (!logInput && isFloatType(tensorType(*y).getElementType())) {
+    // Class probabilities as targets.
+    Value w;
+    if (!imp.isNoneArg(n, 2)) {
+      auto wv = imp.tensorArg(n, 2, loc);
+      if (failed(wv))
+        return failure();
+      w = *wv;
+    }
+    return imp.bindResult(n, Decomposer(imp.b(), loc).softTargetCrossEntropy(
+                                 *x, *y, w, reduction, smoothing));
+  }
   if (!imp.isNoneArg(n, 2)) {
     if (smoothing != 0.0)
       return imp.error(n, loc)

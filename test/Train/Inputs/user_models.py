@@ -56,6 +56,10 @@ stop_gradient   TorchScript: .detach() where it changes the gradients -- a
                 distillation target from a second head, Gaussian NLL against
                 a detached target (ONNX: torch's exporter drops detach;
                 varuna.export warns)
+soft_targets    TorchScript (soft_targets_onnx: ONNX): cross-entropy against
+                class probabilities (mixup / distillation labels from the
+                data), with class weights and label smoothing (TorchScript),
+                next to one against class indices
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities and a weighted sum: two weighted means added
                 (inexact under micro-batching, warned)
@@ -349,6 +353,31 @@ class StopGradient(nn.Module):
 
 def stop_gradient():
     return StopGradient(), _example()[::2]
+
+
+class SoftTargets(nn.Module):
+    def __init__(self, onnx=False):
+        super().__init__()
+        self.onnx = onnx
+        self.body = nn.Sequential(nn.Linear(4 * S, D), nn.Tanh(), nn.Linear(D, C))
+        self.register_buffer("w", torch.rand(C) + 0.5)
+
+    def forward(self, x, targets, labels):
+        z = self.body(x.flatten(1))
+        probs = F.softmax(targets * 2, -1)
+        loss = F.cross_entropy(z, probs) + F.cross_entropy(z, labels)
+        if not self.onnx:
+            loss = loss + F.cross_entropy(z, probs, weight=self.w, label_smoothing=0.1,
+                                          reduction="sum") / 8
+        return loss
+
+
+def soft_targets():
+    return SoftTargets(), _example()
+
+
+def soft_targets_onnx():
+    return SoftTargets(onnx=True), _example()
 
 
 class WeightedCE(nn.Module):
