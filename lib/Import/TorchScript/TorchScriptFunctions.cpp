@@ -205,7 +205,9 @@ LogicalResult TSImporter::hInstanceNorm(Node *n, Location loc) {
 }
 
 /// Elementwise losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss,
-/// binary_cross_entropy(_with_logits), kl_div, each followed by the
+/// binary_cross_entropy(_with_logits), kl_div, soft_margin_loss,
+/// margin_ranking_loss, hinge_embedding_loss, cosine_embedding_loss (per
+/// row of its last dimension), poisson_nll_loss, each followed by the
 /// reduction torch's enum names (0 none, 1 mean, 2 sum).
 LogicalResult TSImporter::hElementwiseLoss(Node *n, Location loc) {
   std::string op = opName(n);
@@ -309,6 +311,121 @@ LogicalResult TSImporter::hElementwiseLoss(Node *n, Location loc) {
       auto l = failed(safe) ? safe : un(UnaryKind::log, *safe);
       auto dd = failed(l) ? l : make<SubOp>(loc, {*l, *x});
       per = failed(dd) ? dd : make<MulOp>(loc, {target, *dd});
+    }
+  } else if (op == "soft_margin_loss") { // (x, y, reduction)
+    // log(1 + exp(-y x))
+    auto yx = make<MulOp>(loc, {target, *x});
+    auto neg = failed(yx) ? yx : un(UnaryKind::neg, *yx);
+    per = failed(neg) ? neg : un(UnaryKind::softplus, *neg);
+  } else if (op == "margin_ranking_loss" || op == "hinge_embedding_loss" ||
+             op == "cosine_embedding_loss") {
+    // margin_ranking (x1, x2, y, margin, reduction): max(0, -y (x1 - x2) +
+    // margin). hinge_embedding (x, y, margin, reduction): x where y != -1,
+    // plus max(0, margin - x) where y != 1. cosine_embedding (x1, x2, y,
+    // margin, reduction): with c the cosine of x1 and x2 along the last
+    // dimension (squared norms + 1e-12), 1 - c where y == 1, max(0, c -
+    // margin) where y == -1.
+    bool hinge = op == "hinge_embedding_loss";
+    unsigned labelIdx = hinge ? 1 : 2, marginIdx = hinge ? 2 : 3;
+    reductionIdx = marginIdx + 1;
+    auto label = tensorArg(n, labelIdx, loc);
+    auto margin = floatArg(n, marginIdx, loc);
+    if (failed(label) || failed(margin))
+      return failure();
+    Value yv = cast(*label, et, loc);
+    auto relu = [&](FailureOr<Value> v) {
+      return failed(v) ? v : un(UnaryKind::relu, *v);
+    };
+    auto where = [&](ComparePredicate p, double value, FailureOr<Value> then)
+        -> FailureOr<Value> {
+      auto m = make<CompareOp>(
+          loc, {yv, c(value)},
+          {attr("predicate", ComparePredicateAttr::get(ctx, p))});
+      if (failed(m) || failed(then))
+        return failure();
+      return make<WhereOp>(loc, {*m, *then, c(0.0)});
+    };
+    if (op == "margin_ranking_loss") {
+      auto yd = make<MulOp>(loc, {yv, *diff});
+      auto m = failed(yd) ? yd : make<SubOp>(loc, {c(*margin), *yd});
+      per = relu(m);
+    } else if (hinge) {
+      auto self = where(ComparePredicate::ne, -1.0, *x);
+      auto gap = relu(make<SubOp>(loc, {c(*margin), *x}));
+      auto other = where(ComparePredicate::ne, 1.0, gap);
+      if (failed(self) || failed(other))
+        return failure();
+      per = make<AddOp>(loc, {*self, *other});
+    } else {
+      int64_t last = tensorType(*x).getRank() - 1;
+      auto sumLast = [&](Value a, Value bb) -> FailureOr<Value> {
+        auto p = make<MulOp>(loc, {a, bb});
+        return failed(p) ? p : reduce(ReduceKind::sum, *p, {last}, false, loc);
+      };
+      auto dot = sumLast(*x, target);
+      auto n1 = sumLast(*x, *x), n2 = sumLast(target, target);
+      if (failed(dot) || failed(n1) || failed(n2))
+        return failure();
+      auto m1 = make<AddOp>(loc, {*n1, c(1e-12)});
+      auto m2 = make<AddOp>(loc, {*n2, c(1e-12)});
+      auto mm = failed(m1) || failed(m2) ? FailureOr<Value>(failure())
+                                         : make<MulOp>(loc, {*m1, *m2});
+      auto den = failed(mm) ? mm : un(UnaryKind::sqrt, *mm);
+      auto cos = failed(den) ? den : make<DivOp>(loc, {*dot, *den});
+      if (failed(cos))
+        return failure();
+      auto pos = where(ComparePredicate::eq, 1.0,
+                       make<SubOp>(loc, {c(1.0), *cos}));
+      auto neg = where(ComparePredicate::eq, -1.0,
+                       relu(make<SubOp>(loc, {*cos, c(*margin)})));
+      if (failed(pos) || failed(neg))
+        return failure();
+      per = make<AddOp>(loc, {*pos, *neg});
+    }
+  } else if (op == "poisson_nll_loss") {
+    // (input, target, log_input, full, eps, reduction): exp(x) - y x, or
+    // x - y log(x + eps); `full` adds Stirling's y log y - y +
+    // 0.5 log(2 pi y) where y > 1.
+    auto logInput = boolArg(n, 2, loc);
+    auto full = boolArg(n, 3, loc);
+    auto eps = floatArg(n, 4, loc);
+    if (failed(logInput) || failed(full) || failed(eps))
+      return failure();
+    reductionIdx = 5;
+    if (*logInput) {
+      auto e = un(UnaryKind::exp, *x);
+      auto yx = make<MulOp>(loc, {target, *x});
+      if (failed(e) || failed(yx))
+        return failure();
+      per = make<SubOp>(loc, {*e, *yx});
+    } else {
+      auto shifted = make<AddOp>(loc, {*x, c(*eps)});
+      auto l = failed(shifted) ? shifted : un(UnaryKind::log, *shifted);
+      auto yl = failed(l) ? l : make<MulOp>(loc, {target, *l});
+      per = failed(yl) ? yl : make<SubOp>(loc, {*x, *yl});
+    }
+    if (succeeded(per) && *full) {
+      // Stirling's term (no gradient reaches the target here either):
+      // evaluated at max(y, 1) and kept where y > 1.
+      auto safe = make<MaximumOp>(loc, {target, c(1.0)});
+      if (failed(safe))
+        return failure();
+      auto ly = un(UnaryKind::log, *safe);
+      auto ylogy = failed(ly) ? ly : make<MulOp>(loc, {*safe, *ly});
+      auto a = failed(ylogy) ? ylogy : make<SubOp>(loc, {*ylogy, *safe});
+      auto twoPi = make<MulOp>(loc, {*safe, c(2.0 * M_PI)});
+      auto l2 = failed(twoPi) ? twoPi : un(UnaryKind::log, *twoPi);
+      auto half = failed(l2) ? l2 : make<MulOp>(loc, {*l2, c(0.5)});
+      auto st = failed(a) || failed(half) ? FailureOr<Value>(failure())
+                                          : make<AddOp>(loc, {*a, *half});
+      auto gt = make<CompareOp>(
+          loc, {target, c(1.0)},
+          {attr("predicate",
+                ComparePredicateAttr::get(ctx, ComparePredicate::gt))});
+      if (failed(st) || failed(gt))
+        return failure();
+      auto kept = make<WhereOp>(loc, {*gt, *st, c(0.0)});
+      per = failed(kept) ? kept : make<AddOp>(loc, {*per, *kept});
     }
   } else {
     return error(n, loc) << "internal: no loss " << op;

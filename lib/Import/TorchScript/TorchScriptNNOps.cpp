@@ -817,7 +817,10 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::glu"}, &TSImporter::hGlu);
   reg({"aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss",
        "aten::huber_loss", "aten::binary_cross_entropy",
-       "aten::binary_cross_entropy_with_logits", "aten::kl_div"},
+       "aten::binary_cross_entropy_with_logits", "aten::kl_div",
+       "aten::soft_margin_loss", "aten::margin_ranking_loss",
+       "aten::hinge_embedding_loss", "aten::cosine_embedding_loss",
+       "aten::poisson_nll_loss"},
       &TSImporter::hElementwiseLoss);
   reg({"aten::cosine_similarity"}, &TSImporter::hCosineSimilarity);
   reg({"aten::lstm", "aten::gru", "aten::rnn_tanh", "aten::rnn_relu"},

@@ -742,9 +742,31 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
     auto beta = floatArg(n, 1, loc), threshold = floatArg(n, 2, loc);
     if (failed(beta) || failed(threshold))
       return failure();
-    if (*beta != 1.0 || *threshold != 20.0)
-      return error(n, loc) << "softplus with beta != 1 or threshold != 20 is "
-                              "not supported";
+    if (*beta <= 0.0)
+      return error(n, loc) << "softplus with beta " << *beta
+                           << " (must be positive)";
+    if (*beta != 1.0 || *threshold != 20.0) {
+      // where(beta x > threshold, x, softplus(beta x) / beta); the unary's
+      // own switch to x at beta x > 20 differs from log1p(exp(beta x)) by
+      // less than e^-20 where the threshold is above 20.
+      if (!isFloatType(elt))
+        v = cast(v, b().getF32Type(), loc);
+      Type et = tensorType(v).getElementType();
+      Decomposer d(b(), loc);
+      auto bx = make<MulOp>(loc, {v, d.scalar(*beta, et)});
+      auto sp = failed(bx) ? bx : unary(UnaryKind::softplus, *bx, loc);
+      auto scaled = failed(sp) ? sp
+                               : make<MulOp>(loc, {*sp, d.scalar(1.0 / *beta, et)});
+      auto above = failed(bx) ? bx
+                              : make<CompareOp>(
+                                    loc, {*bx, d.scalar(*threshold, et)},
+                                    {attr("predicate",
+                                          ComparePredicateAttr::get(
+                                              ctx, ComparePredicate::gt))});
+      if (failed(scaled) || failed(above))
+        return failure();
+      return bindResult(n, make<WhereOp>(loc, {*above, v, *scaled}));
+    }
   }
   // torch's aliases.
   op = llvm::StringSwitch<std::string>(op)

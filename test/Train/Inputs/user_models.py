@@ -60,6 +60,9 @@ soft_targets    TorchScript (soft_targets_onnx: ONNX): cross-entropy against
                 class probabilities (mixup / distillation labels from the
                 data), with class weights and label smoothing (TorchScript),
                 next to one against class indices
+margins         TorchScript: soft_margin, margin_ranking, hinge_embedding,
+                cosine_embedding and poisson_nll losses (log input, and
+                full with Stirling's term), softplus with beta / threshold
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities and a weighted sum: two weighted means added
                 (inexact under micro-batching, warned)
@@ -378,6 +381,30 @@ def soft_targets():
 
 def soft_targets_onnx():
     return SoftTargets(onnx=True), _example()
+
+
+class Margins(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4 * S, D), nn.Tanh(), nn.Linear(D, C))
+
+    def forward(self, x, targets, labels):
+        z = self.body(x.flatten(1))
+        a, b = z[:, :5], z[:, 5:]
+        y = ((labels % 2) * 2 - 1).float()  # +-1 per example
+        ys = y.unsqueeze(1).expand_as(a)
+        rate = F.softplus(targets[:, :5], beta=2.0, threshold=1.0)  # > 0
+        return (F.soft_margin_loss(a, ys)
+                + F.margin_ranking_loss(a[:, 0], b[:, 0], y, margin=0.1)
+                + F.hinge_embedding_loss(a, ys, margin=0.5)
+                + F.cosine_embedding_loss(a, b, y, margin=0.2)
+                + F.poisson_nll_loss(b, rate)
+                + F.poisson_nll_loss(F.softplus(a, beta=0.5) + 0.1, rate * 3, log_input=False,
+                                     full=True, reduction="sum") / 8)
+
+
+def margins():
+    return Margins(), _example()
 
 
 class WeightedCE(nn.Module):
