@@ -77,14 +77,16 @@ struct ResizeAxis {
 enum class RecurrentCell { lstm, gru, rnnTanh, rnnRelu };
 
 /// One direction of one recurrent layer, torch's layout: wIh [G*H, I], wHh
-/// [G*H, H], biases [G*H] (null when the layer has none); G = 4, 3, 1.
+/// [G*H, S], biases [G*H] (null when the layer has none); G = 4, 3, 1. S is
+/// the state size: H, or P for an LSTM with projections (proj_size P),
+/// whose wHr [P, H] projects each output o * tanh(c) (null otherwise).
 struct RecurrentWeights {
-  mlir::Value wIh, wHh, bIh, bHh;
+  mlir::Value wIh, wHh, bIh, bHh, wHr;
 };
 
-/// What one direction of a layer computes: outputs [T, B, H] (time-major,
-/// in time order also when run in reverse) and the last state h (and c for
-/// an LSTM) [B, H].
+/// What one direction of a layer computes: outputs [T, B, S] (time-major,
+/// in time order also when run in reverse) and the last state h [B, S] (and
+/// c [B, H] for an LSTM).
 struct RecurrentResult {
   mlir::Value outputs, h, c;
 };

@@ -818,17 +818,31 @@ Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
   int64_t gates = cell == RecurrentCell::lstm  ? 4
                   : cell == RecurrentCell::gru ? 3
                                                : 1;
+  int64_t hidden = wt.getRank() == 2 && wt.getDim(0).isStatic()
+                       ? wt.getDim(0).constant / gates
+                       : -1;
+  // The state's size: H, or the projection's P.
+  int64_t state = hidden;
+  if (w.wHr) {
+    auto pt = w.wHr.getType().cast<VTensorType>();
+    state = cell == RecurrentCell::lstm && pt.getRank() == 2 &&
+                    pt.getDim(0).isStatic() && pt.getDim(1) == SymInt(hidden)
+                ? pt.getDim(0).constant
+                : -1;
+  }
   if (xt.getRank() != 3 || ht.getRank() != 2 || wt.getRank() != 2 ||
-      !xt.getDim(0).isStatic() || !ht.getDim(1).isStatic() ||
-      wt.getDim(0) != SymInt(gates * ht.getDim(1).constant) ||
+      !xt.getDim(0).isStatic() || hidden <= 0 || state <= 0 ||
+      wt.getDim(0) != SymInt(gates * hidden) ||
+      ht.getDim(1) != SymInt(state) ||
       (cell == RecurrentCell::lstm && !c0))
     return emitError(loc) << "recurrent layer: expected a time-major input "
-                             "[T, B, I] with a static T, a state [B, H] and "
+                             "[T, B, I] with a static T, a state [B, S] and "
                              "weights ["
-                          << gates << "*H, I], got " << xt << ", " << ht
-                          << ", " << wt,
+                          << gates << "*H, I] (S = H, or an LSTM projection's "
+                          << "P with weights [P, H]), got " << xt << ", "
+                          << ht << ", " << wt,
            failure();
-  int64_t steps = xt.getDim(0).constant, hidden = ht.getDim(1).constant;
+  int64_t steps = xt.getDim(0).constant;
   SymInt batch = xt.getDim(1);
   auto fail = [] { return FailureOr<RecurrentResult>(failure()); };
   // Input projection of every step at once: [T, B, G*H].
@@ -878,6 +892,10 @@ Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
         return fail();
       c = *cNew;
       next = mul(out, tanhOf(c));
+      if (succeeded(next) && w.wHr) { // projected: [B, H] x [H, P]
+        auto wHrT = transpose(w.wHr, {1, 0});
+        next = failed(wHrT) ? wHrT : make<MatmulOp>({*next, *wHrT});
+      }
       break;
     }
     case RecurrentCell::gru: {
@@ -903,7 +921,7 @@ Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
     if (failed(next))
       return fail();
     h = *next;
-    auto row = reshape(h, {SymInt(1), batch, SymInt(hidden)});
+    auto row = reshape(h, {SymInt(1), batch, SymInt(state)});
     if (failed(row))
       return fail();
     outs[t] = *row;

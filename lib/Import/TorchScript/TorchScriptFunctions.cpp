@@ -549,7 +549,7 @@ LogicalResult TSImporter::hBilinear(Node *n, Location loc) {
 /// rnn_relu the same with one state tensor h0 -> (output, h_n). nn.LSTM,
 /// nn.GRU and nn.RNN, unrolled over the (static) sequence length per layer
 /// and direction (Decomposer::recurrentLayer); dropout between layers in
-/// training. Packed sequences and LSTM projections (proj_size) are refused.
+/// training; LSTM projections (proj_size) too. Packed sequences are refused.
 LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
   std::string op = opName(n);
   RecurrentCell cell = op == "lstm"       ? RecurrentCell::lstm
@@ -587,13 +587,14 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
   }
   int64_t dirs = *bidirectional ? 2 : 1;
   size_t perCell = *biases ? 4 : 2;
-  if (params->size() != static_cast<size_t>(*layers * dirs) * perCell)
-    return error(n, loc) << "expected " << *layers * dirs * perCell
-                         << " weights for " << *layers << " layers, got "
-                         << params->size()
-                         << (lstm ? " (LSTM projections, proj_size, are not "
-                                    "supported)"
-                                  : "");
+  size_t cells = static_cast<size_t>(*layers * dirs);
+  // An LSTM with proj_size has one more weight per cell, w_hr, last.
+  bool projected = lstm && params->size() == cells * (perCell + 1);
+  if (projected)
+    ++perCell;
+  if (params->size() != cells * perCell)
+    return error(n, loc) << "expected " << cells * perCell << " weights for "
+                         << *layers << " layers, got " << params->size();
   if (states.size() != (lstm ? 2u : 1u))
     return error(n, loc) << "expected " << (lstm ? 2 : 1) << " state tensors";
   Decomposer d(b(), loc);
@@ -625,7 +626,8 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
       int64_t idx = l * dirs + k;
       Value *p = &(*params)[idx * perCell];
       RecurrentWeights w{p[0], p[1], *biases ? p[2] : Value(),
-                         *biases ? p[3] : Value()};
+                         *biases ? p[3] : Value(),
+                         projected ? p[perCell - 1] : Value()};
       auto h0 = initial(states[0], idx);
       FailureOr<Value> c0 = lstm ? initial(states[1], idx) : FailureOr<Value>(Value());
       if (failed(h0) || failed(c0))

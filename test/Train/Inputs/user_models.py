@@ -63,6 +63,8 @@ soft_targets    TorchScript (soft_targets_onnx: ONNX): cross-entropy against
 margins         TorchScript: soft_margin, margin_ranking, hinge_embedding,
                 cosine_embedding and poisson_nll losses (log input, and
                 full with Stirling's term), softplus with beta / threshold
+lstm_proj       TorchScript: nn.LSTM with proj_size (2 layers,
+                bidirectional, batch_first), its last projected state read
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities and a weighted sum: two weighted means added
                 (inexact under micro-batching, warned)
@@ -405,6 +407,22 @@ class Margins(nn.Module):
 
 def margins():
     return Margins(), _example()
+
+
+class LstmProj(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, D, num_layers=2, proj_size=6, batch_first=True,
+                            bidirectional=True)
+        self.head = nn.Linear(12 + 6, C)
+
+    def forward(self, x, labels):
+        y, (h, c) = self.lstm(x)
+        return F.cross_entropy(self.head(torch.cat([y[:, -1], h[-1]], -1)), labels)
+
+
+def lstm_proj():
+    return LstmProj(), _example()[::2]
 
 
 class WeightedCE(nn.Module):
