@@ -228,10 +228,17 @@ ATenEvaluator::stateBuffers(
       if (auto get = v ? v.getDefiningOp<GetParamOp>() : GetParamOp())
         written.insert(get.getName());
   });
+  return loadParams([&](ParamOp p) {
+    return written.contains(p.getSymName()) &&
+           (!wanted || wanted(p.getSymName()));
+  });
+}
+
+FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+ATenEvaluator::loadParams(const std::function<bool(ParamOp)> &keep) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (ParamOp p : module.getOps<ParamOp>()) {
-    if (!written.contains(p.getSymName()) ||
-        (wanted && !wanted(p.getSymName())))
+    if (!keep(p))
       continue;
     try {
       out.emplace_back(p.getSymName().str(), loadParam(p));
@@ -252,37 +259,23 @@ static llvm::StringSet<> readParamNames(ModuleOp module) {
 FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
 ATenEvaluator::unreadParams() {
   llvm::StringSet<> read = readParamNames(module);
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (ParamOp p : module.getOps<ParamOp>()) {
-    if (p.getFrozen() || read.contains(p.getSymName()))
-      continue;
-    try {
-      out.emplace_back(p.getSymName().str(), loadParam(p));
-    } catch (const std::exception &e) {
-      return p.emitError() << e.what(), failure();
-    }
-  }
-  return out;
+  return loadParams([&](ParamOp p) {
+    return !p.getFrozen() && !read.contains(p.getSymName());
+  });
 }
 
 FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
 ATenEvaluator::trainableParams(
     const std::function<bool(llvm::StringRef)> &wanted) {
   llvm::StringSet<> read = readParamNames(module);
-  std::vector<std::pair<std::string, at::Tensor>> out;
-  for (ParamOp p : module.getOps<ParamOp>()) {
-    if (p.getFrozen() || !read.contains(p.getSymName()) ||
-        (wanted && !wanted(p.getSymName())))
-      continue;
-    try {
-      at::Tensor t = loadParam(p);
+  auto out = loadParams([&](ParamOp p) {
+    return !p.getFrozen() && read.contains(p.getSymName()) &&
+           (!wanted || wanted(p.getSymName()));
+  });
+  if (succeeded(out))
+    for (auto &[name, t] : *out)
       if (!t.requires_grad())
         t.requires_grad_(true);
-      out.emplace_back(p.getSymName().str(), t);
-    } catch (const std::exception &e) {
-      return p.emitError() << e.what(), failure();
-    }
-  }
   return out;
 }
 

@@ -203,6 +203,10 @@ private:
   ATenEvaluator(mlir::ModuleOp module, mlir::func::FuncOp graph,
                 ATenEvalOptions options);
   ATenOpContext makeContext(int64_t batch);
+  /// The parameters `keep` accepts, loaded, in module order; an error names
+  /// the one that cannot be read.
+  mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+  loadParams(const std::function<bool(ParamOp)> &keep);
   mlir::FailureOr<std::vector<at::Tensor>>
   runFunction(mlir::func::FuncOp func, llvm::ArrayRef<at::Tensor> args,
               ATenOpContext &ctx);
