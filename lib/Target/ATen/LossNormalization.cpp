@@ -12,9 +12,6 @@
 using namespace mlir;
 using namespace varuna;
 
-/// Whether `v` is computed from the graph's inputs and constants alone (no
-/// parameter, no random numbers), so that its value for the whole step can
-/// be computed before the step runs.
 /// A frozen parameter no batch_norm updates: a constant of the model (a
 /// loss's class weights).
 static bool isConstantParam(GetParamOp get) {
@@ -24,6 +21,10 @@ static bool isConstantParam(GetParamOp get) {
                        [](Operation *u) { return llvm::isa<BatchNormOp>(u); });
 }
 
+/// Whether `v` is computed from the graph's inputs and constants alone (no
+/// parameter -- but for constant ones with `constantParams` -- no random
+/// numbers), so that its value for the whole step can be computed before
+/// the step runs.
 static bool fromInputsAlone(Value v, llvm::DenseMap<Value, bool> &memo,
                             bool constantParams = false) {
   auto it = memo.find(v);
@@ -406,7 +407,7 @@ std::string varuna::zeroDivisorMessage(int64_t microBatch) {
          "for these " +
          std::to_string(microBatch) +
          " examples (every label ignored?): the micro-batch's loss is 0/0 "
-         "and cannot be weighted. Use larger micro-batches, or a mean "
-         "cross_entropy with ignore_index, which divides by the whole "
-         "step's count and is exact";
+         "and cannot be weighted. Use larger micro-batches, or (without "
+         "class weights) a mean cross_entropy with ignore_index, which "
+         "divides by the whole step's count and is exact";
 }
