@@ -21,8 +21,7 @@ static std::string typeName(Type t) {
 JobSummary JobSummary::read(ModuleOp module, StringRef model) {
   JobSummary job;
   job.model = model.str();
-  llvm::StringSet<> read;
-  module.walk([&](GetParamOp get) { read.insert(get.getName()); });
+  llvm::StringSet<> read = getReadParamNames(module);
   for (ParamOp p : module.getOps<ParamOp>()) {
     if (p.getFrozen()) {
       ++job.frozenParams;

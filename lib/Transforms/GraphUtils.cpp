@@ -55,6 +55,12 @@ SmallVector<StringRef> varuna::getReadParams(func::FuncOp func) {
   return SmallVector<StringRef>(names.begin(), names.end());
 }
 
+llvm::StringSet<> varuna::getReadParamNames(ModuleOp module) {
+  llvm::StringSet<> read;
+  module.walk([&](GetParamOp get) { read.insert(get.getName()); });
+  return read;
+}
+
 bool varuna::isBatched(Value v) {
   auto t = llvm::dyn_cast<VTensorType>(v.getType());
   return t && t.isBatched();

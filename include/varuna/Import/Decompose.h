@@ -255,6 +255,8 @@ private:
   mlir::FailureOr<mlir::Value> reduce(ReduceKind kind, mlir::Value x,
                                       llvm::ArrayRef<int64_t> axes,
                                       bool keepdim);
+  /// x reduced over all of its axes to a scalar.
+  mlir::FailureOr<mlir::Value> reduceAll(ReduceKind kind, mlir::Value x);
   mlir::FailureOr<mlir::Value> times(mlir::Value x, double c);
   mlir::FailureOr<mlir::Value> plus(mlir::Value x, double c);
   mlir::FailureOr<mlir::Value> reshape(mlir::Value x,

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include <optional>
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace varuna {
 
@@ -23,6 +24,11 @@ getSections(mlir::ModuleOp module, bool required = false);
 
 /// Names of the trainable parameters a function reads, in first-use order.
 llvm::SmallVector<llvm::StringRef> getReadParams(mlir::func::FuncOp func);
+
+/// Names of the parameters (trainable or frozen) some function of `module`
+/// reads; a parameter not among them is never read (ATenEvaluator's
+/// unreadParams, the compile report's unread parameters).
+llvm::StringSet<> getReadParamNames(mlir::ModuleOp module);
 
 /// Whether `v` is a varuna tensor with the batch dimension.
 bool isBatched(mlir::Value v);

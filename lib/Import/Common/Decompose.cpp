@@ -154,6 +154,12 @@ FailureOr<Value> Decomposer::reduce(ReduceKind kind, Value x,
             b.getNamedAttr("keepdim", b.getBoolAttr(keepdim))});
 }
 
+FailureOr<Value> Decomposer::reduceAll(ReduceKind kind, Value x) {
+  int64_t rank = x.getType().cast<VTensorType>().getRank();
+  return reduce(kind, x, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
+                /*keepdim=*/false);
+}
+
 FailureOr<Value> Decomposer::times(Value x, double c) {
   return make<MulOp>({x, scalar(c, elementTypeOf(x))});
 }
@@ -1064,15 +1070,10 @@ Decomposer::weightedCrossEntropy(Value x, Value labels, Value weight,
   auto weighted = make<MulOp>({*w, *perElement});
   if (failed(weighted) || reduction == LossReduction::none)
     return weighted;
-  auto all = [&](Value v) {
-    int64_t rank = v.getType().cast<VTensorType>().getRank();
-    return reduce(ReduceKind::sum, v, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-                  /*keepdim=*/false);
-  };
-  auto total = all(*weighted);
+  auto total = reduceAll(ReduceKind::sum, *weighted);
   if (failed(total) || reduction == LossReduction::sum)
     return total;
-  auto count = all(*w);
+  auto count = reduceAll(ReduceKind::sum, *w);
   if (failed(count))
     return failure();
   return make<DivOp>({*total, *count});
@@ -1129,11 +1130,9 @@ FailureOr<Value> Decomposer::softTargetCrossEntropy(Value x, Value target,
   auto loss = unary(UnaryKind::neg, *perElement);
   if (failed(loss) || reduction == LossReduction::none)
     return loss;
-  int64_t rank = xt.getRank() - 1;
-  return reduce(reduction == LossReduction::mean ? ReduceKind::mean
-                                                 : ReduceKind::sum,
-                *loss, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-                /*keepdim=*/false);
+  return reduceAll(reduction == LossReduction::mean ? ReduceKind::mean
+                                                    : ReduceKind::sum,
+                   *loss);
 }
 
 FailureOr<Value> Decomposer::remainder(Value a, Value bv, bool floorMod) {

@@ -249,16 +249,9 @@ ATenEvaluator::loadParams(const std::function<bool(ParamOp)> &keep) {
   return out;
 }
 
-/// Names of the parameters some function of `module` reads.
-static llvm::StringSet<> readParamNames(ModuleOp module) {
-  llvm::StringSet<> read;
-  module.walk([&](GetParamOp get) { read.insert(get.getName()); });
-  return read;
-}
-
 FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
 ATenEvaluator::unreadParams() {
-  llvm::StringSet<> read = readParamNames(module);
+  llvm::StringSet<> read = getReadParamNames(module);
   return loadParams([&](ParamOp p) {
     return !p.getFrozen() && !read.contains(p.getSymName());
   });
@@ -267,7 +260,7 @@ ATenEvaluator::unreadParams() {
 FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
 ATenEvaluator::trainableParams(
     const std::function<bool(llvm::StringRef)> &wanted) {
-  llvm::StringSet<> read = readParamNames(module);
+  llvm::StringSet<> read = getReadParamNames(module);
   auto out = loadParams([&](ParamOp p) {
     return !p.getFrozen() && read.contains(p.getSymName()) &&
            (!wanted || wanted(p.getSymName()));
