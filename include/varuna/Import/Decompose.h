@@ -199,6 +199,35 @@ public:
   mlir::FailureOr<mlir::Value>
   softTargetCrossEntropy(mlir::Value x, mlir::Value target, mlir::Value weight,
                          LossReduction reduction, double smoothing);
+  /// torch's multi_margin_loss on scores x [N, C] (static C) and class
+  /// labels [N]: per example the sum over the classes i != y of
+  /// max(0, margin - x_y + x_i)^p (p = 1 or 2), times weight[y] when
+  /// `weight` (1-D, C) is non-null, divided by C; `mean` averages over the
+  /// examples (weights or not, as PyTorch does). Labels outside [0, C)
+  /// are not checked (torch stops the run; here they read no class).
+  mlir::FailureOr<mlir::Value> multiMarginLoss(mlir::Value x,
+                                               mlir::Value labels, int64_t p,
+                                               double margin,
+                                               mlir::Value weight,
+                                               LossReduction reduction);
+  /// torch's multilabel_margin_loss on scores x [N, C] (static C) and
+  /// targets [N, C] of class indices, each row's list ending at its first
+  /// negative entry: per example the sum, over the listed classes j and
+  /// the classes i not listed, of max(0, 1 - (x_j - x_i)), divided by C.
+  mlir::FailureOr<mlir::Value> multilabelMarginLoss(mlir::Value x,
+                                                    mlir::Value target,
+                                                    LossReduction reduction);
+  /// nn.EmbeddingBag over bags of one size: `bags` [N, L] (integer rows
+  /// of `weight` [V, D]) -> [N, D], each bag's rows summed, averaged or
+  /// maxed. `perSample` ([N, L] floating point, sum only; may be null)
+  /// scales each row first. Entries equal to `paddingIdx` are left out (a
+  /// mean divides by the entries kept; a bag with none gives zeros, as
+  /// torch) and send no gradient to that row.
+  enum class BagMode { sum, mean, max };
+  mlir::FailureOr<mlir::Value> embeddingBag(mlir::Value weight,
+                                            mlir::Value bags, BagMode mode,
+                                            mlir::Value perSample,
+                                            std::optional<int64_t> paddingIdx);
   /// x where x > 0, else slope * x (PReLU; slope broadcasts against x).
   mlir::FailureOr<mlir::Value> prelu(mlir::Value x, mlir::Value slope);
   /// The k largest (or smallest) values of floating-point `x` along static
@@ -255,6 +284,10 @@ private:
   mlir::FailureOr<mlir::Value> reduce(ReduceKind kind, mlir::Value x,
                                       llvm::ArrayRef<int64_t> axes,
                                       bool keepdim);
+  /// A per-element loss reduced as `reduction` says: mean or sum over
+  /// every axis, or as it is.
+  mlir::FailureOr<mlir::Value> reduceLoss(mlir::Value per,
+                                          LossReduction reduction);
   /// x reduced over all of its axes to a scalar.
   mlir::FailureOr<mlir::Value> reduceAll(ReduceKind kind, mlir::Value x);
   mlir::FailureOr<mlir::Value> times(mlir::Value x, double c);

@@ -1128,11 +1128,245 @@ FailureOr<Value> Decomposer::softTargetCrossEntropy(Value x, Value target,
   if (failed(perElement))
     return failure();
   auto loss = unary(UnaryKind::neg, *perElement);
-  if (failed(loss) || reduction == LossReduction::none)
-    return loss;
+  if (failed(loss))
+    return failure();
+  return reduceLoss(*loss, reduction);
+}
+
+FailureOr<Value> Decomposer::reduceLoss(Value per, LossReduction reduction) {
+  if (reduction == LossReduction::none)
+    return per;
   return reduceAll(reduction == LossReduction::mean ? ReduceKind::mean
                                                     : ReduceKind::sum,
-                   *loss);
+                   per);
+}
+
+FailureOr<Value> Decomposer::embeddingBag(Value weight, Value bags,
+                                          BagMode mode, Value perSample,
+                                          std::optional<int64_t> paddingIdx) {
+  auto wt = weight.getType().cast<VTensorType>();
+  auto bt = bags.getType().cast<VTensorType>();
+  if (wt.getRank() != 2 || bt.getRank() != 2 || !bt.getDim(1).isStatic() ||
+      !bt.getElementType().isa<IntegerType>())
+    return emitError(loc) << "embedding_bag needs a weight [V, D] and integer "
+                             "bags [N, L] with a static L, got "
+                          << weight.getType() << " and " << bags.getType(),
+           failure();
+  Type et = wt.getElementType();
+  int64_t length = bt.getDim(1).constant;
+  SmallVector<SymInt> column = bt.getDims(); // [N, L, 1]
+  column.push_back(SymInt(1));
+  auto rows = make<GatherOp>({weight, bags},
+                             {b.getNamedAttr("axis", b.getI64IntegerAttr(0))});
+  if (failed(rows))
+    return failure();
+  Value e = *rows; // [N, L, D]
+  if (perSample) {
+    auto w = reshape(perSample, column);
+    auto scaled = failed(w) ? w : make<MulOp>({e, *w});
+    if (failed(scaled))
+      return failure();
+    e = *scaled;
+  }
+  Value keep, count; // [N, L, 1] i1 and [N, 1] entries kept
+  if (paddingIdx) {
+    auto ne = make<CompareOp>(
+        {bags, scalar(double(*paddingIdx), bt.getElementType())},
+        {b.getNamedAttr("predicate", ComparePredicateAttr::get(
+                                         b.getContext(), ComparePredicate::ne))});
+    auto col = failed(ne) ? ne : reshape(*ne, column);
+    if (failed(col))
+      return failure();
+    keep = *col;
+    Value kept = b.create<CastOp>(loc, bt.withElementType(et), *ne);
+    auto c = reduce(ReduceKind::sum, kept, {1}, /*keepdim=*/true);
+    if (failed(c))
+      return failure();
+    count = *c;
+  }
+  double fill =
+      mode == BagMode::max ? -std::numeric_limits<double>::infinity() : 0.0;
+  if (keep) {
+    auto masked = make<WhereOp>({keep, e, scalar(fill, et)});
+    if (failed(masked))
+      return failure();
+    e = *masked;
+  }
+  auto r = reduce(mode == BagMode::max ? ReduceKind::max : ReduceKind::sum, e,
+                  {1}, /*keepdim=*/false); // [N, D]
+  if (failed(r) || !count)
+    return mode == BagMode::mean && succeeded(r) ? times(*r, 1.0 / length)
+                                                 : r;
+  if (mode == BagMode::mean) {
+    auto atLeastOne = make<MaximumOp>({count, scalar(1.0, et)});
+    return failed(atLeastOne) ? atLeastOne : make<DivOp>({*r, *atLeastOne});
+  }
+  if (mode == BagMode::max) { // a bag of padding only: zeros
+    auto any = make<CompareOp>(
+        {count, scalar(0.0, et)},
+        {b.getNamedAttr("predicate", ComparePredicateAttr::get(
+                                         b.getContext(), ComparePredicate::gt))});
+    return failed(any) ? any : make<WhereOp>({*any, *r, scalar(0.0, et)});
+  }
+  return r;
+}
+
+/// The classes of a margin loss's scores x [N, C], or an error naming
+/// `what`.
+static FailureOr<int64_t> marginClasses(Location loc, Value x,
+                                        StringRef what) {
+  auto xt = x.getType().cast<VTensorType>();
+  if (xt.getRank() != 2 || !xt.getDim(1).isStatic() ||
+      !xt.getElementType().isa<FloatType>())
+    return emitError(loc) << what
+                          << " needs floating-point scores [N, C] with a "
+                             "static C, got "
+                          << x.getType(),
+           failure();
+  return xt.getDim(1).constant;
+}
+
+FailureOr<Value> Decomposer::multiMarginLoss(Value x, Value labels, int64_t p,
+                                             double margin, Value weight,
+                                             LossReduction reduction) {
+  auto classes = marginClasses(loc, x, "multi_margin_loss");
+  if (failed(classes))
+    return failure();
+  auto lt = labels.getType().cast<VTensorType>();
+  if (lt.getRank() != 1 || !lt.getElementType().isa<IntegerType>())
+    return emitError(loc) << "multi_margin_loss needs integer class labels "
+                             "[N], got "
+                          << labels.getType(),
+           failure();
+  if (p != 1 && p != 2)
+    return emitError(loc) << "multi_margin_loss: p must be 1 or 2, got " << p,
+           failure();
+  Type et = elementTypeOf(x);
+  Value zero = scalar(0, et);
+  auto hit = oneHot(labels, *classes, /*negatives=*/false); // [N, C]
+  if (failed(hit))
+    return failure();
+  auto picked = make<WhereOp>({*hit, x, zero});
+  auto xy = failed(picked) ? picked
+                           : reduce(ReduceKind::sum, *picked, {1},
+                                    /*keepdim=*/true); // [N, 1]
+  if (failed(xy))
+    return failure();
+  // max(0, margin - x_y + x_i), 0 at i == y
+  auto gap = make<SubOp>({x, *xy});
+  auto shifted = failed(gap) ? gap : plus(*gap, margin);
+  auto hinge = failed(shifted) ? shifted : unary(UnaryKind::relu, *shifted);
+  if (failed(hinge))
+    return failure();
+  Value h = *hinge;
+  if (p == 2) {
+    auto sq = make<MulOp>({h, h});
+    if (failed(sq))
+      return failure();
+    h = *sq;
+  }
+  auto others = make<WhereOp>({*hit, zero, h});
+  auto row = failed(others) ? others
+                            : reduce(ReduceKind::sum, *others, {1},
+                                     /*keepdim=*/false); // [N]
+  if (failed(row))
+    return failure();
+  Value per = *row;
+  if (weight) {
+    auto wt = weight.getType().dyn_cast<VTensorType>();
+    if (!wt || wt.getRank() != 1 || wt.getElementType() != et)
+      return emitError(loc) << "multi_margin_loss: the class weights must be "
+                               "1-D with the scores' element type, got "
+                            << weight.getType(),
+             failure();
+    auto w = make<GatherOp>({weight, labels},
+                            {b.getNamedAttr("axis", b.getI64IntegerAttr(0))});
+    auto weighted = failed(w) ? w : make<MulOp>({per, *w});
+    if (failed(weighted))
+      return failure();
+    per = *weighted;
+  }
+  auto scaled = times(per, 1.0 / double(*classes));
+  if (failed(scaled))
+    return failure();
+  return reduceLoss(*scaled, reduction);
+}
+
+FailureOr<Value> Decomposer::multilabelMarginLoss(Value x, Value target,
+                                                  LossReduction reduction) {
+  auto classes = marginClasses(loc, x, "multilabel_margin_loss");
+  if (failed(classes))
+    return failure();
+  auto tt = target.getType().cast<VTensorType>();
+  if (tt.getDims() != x.getType().cast<VTensorType>().getDims() ||
+      !tt.getElementType().isa<IntegerType>())
+    return emitError(loc) << "multilabel_margin_loss needs integer targets "
+                             "of the scores' shape, got "
+                          << target.getType() << " for scores "
+                          << x.getType(),
+           failure();
+  MLIRContext *ctx = b.getContext();
+  Type et = elementTypeOf(x), it = tt.getElementType();
+  Value zero = scalar(0, et);
+  auto predicate = [&](ComparePredicate p) {
+    return b.getNamedAttr("predicate", ComparePredicateAttr::get(ctx, p));
+  };
+  // listed[n, j]: no negative entry at or before j in row n.
+  auto negative = make<CompareOp>({target, scalar(0, it)},
+                                  {predicate(ComparePredicate::lt)});
+  if (failed(negative))
+    return failure();
+  Value negatives = b.create<CastOp>(loc, tt.withElementType(et), *negative);
+  Value seen = b.create<CumsumOp>(loc, negatives, 1, false, false);
+  auto listed = make<CompareOp>({seen, zero}, {predicate(ComparePredicate::eq)});
+  auto safe = failed(listed) ? listed
+                             : make<WhereOp>({*listed, target, scalar(0, it)});
+  // hit[n, j, i]: entry j of row n is listed and names class i.
+  auto named = failed(safe) ? safe : oneHot(*safe, *classes, false);
+  if (failed(named))
+    return failure();
+  SmallVector<SymInt> column = tt.getDims();
+  column.push_back(SymInt(1));
+  auto listedColumn = reshape(*listed, column); // [N, C, 1]
+  auto hit = failed(listedColumn) ? listedColumn
+                                  : make<AndOp>({*named, *listedColumn});
+  if (failed(hit))
+    return failure();
+  // x_j [N, C(j)]: the score of the class entry j names.
+  SmallVector<SymInt> row = tt.getDims();
+  row.insert(row.begin() + 1, SymInt(1));
+  auto xRow = reshape(x, row); // [N, 1, C(i)]
+  auto picked = failed(xRow) ? xRow : make<WhereOp>({*named, *xRow, zero});
+  auto xj = failed(picked) ? picked
+                           : reduce(ReduceKind::sum, *picked, {2},
+                                    /*keepdim=*/true); // [N, C(j), 1]
+  // target[n, i]: class i is listed in row n.
+  Value hitF = b.create<CastOp>(
+      loc, hit->getType().cast<VTensorType>().withElementType(et), *hit);
+  auto count = reduce(ReduceKind::sum, hitF, {1}, /*keepdim=*/true);
+  auto isTarget = failed(count) ? count
+                                : make<CompareOp>({*count, zero},
+                                                  {predicate(
+                                                      ComparePredicate::gt)});
+  if (failed(xj) || failed(isTarget))
+    return failure();
+  // max(0, 1 - x_j + x_i) over listed j and unlisted i.
+  auto gap = make<SubOp>({*xRow, *xj}); // [N, C(j), C(i)]
+  auto shifted = failed(gap) ? gap : plus(*gap, 1.0);
+  auto hinge = failed(shifted) ? shifted : unary(UnaryKind::relu, *shifted);
+  auto fromListed =
+      failed(hinge) ? hinge : make<WhereOp>({*listedColumn, *hinge, zero});
+  auto toOthers = failed(fromListed)
+                      ? fromListed
+                      : make<WhereOp>({*isTarget, zero, *fromListed});
+  auto perRow = failed(toOthers) ? toOthers
+                                 : reduce(ReduceKind::sum, *toOthers, {1, 2},
+                                          /*keepdim=*/false); // [N]
+  auto scaled = failed(perRow) ? perRow
+                               : times(*perRow, 1.0 / double(*classes));
+  if (failed(scaled))
+    return failure();
+  return reduceLoss(*scaled, reduction);
 }
 
 FailureOr<Value> Decomposer::remainder(Value a, Value bv, bool floorMod) {

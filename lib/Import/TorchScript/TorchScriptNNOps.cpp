@@ -72,6 +72,89 @@ LogicalResult TSImporter::hEmbedding(Node *n, Location loc) {
   return bindResult(n, make<GatherOp>(loc, {*w, *ids}, {i64("axis", 0)}));
 }
 
+/// embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode,
+/// sparse, per_sample_weights, include_last_offset, padding_idx) as
+/// nn.EmbeddingBag traces it for a 2-D input [N, L]: the indices flattened
+/// and offsets = arange(0, numel, L). Bags of one size are imported
+/// (Decomposer::embeddingBag on the indices as [N, L]); offsets from data
+/// (bags of different sizes in a 1-D input) are refused: a micro-batch
+/// cannot split a flat list of bags.
+LogicalResult TSImporter::hEmbeddingBag(Node *n, Location loc) {
+  auto w = tensorArg(n, 0, loc), ids = tensorArg(n, 1, loc);
+  auto scale = boolArg(n, 3, loc);
+  auto mode = intArg(n, 4, loc);
+  auto last = optArg(n, 7, loc, &TSImporter::boolArg, false);
+  auto pad = optArg(n, 8, loc, &TSImporter::intArg, -1);
+  if (failed(w) || failed(ids) || failed(scale) || failed(mode) ||
+      failed(last) || failed(pad))
+    return failure();
+  if (*scale)
+    return error(n, loc) << "embedding_bag scale_grad_by_freq is not "
+                            "supported";
+  if (*mode < 0 || *mode > 2)
+    return error(n, loc) << "embedding_bag: unknown mode " << *mode;
+  for (unsigned i = 1; i < n->outputs().size(); ++i)
+    if (n->output(i)->hasUses())
+      return error(n, loc) << "embedding_bag: only the bags' values (output "
+                              "0) can be used, output "
+                           << i << " is read";
+  // offsets = arange(0, numel(indices), L)
+  Node *offsets = n->input(2)->node();
+  SymInt numel = tensorType(*ids).getRank() == 1 ? tensorType(*ids).getDim(0)
+                                                 : SymInt(-1);
+  bool fixed = offsets->kind().toQualString() == std::string("aten::arange") &&
+               offsets->inputs().size() == 7 && !*last;
+  auto known = [&](unsigned i) -> std::optional<SymInt> {
+    TSValue &v = lookup(offsets->input(i));
+    if (v.kind == TSValue::Kind::Int)
+      return v.i;
+    return std::nullopt;
+  };
+  std::optional<SymInt> start, end, step;
+  if (fixed) {
+    start = known(0), end = known(1), step = known(2);
+    fixed = start && end && step && *start == SymInt(0) && *end == numel &&
+            step->isStatic() && step->constant > 0 &&
+            numel.perBatch % step->constant == 0 &&
+            numel.constant % step->constant == 0;
+  }
+  if (!fixed)
+    return error(n, loc) << "embedding_bag is supported for bags of one size "
+                            "(nn.EmbeddingBag on a 2-D input [N, L]); "
+                            "offsets from the data (bags of different sizes "
+                            "in a 1-D input) or include_last_offset are not";
+  int64_t length = step->constant;
+  auto bags = reshape(*ids, {SymInt(numel.perBatch / length,
+                                    numel.constant / length),
+                             SymInt(length)},
+                      loc);
+  if (failed(bags))
+    return failure();
+  Value perSample;
+  if (!isNoneArg(n, 6)) {
+    if (*mode != 0)
+      return error(n, loc) << "embedding_bag: per_sample_weights are only "
+                              "defined for mode 'sum' (as in torch)";
+    auto psw = tensorArg(n, 6, loc);
+    if (failed(psw))
+      return failure();
+    auto shaped = reshape(*psw, tensorType(*bags).getDims(), loc);
+    if (failed(shaped))
+      return failure();
+    perSample = *shaped;
+  }
+  std::optional<int64_t> padding;
+  if (*pad >= 0)
+    padding = *pad;
+  using Mode = Decomposer::BagMode;
+  Mode m = *mode == 0 ? Mode::sum : *mode == 1 ? Mode::mean : Mode::max;
+  auto r = Decomposer(b(), loc).embeddingBag(*w, *bags, m, perSample, padding);
+  if (failed(r))
+    return failure();
+  bindTensor(n->outputs()[0], *r);
+  return success();
+}
+
 LogicalResult TSImporter::hMatmul(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc), y = tensorArg(n, 1, loc);
   if (failed(x) || failed(y))
@@ -592,6 +675,22 @@ LogicalResult TSImporter::hGroupNorm(Node *n, Location loc) {
   return bindResult(n, groupNorm(n, loc, *x, *groups, 2, 3, *eps));
 }
 
+/// torch's reduction enum (0 none, 1 mean, 2 sum).
+static FailureOr<LossReduction> lossReduction(TSImporter &imp,
+                                              TSImporter::Node *n,
+                                              int64_t value, Location loc) {
+  switch (value) {
+  case 0:
+    return LossReduction::none;
+  case 1:
+    return LossReduction::mean;
+  case 2:
+    return LossReduction::sum;
+  default:
+    return imp.error(n, loc) << "unknown reduction " << value, failure();
+  }
+}
+
 /// Shared by cross_entropy_loss and nll_loss:
 /// (self, target, weight, reduction, ignore_index, ...).
 static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
@@ -610,20 +709,10 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
                                << " is outside [0, 1]";
     smoothing = *s;
   }
-  LossReduction reduction;
-  switch (*red) {
-  case 0:
-    reduction = LossReduction::none;
-    break;
-  case 1:
-    reduction = LossReduction::mean;
-    break;
-  case 2:
-    reduction = LossReduction::sum;
-    break;
-  default:
-    return imp.error(n, loc) << "unknown reduction " << *red;
-  }
+  auto parsed = lossReduction(imp, n, *red, loc);
+  if (failed(parsed))
+    return failure();
+  LossReduction reduction = *parsed;
   if (!logInput && isFloatType(tensorType(*y).getElementType())) {
     // Class probabilities as targets.
     Value w;
@@ -665,6 +754,32 @@ LogicalResult TSImporter::hCrossEntropy(Node *n, Location loc) {
 
 LogicalResult TSImporter::hNllLoss(Node *n, Location loc) {
   return lossCommon(*this, n, loc, /*logInput=*/true);
+}
+
+/// multi_margin_loss(self, target, p, margin, weight, reduction) and
+/// multilabel_margin_loss(self, target, reduction): scores [N, C].
+LogicalResult TSImporter::hMarginLoss(Node *n, Location loc) {
+  bool multilabel = opName(n) == "multilabel_margin_loss";
+  auto x = tensorArg(n, 0, loc), y = tensorArg(n, 1, loc);
+  auto red = intArg(n, multilabel ? 2 : 5, loc);
+  if (failed(x) || failed(y) || failed(red))
+    return failure();
+  auto reduction = lossReduction(*this, n, *red, loc);
+  if (failed(reduction))
+    return failure();
+  Decomposer d(b(), loc);
+  if (multilabel)
+    return bindResult(n, d.multilabelMarginLoss(*x, *y, *reduction));
+  auto p = floatArg(n, 2, loc), margin = floatArg(n, 3, loc);
+  auto weight = optArg(n, 4, loc, &TSImporter::tensorArg, Value());
+  if (failed(p) || failed(margin) || failed(weight))
+    return failure();
+  if (*p != 1.0 && *p != 2.0)
+    return error(n, loc) << "multi_margin_loss: p must be 1 or 2 (as in "
+                            "torch), got "
+                         << *p;
+  return bindResult(n, d.multiMarginLoss(*x, *y, int64_t(*p), *margin, *weight,
+                                         *reduction));
 }
 
 LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
@@ -800,6 +915,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
       t[k] = h;
   };
   reg({"aten::embedding"}, &TSImporter::hEmbedding);
+  reg({"aten::embedding_bag"}, &TSImporter::hEmbeddingBag);
   reg({"aten::matmul", "aten::mm", "aten::bmm"}, &TSImporter::hMatmul);
   reg({"aten::linear"}, &TSImporter::hLinear);
   reg({"aten::addmm"}, &TSImporter::hAddmm);
@@ -871,6 +987,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::mean", "aten::sum", "aten::amax", "aten::amin", "aten::prod"},
       &TSImporter::hReduce);
   reg({"aten::cross_entropy_loss"}, &TSImporter::hCrossEntropy);
+  reg({"aten::multi_margin_loss", "aten::multilabel_margin_loss"},
+      &TSImporter::hMarginLoss);
   reg({"aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"},
       &TSImporter::hNllLoss);
   reg({"aten::scaled_dot_product_attention"}, &TSImporter::hSDPA);

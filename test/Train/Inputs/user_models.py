@@ -65,6 +65,13 @@ margins         TorchScript: soft_margin, margin_ranking, hinge_embedding,
                 full with Stirling's term), softplus with beta / threshold
 lstm_proj       TorchScript: nn.LSTM with proj_size (2 layers,
                 bidirectional, batch_first), its last projected state read
+class_margins   TorchScript: multi_margin_loss (p = 1, and p = 2 with a
+                margin and class weights) and multilabel_margin_loss over
+                target lists of uneven length (ending at the first -1,
+                repeats counted twice), mean and sum
+bags            TorchScript: nn.EmbeddingBag on a 2-D input (bags of one
+                size) in mean, sum (per_sample_weights) and max modes, each
+                with a padding_idx, some bags all padding (zeros, as torch)
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities and a weighted sum: two weighted means added
                 (inexact under micro-batching, warned)
@@ -423,6 +430,47 @@ class LstmProj(nn.Module):
 
 def lstm_proj():
     return LstmProj(), _example()[::2]
+
+
+class ClassMargins(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4 * S, D), nn.Tanh(), nn.Linear(D, C))
+        self.register_buffer("w", torch.rand(C) + 0.5)
+
+    def forward(self, x, labels):  # labels [B, C] in [0, C)
+        z = self.body(x.flatten(1))
+        lists = labels.masked_fill(labels >= 7, -1)  # each row's list ends at its first -1
+        return (F.multi_margin_loss(z, labels[:, 0])
+                + F.multi_margin_loss(z, labels[:, 1], p=2, margin=0.5, weight=self.w)
+                + F.multilabel_margin_loss(z, lists)
+                + F.multilabel_margin_loss(2 * z, lists, reduction="sum") / 8)
+
+
+def class_margins():
+    return ClassMargins(), (torch.randn(2, S, 4), torch.randint(0, C, (2, C)))
+
+
+class Bags(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mean = nn.EmbeddingBag(VOCAB, D, mode="mean", padding_idx=2)
+        self.sum = nn.EmbeddingBag(VOCAB, D, mode="sum", padding_idx=3)
+        self.max = nn.EmbeddingBag(VOCAB, D, mode="max", padding_idx=2)
+        self.head = nn.Linear(D, VOCAB)
+
+    def forward(self, input_ids, labels):  # [B, S] each
+        # every bag whose label is a multiple of 3 is all padding
+        padded = input_ids.masked_fill(labels[:, :1] % 3 == 0, 2)
+        w = torch.sigmoid(input_ids.float() / 50)
+        h = (self.mean(padded) + self.sum(input_ids % 9, per_sample_weights=w)
+             + self.max(padded))
+        return F.cross_entropy(self.head(torch.tanh(h)), labels[:, 1])
+
+
+def bags():
+    ids = torch.randint(0, VOCAB, (2, S))
+    return Bags(), (ids, ids.clone())
 
 
 class WeightedCE(nn.Module):

@@ -29,6 +29,8 @@ longsort.pt     sorts 2000 elements (over the quadratic selection's limit)
 sortbatch.pt    sorts across the examples (an argsort of every token)
 packed.pt       a GRU over a packed sequence
 weightsmooth.pt a cross-entropy with class weights and label smoothing
+bagoffsets.pt   nn.EmbeddingBag over a 1-D input with offsets (bags of
+                different sizes)
 """
 import os
 import sys
@@ -222,6 +224,15 @@ class Packed(nn.Module):
         return F.cross_entropy(self.rnn(packed)[1][0], y)
 
 
+class BagOffsets(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(32, 4)
+
+    def forward(self, ids, y):  # bags [0, 5) and [5, 12) of the flat ids
+        return F.cross_entropy(self.bag(ids.flatten(), torch.tensor([0, 5])), y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -246,6 +257,7 @@ export(PerBatch(), (x, y), os.path.join(out, "perbatch.pt"), input_names=["x", "
 export(LongSort(), (torch.randn(2, 2000), y), os.path.join(out, "longsort.pt"), input_names=["x", "y"])
 export(SortBatch(), (torch.randn(2, 4), y), os.path.join(out, "sortbatch.pt"), input_names=["x", "y"])
 export(WeightSmooth(), (x, y), os.path.join(out, "weightsmooth.pt"), input_names=["x", "y"])
+export(BagOffsets(), (ids, y), os.path.join(out, "bagoffsets.pt"), input_names=["ids", "y"])
 export(Packed(), (torch.randn(2, 3, 8), y), os.path.join(out, "packed.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
