@@ -706,6 +706,19 @@ LogicalResult TSImporter::hOneHot(Node *n, Location loc) {
 /// a grouped convolution with a constant one-hot weight [C*kh*kw, 1, kh,
 /// kw] (output channel c*kh*kw + i*kw + j reads channel c at offset (i,
 /// j)), reshaped to [N, C*kh*kw, L].
+/// The grouped convolution weight [C*kh*kw, 1, kh, kw] that copies window
+/// offset k of channel c to output channel c*kh*kw + k (unfold's column
+/// order); as a transposed convolution's weight it adds them back (fold).
+static Value windowSelector(OpBuilder &b, Location loc, int64_t c, int64_t kh,
+                            int64_t kw, Type et) {
+  int64_t per = kh * kw;
+  std::vector<double> w(c * per * per, 0.0);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t k = 0; k < per; ++k)
+      w[(ch * per + k) * per + k] = 1.0;
+  return Decomposer(b, loc).constant({c * per, 1, kh, kw}, et, w);
+}
+
 LogicalResult TSImporter::hIm2Col(Node *n, Location loc) {
   auto x = floatInput(*this, n, loc);
   auto kernel = intListArg(n, 1, loc), dil = intListArg(n, 2, loc),
@@ -720,13 +733,8 @@ LogicalResult TSImporter::hIm2Col(Node *n, Location loc) {
                             "values per window argument, got "
                          << dimsStr(d);
   int64_t c = d[1].constant, kh = (*kernel)[0], kw = (*kernel)[1];
-  int64_t per = kh * kw;
-  Type et = tensorType(*x).getElementType();
-  std::vector<double> w(c * per * per, 0.0);
-  for (int64_t ch = 0; ch < c; ++ch)
-    for (int64_t k = 0; k < per; ++k)
-      w[(ch * per + k) * per + k] = 1.0; // [C*per, 1, kh, kw], offset k
-  Value weight = Decomposer(b(), loc).constant({c * per, 1, kh, kw}, et, w);
+  Value weight = windowSelector(b(), loc, c, kh, kw,
+                                tensorType(*x).getElementType());
   auto conv = make<ConvOp>(
       loc, {*x, weight},
       {attr("strides", b().getDenseI64ArrayAttr(*stride)),
@@ -740,6 +748,62 @@ LogicalResult TSImporter::hIm2Col(Node *n, Location loc) {
   return bindResult(n, reshape(*conv, {out[0], out[1],
                                        SymInt(out[2].constant * out[3].constant)},
                                loc));
+}
+
+/// col2im(x, output_size, kernel_size, dilation, padding, stride) (F.fold,
+/// nn.Fold): x [N, C*kh*kw, L] as [N, C*kh*kw, Lh, Lw] (the window grid of
+/// the output [H, W]), then the transposed grouped convolution with unfold's
+/// selector weight: each window's values added back where unfold read them.
+LogicalResult TSImporter::hCol2Im(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto size = intListArg(n, 1, loc), kernel = intListArg(n, 2, loc),
+       dil = intListArg(n, 3, loc), pad = intListArg(n, 4, loc),
+       stride = intListArg(n, 5, loc);
+  if (failed(x) || failed(size) || failed(kernel) || failed(dil) ||
+      failed(pad) || failed(stride))
+    return failure();
+  SmallVector<SymInt> d = dimsOf(*x);
+  if (d.size() != 3 || !d[1].isStatic() || !d[2].isStatic() ||
+      size->size() != 2 || kernel->size() != 2 || dil->size() != 2 ||
+      pad->size() != 2 || stride->size() != 2)
+    return error(n, loc) << "fold needs an input [N, C*kh*kw, L] with static "
+                            "C*kh*kw and L, and two values per window "
+                            "argument, got "
+                         << dimsStr(d);
+  int64_t kh = (*kernel)[0], kw = (*kernel)[1], per = kh * kw;
+  int64_t grid[2], outPad[2];
+  for (int i = 0; i < 2; ++i) {
+    int64_t span = (*dil)[i] * ((*kernel)[i] - 1) + 1;
+    int64_t free = (*size)[i] + 2 * (*pad)[i] - span;
+    if ((*stride)[i] < 1 || free < 0)
+      return error(n, loc) << "fold: a window of " << span
+                           << " does not fit output size " << (*size)[i]
+                           << " with padding " << (*pad)[i];
+    grid[i] = free / (*stride)[i] + 1;
+    // what the transposed convolution's arithmetic leaves out
+    outPad[i] = (*size)[i] -
+                ((grid[i] - 1) * (*stride)[i] - 2 * (*pad)[i] + span);
+  }
+  if (per < 1 || d[1].constant % per != 0 || d[2].constant != grid[0] * grid[1])
+    return error(n, loc) << "fold: input " << dimsStr(d)
+                         << " is not [N, C*" << per << ", " << grid[0] * grid[1]
+                         << "] for kernel " << kh << "x" << kw
+                         << " and output " << (*size)[0] << "x" << (*size)[1];
+  int64_t c = d[1].constant / per;
+  auto windows = reshape(*x, {d[0], d[1], SymInt(grid[0]), SymInt(grid[1])},
+                         loc);
+  if (failed(windows))
+    return failure();
+  Value weight =
+      windowSelector(b(), loc, c, kh, kw, tensorType(*x).getElementType());
+  return bindResult(
+      n, make<ConvTransposeOp>(
+             loc, {*windows, weight},
+             {attr("strides", b().getDenseI64ArrayAttr(*stride)),
+              attr("pads", b().getDenseI64ArrayAttr(*pad)),
+              attr("output_padding", b().getDenseI64ArrayAttr(outPad)),
+              attr("dilations", b().getDenseI64ArrayAttr(*dil)),
+              i64("groups", c)}));
 }
 
 /// prelu(x, weight): x where x > 0, else weight * x, the weight (one value

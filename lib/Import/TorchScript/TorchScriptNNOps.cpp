@@ -943,6 +943,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hRecurrent);
   reg({"aten::one_hot"}, &TSImporter::hOneHot);
   reg({"aten::im2col"}, &TSImporter::hIm2Col);
+  reg({"aten::col2im"}, &TSImporter::hCol2Im);
   reg({"aten::prelu", "aten::_prelu_kernel"}, &TSImporter::hPrelu);
   reg({"aten::topk", "aten::sort", "aten::argsort"}, &TSImporter::hTopK);
   reg({"aten::scatter", "aten::scatter_add"}, &TSImporter::hScatter);

@@ -72,6 +72,9 @@ class_margins   TorchScript: multi_margin_loss (p = 1, and p = 2 with a
 bags            TorchScript: nn.EmbeddingBag on a 2-D input (bags of one
                 size) in mean, sum (per_sample_weights) and max modes, each
                 with a padding_idx, some bags all padding (zeros, as torch)
+folds           TorchScript: F.fold (nn.Fold) after F.unfold with a per-window
+                linear: overlapping windows (stride below the kernel) and
+                padding add back up; dilated windows
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities and a weighted sum: two weighted means added
                 (inexact under micro-batching, warned)
@@ -471,6 +474,24 @@ class Bags(nn.Module):
 def bags():
     ids = torch.randint(0, VOCAB, (2, S))
     return Bags(), (ids, ids.clone())
+
+
+class Folds(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mix = nn.Linear(3 * 4, 3 * 4)
+        self.head = nn.Linear(3 * 7 * 6, C)
+
+    def forward(self, x, labels):  # x [B, 3, 7, 6]
+        cols = F.unfold(x, (2, 2), padding=1, stride=(2, 1))  # [B, 12, L]
+        cols = self.mix(cols.transpose(1, 2)).transpose(1, 2)
+        y = F.fold(cols, (7, 6), (2, 2), padding=1, stride=(2, 1))
+        z = F.fold(F.unfold(torch.tanh(y), 3, dilation=2), (7, 6), 3, dilation=2)
+        return F.cross_entropy(self.head((y + z).flatten(1)), labels)
+
+
+def folds():
+    return Folds(), (torch.randn(2, 3, 7, 6), torch.randint(0, C, (2,)))
 
 
 class WeightedCE(nn.Module):
