@@ -228,6 +228,22 @@ public:
                                             mlir::Value bags, BagMode mode,
                                             mlir::Value perSample,
                                             std::optional<int64_t> paddingIdx);
+  /// F.affine_grid for 2-D: theta [N, 2, 3] -> the sampling grid
+  /// [N, H, W, 2] of (x, y) in [-1, 1] (pixel centers with
+  /// `alignCorners` false, corner pixels' centers at +-1 with it true):
+  /// a constant [H*W, 3] of (x, y, 1) times theta transposed.
+  mlir::FailureOr<mlir::Value> affineGrid(mlir::Value theta, int64_t height,
+                                          int64_t width, bool alignCorners);
+  /// F.grid_sample for 4-D: x [N, C, H, W] (static C, H, W) sampled at
+  /// grid [N, Ho, Wo, 2] (static Ho, Wo; (x, y) in [-1, 1]) -> [N, C, Ho,
+  /// Wo]. Bilinear: the four neighbours gathered (gather_elements over the
+  /// flattened H*W) and weighted, so gradients reach x and the grid;
+  /// nearest: the rounded position (half to even, as torch). Outside the
+  /// image: zeros, or with `border` the coordinates clamped to the edge.
+  enum class SampleMode { bilinear, nearest };
+  mlir::FailureOr<mlir::Value> gridSample(mlir::Value x, mlir::Value grid,
+                                          SampleMode mode, bool border,
+                                          bool alignCorners);
   /// x where x > 0, else slope * x (PReLU; slope broadcasts against x).
   mlir::FailureOr<mlir::Value> prelu(mlir::Value x, mlir::Value slope);
   /// The k largest (or smallest) values of floating-point `x` along static

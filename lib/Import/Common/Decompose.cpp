@@ -1211,6 +1211,185 @@ FailureOr<Value> Decomposer::embeddingBag(Value weight, Value bags,
   return r;
 }
 
+/// Where pixel i of `size` lies in [-1, 1] (torch's normalized
+/// coordinates): pixel centers spread over [-1, 1] with alignCorners, else
+/// over [-1 + 1/size, 1 - 1/size]; one pixel is at 0.
+static double normalizedCoordinate(int64_t i, int64_t size,
+                                   bool alignCorners) {
+  if (size <= 1)
+    return 0.0;
+  return alignCorners ? -1.0 + 2.0 * double(i) / double(size - 1)
+                      : (2.0 * double(i) + 1.0) / double(size) - 1.0;
+}
+
+FailureOr<Value> Decomposer::affineGrid(Value theta, int64_t height,
+                                        int64_t width, bool alignCorners) {
+  auto tt = theta.getType().cast<VTensorType>();
+  if (tt.getRank() != 3 || tt.getDim(1) != SymInt(2) ||
+      tt.getDim(2) != SymInt(3) || !tt.getElementType().isa<FloatType>() ||
+      height < 1 || width < 1)
+    return emitError(loc) << "affine_grid needs floating-point theta [N, 2, "
+                             "3] and a 4-D size, got "
+                          << theta.getType() << " (3-D grids are not "
+                             "supported)",
+           failure();
+  std::vector<double> base;
+  base.reserve(height * width * 3);
+  for (int64_t h = 0; h < height; ++h)
+    for (int64_t w = 0; w < width; ++w) {
+      base.push_back(normalizedCoordinate(w, width, alignCorners));
+      base.push_back(normalizedCoordinate(h, height, alignCorners));
+      base.push_back(1.0);
+    }
+  Value points =
+      constant({1, height * width, 3}, tt.getElementType(), base);
+  auto thetaT = transpose(theta, {0, 2, 1}); // [N, 3, 2]
+  auto grid = failed(thetaT) ? thetaT : make<MatmulOp>({points, *thetaT});
+  if (failed(grid))
+    return failure();
+  return reshape(*grid,
+                 {tt.getDim(0), SymInt(height), SymInt(width), SymInt(2)});
+}
+
+FailureOr<Value> Decomposer::gridSample(Value x, Value grid, SampleMode mode,
+                                        bool border, bool alignCorners) {
+  auto xt = x.getType().cast<VTensorType>();
+  auto gt = grid.getType().cast<VTensorType>();
+  if (xt.getRank() != 4 || gt.getRank() != 4 ||
+      !xt.getElementType().isa<FloatType>() ||
+      gt.getElementType() != xt.getElementType() ||
+      xt.getDim(0) != gt.getDim(0) || gt.getDim(3) != SymInt(2) ||
+      !xt.getDim(1).isStatic() || !xt.getDim(2).isStatic() ||
+      !xt.getDim(3).isStatic() || !gt.getDim(1).isStatic() ||
+      !gt.getDim(2).isStatic())
+    return emitError(loc) << "grid_sample needs x [N, C, H, W] and a grid [N, "
+                             "Ho, Wo, 2] of its element type with static "
+                             "C, H, W, Ho, Wo, got "
+                          << x.getType() << " and " << grid.getType()
+                          << " (5-D inputs are not supported)",
+           failure();
+  MLIRContext *ctx = b.getContext();
+  Type et = xt.getElementType();
+  SymInt n = xt.getDim(0);
+  int64_t c = xt.getDim(1).constant, h = xt.getDim(2).constant,
+          w = xt.getDim(3).constant;
+  int64_t k = gt.getDim(1).constant * gt.getDim(2).constant;
+  auto cmp = [&](ComparePredicate p, Value l, double r) {
+    return make<CompareOp>(
+        {l, scalar(r, et)},
+        {b.getNamedAttr("predicate", ComparePredicateAttr::get(ctx, p))});
+  };
+  auto clamp = [&](Value v, double hi) -> FailureOr<Value> {
+    auto lo = make<MaximumOp>({v, scalar(0.0, et)});
+    return failed(lo) ? lo : make<MinimumOp>({*lo, scalar(hi, et)});
+  };
+  // Pixel coordinates [N, K] of the grid's x (axis 0) and y (axis 1).
+  auto coordinate = [&](int64_t axis, int64_t size) -> FailureOr<Value> {
+    auto part = slice(grid, 3, axis, axis + 1);
+    auto flat = failed(part) ? part : reshape(*part, {n, SymInt(k)});
+    double scale = alignCorners ? (size - 1) / 2.0 : size / 2.0;
+    auto scaled = failed(flat) ? flat : times(*flat, scale);
+    auto shifted = failed(scaled) ? scaled : plus(*scaled, (size - 1) / 2.0);
+    if (failed(shifted) || !border)
+      return shifted;
+    return clamp(*shifted, double(size - 1));
+  };
+  auto ix = coordinate(0, w), iy = coordinate(1, h);
+  if (failed(ix) || failed(iy))
+    return failure();
+  auto flatX = reshape(x, {n, SymInt(c), SymInt(h * w)});
+  if (failed(flatX))
+    return failure();
+  SmallVector<SymInt> column{n, SymInt(1), SymInt(k)};
+  // x at integer-valued pixel coordinates (xi, yi) [N, K] -> [N, C, K],
+  // zeros outside the image.
+  auto sample = [&](Value xi, Value yi) -> FailureOr<Value> {
+    Value inside;
+    for (auto [v, size] : {std::pair(xi, w), std::pair(yi, h)}) {
+      auto lo = cmp(ComparePredicate::ge, v, 0.0);
+      auto hi = cmp(ComparePredicate::le, v, double(size - 1));
+      auto both = failed(lo) || failed(hi) ? FailureOr<Value>(failure())
+                                           : make<AndOp>({*lo, *hi});
+      if (failed(both))
+        return failure();
+      if (inside) {
+        auto all = make<AndOp>({inside, *both});
+        if (failed(all))
+          return failure();
+        inside = *all;
+      } else {
+        inside = *both;
+      }
+    }
+    auto xc = clamp(xi, double(w - 1)), yc = clamp(yi, double(h - 1));
+    auto row = failed(yc) ? yc : times(*yc, double(w));
+    auto lin = failed(row) || failed(xc) ? FailureOr<Value>(failure())
+                                         : make<AddOp>({*row, *xc});
+    if (failed(lin))
+      return failure();
+    auto lt = lin->getType().cast<VTensorType>();
+    Value index = b.create<CastOp>(loc, lt.withElementType(b.getI64Type()),
+                                   *lin);
+    auto index3 = reshape(index, column);
+    if (failed(index3))
+      return failure();
+    Value expanded = b.create<ExpandOp>(
+        loc,
+        VTensorType::getFromDims(ctx, {n, SymInt(c), SymInt(k)},
+                                 b.getI64Type()),
+        *index3);
+    auto v = make<GatherElementsOp>(
+        {*flatX, expanded}, {b.getNamedAttr("axis", b.getI64IntegerAttr(2))});
+    auto mask = reshape(inside, column);
+    if (failed(v) || failed(mask))
+      return failure();
+    return make<WhereOp>({*mask, *v, scalar(0.0, et)});
+  };
+  FailureOr<Value> out = failure();
+  if (mode == SampleMode::nearest) {
+    auto xn = unary(UnaryKind::round, *ix), yn = unary(UnaryKind::round, *iy);
+    if (failed(xn) || failed(yn))
+      return failure();
+    out = sample(*xn, *yn);
+  } else {
+    auto x0 = unary(UnaryKind::floor, *ix), y0 = unary(UnaryKind::floor, *iy);
+    if (failed(x0) || failed(y0))
+      return failure();
+    auto x1 = plus(*x0, 1.0), y1 = plus(*y0, 1.0);
+    auto wx1 = make<SubOp>({*ix, *x0}), wy1 = make<SubOp>({*iy, *y0});
+    if (failed(x1) || failed(y1) || failed(wx1) || failed(wy1))
+      return failure();
+    auto wx0 = make<SubOp>({scalar(1.0, et), *wx1});
+    auto wy0 = make<SubOp>({scalar(1.0, et), *wy1});
+    if (failed(wx0) || failed(wy0))
+      return failure();
+    Value sum;
+    for (auto [xi, wx] : {std::pair(*x0, *wx0), std::pair(*x1, *wx1)})
+      for (auto [yi, wy] : {std::pair(*y0, *wy0), std::pair(*y1, *wy1)}) {
+        auto v = sample(xi, yi);
+        auto weight = make<MulOp>({wx, wy});
+        auto weight3 = failed(weight) ? weight : reshape(*weight, column);
+        auto term = failed(v) || failed(weight3)
+                        ? FailureOr<Value>(failure())
+                        : make<MulOp>({*v, *weight3});
+        if (failed(term))
+          return failure();
+        if (sum) {
+          auto total = make<AddOp>({sum, *term});
+          if (failed(total))
+            return failure();
+          sum = *total;
+        } else {
+          sum = *term;
+        }
+      }
+    out = sum;
+  }
+  if (failed(out))
+    return failure();
+  return reshape(*out, {n, SymInt(c), gt.getDim(1), gt.getDim(2)});
+}
+
 /// The classes of a margin loss's scores x [N, C], or an error naming
 /// `what`.
 static FailureOr<int64_t> marginClasses(Location loc, Value x,

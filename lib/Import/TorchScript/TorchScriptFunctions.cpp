@@ -806,6 +806,52 @@ LogicalResult TSImporter::hCol2Im(Node *n, Location loc) {
               i64("groups", c)}));
 }
 
+/// affine_grid_generator(theta, size, align_corners) (F.affine_grid) for a
+/// 4-D size [N, C, H, W].
+LogicalResult TSImporter::hAffineGrid(Node *n, Location loc) {
+  auto theta = floatInput(*this, n, loc);
+  auto size = symIntListArg(n, 1, loc);
+  auto align = boolArg(n, 2, loc);
+  if (failed(theta) || failed(size) || failed(align))
+    return failure();
+  if (size->size() != 4 || !(*size)[2].isStatic() || !(*size)[3].isStatic())
+    return error(n, loc) << "affine_grid is supported for a 4-D size [N, C, "
+                            "H, W] with static H and W (5-D grids are not)";
+  return bindResult(n, Decomposer(b(), loc).affineGrid(
+                           *theta, (*size)[2].constant, (*size)[3].constant,
+                           *align));
+}
+
+/// grid_sampler(input, grid, interpolation_mode, padding_mode,
+/// align_corners) (F.grid_sample): modes 0 bilinear / 1 nearest, padding 0
+/// zeros / 1 border; bicubic and reflection are refused.
+LogicalResult TSImporter::hGridSample(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto grid = tensorArg(n, 1, loc);
+  auto mode = intArg(n, 2, loc), padding = intArg(n, 3, loc);
+  auto align = boolArg(n, 4, loc);
+  if (failed(x) || failed(grid) || failed(mode) || failed(padding) ||
+      failed(align))
+    return failure();
+  if (*mode != 0 && *mode != 1)
+    return error(n, loc) << "grid_sample: only mode 'bilinear' and 'nearest' "
+                            "are supported (got "
+                         << (*mode == 2 ? std::string("'bicubic'")
+                                        : std::to_string(*mode))
+                         << ")";
+  if (*padding != 0 && *padding != 1)
+    return error(n, loc) << "grid_sample: only padding_mode 'zeros' and "
+                            "'border' are supported (got "
+                         << (*padding == 2 ? std::string("'reflection'")
+                                           : std::to_string(*padding))
+                         << ")";
+  using Mode = Decomposer::SampleMode;
+  return bindResult(n, Decomposer(b(), loc).gridSample(
+                           *x, cast(*grid, tensorType(*x).getElementType(), loc),
+                           *mode == 0 ? Mode::bilinear : Mode::nearest,
+                           *padding == 1, *align));
+}
+
 /// prelu(x, weight): x where x > 0, else weight * x, the weight (one value
 /// or one per channel) along dimension 1.
 LogicalResult TSImporter::hPrelu(Node *n, Location loc) {

@@ -75,6 +75,10 @@ bags            TorchScript: nn.EmbeddingBag on a 2-D input (bags of one
 folds           TorchScript: F.fold (nn.Fold) after F.unfold with a per-window
                 linear: overlapping windows (stride below the kernel) and
                 padding add back up; dilated windows
+sampler         TorchScript: a spatial transformer -- F.affine_grid from a
+                localization layer, F.grid_sample bilinear (zeros, and
+                border padding on a grid that is a parameter) and nearest
+                (border, align_corners), gradients reaching the grids
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities and a weighted sum: two weighted means added
                 (inexact under micro-batching, warned)
@@ -492,6 +496,31 @@ class Folds(nn.Module):
 
 def folds():
     return Folds(), (torch.randn(2, 3, 7, 6), torch.randint(0, C, (2,)))
+
+
+class Sampler(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Linear(3 * 7 * 8, 6)
+        with torch.no_grad():
+            self.loc.weight.mul_(0.1)
+            self.loc.bias.copy_(torch.tensor([1.1, 0.2, 0.1, -0.1, 0.9, 0.05]))
+        self.offsets = nn.Parameter(torch.rand(1, 4, 5, 2) * 2.4 - 1.2)
+        self.head = nn.Linear(3 * 5 * 6 + 3 * 7 * 8 + 3 * 4 * 5, C)
+
+    def forward(self, x, labels):  # x [B, 3, 7, 8]
+        theta = self.loc(x.flatten(1)).view(-1, 2, 3)
+        g = F.affine_grid(theta, (x.shape[0], 3, 5, 6), align_corners=False)
+        a = F.grid_sample(x, g, align_corners=False)
+        g2 = F.affine_grid(theta * 1.3, list(x.shape), align_corners=True)
+        b = F.grid_sample(torch.tanh(x), g2, mode="nearest", padding_mode="border", align_corners=True)
+        c = F.grid_sample(x, torch.tanh(self.offsets).expand(x.shape[0], -1, -1, -1) * 1.2,
+                          padding_mode="border")
+        return F.cross_entropy(self.head(torch.cat([a.flatten(1), b.flatten(1), c.flatten(1)], 1)), labels)
+
+
+def sampler():
+    return Sampler(), (torch.randn(2, 3, 7, 8), torch.randint(0, C, (2,)))
 
 
 class WeightedCE(nn.Module):

@@ -31,6 +31,7 @@ packed.pt       a GRU over a packed sequence
 weightsmooth.pt a cross-entropy with class weights and label smoothing
 bagoffsets.pt   nn.EmbeddingBag over a 1-D input with offsets (bags of
                 different sizes)
+gridmode.pt     F.grid_sample with padding_mode="reflection"
 """
 import os
 import sys
@@ -233,6 +234,13 @@ class BagOffsets(nn.Module):
         return F.cross_entropy(self.bag(ids.flatten(), torch.tensor([0, 5])), y)
 
 
+class GridMode(nn.Module):
+    def forward(self, x, y):  # x [B, 1, 2, 4]
+        grid = x.reshape(-1, 2, 2, 2)
+        return F.cross_entropy(F.grid_sample(x, grid, padding_mode="reflection",
+                                             align_corners=False).flatten(1), y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -258,6 +266,8 @@ export(LongSort(), (torch.randn(2, 2000), y), os.path.join(out, "longsort.pt"), 
 export(SortBatch(), (torch.randn(2, 4), y), os.path.join(out, "sortbatch.pt"), input_names=["x", "y"])
 export(WeightSmooth(), (x, y), os.path.join(out, "weightsmooth.pt"), input_names=["x", "y"])
 export(BagOffsets(), (ids, y), os.path.join(out, "bagoffsets.pt"), input_names=["ids", "y"])
+export(GridMode(), (torch.randn(2, 1, 2, 4), y), os.path.join(out, "gridmode.pt"),
+       input_names=["x", "y"])
 export(Packed(), (torch.randn(2, 3, 8), y), os.path.join(out, "packed.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
