@@ -418,10 +418,23 @@ at::Tensor poolKernel(Pool kind, const at::Tensor &input,
   return avg(x, pads, true) / avg(ones, pads, true);
 }
 
+double crossEntropyCount(const at::Tensor &labels, bool hasIgnore,
+                         int64_t ignoreIndex, const at::Tensor &weight) {
+  at::Tensor kept = hasIgnore ? labels.ne(ignoreIndex)
+                              : at::ones_like(labels, at::kBool);
+  if (!weight.defined())
+    return double(kept.sum().item<int64_t>());
+  // weight[label] where kept (an ignored label may lie outside the classes)
+  at::Tensor safe = at::where(kept, labels, at::zeros_like(labels));
+  at::Tensor w = weight.detach().index_select(0, safe.reshape(-1).to(at::kLong));
+  return (w * kept.reshape(-1).to(w.scalar_type())).sum().item<double>();
+}
+
 at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
                               LossReduction reduction, bool hasIgnore,
                               int64_t ignoreIndex, bool logInput,
-                              double *lossCount, double labelSmoothing) {
+                              double *lossCount, double labelSmoothing,
+                              const at::Tensor &weight) {
   int64_t r = at::Reduction::Mean;
   switch (reduction) {
   case LossReduction::none: r = at::Reduction::None; break;
@@ -440,19 +453,20 @@ at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
     if (LossDenominators *scope = LossDenominators::current()) {
       denominator = scope->take();
     } else if (lossCount) {
-      *lossCount = hasIgnore
-                       ? double(labels.ne(ignoreIndex).sum().item<int64_t>())
-                       : double(labels.numel());
+      *lossCount = crossEntropyCount(labels, hasIgnore, ignoreIndex, weight);
       if (*lossCount == 0) // weighed by 0: its sum, 0, not 0/0
         denominator = 1.0;
     }
     if (denominator)
       r = at::Reduction::Sum;
   }
+  at::Tensor w = weight.defined() && weight.scalar_type() != logits.scalar_type()
+                     ? weight.to(logits.scalar_type())
+                     : weight;
   at::Tensor loss =
-      logInput ? at::nll_loss_nd(logits, labels, /*weight=*/{}, r, ignore)
-               : at::cross_entropy_loss(logits, labels, /*weight=*/{}, r,
-                                        ignore, labelSmoothing);
+      logInput ? at::nll_loss_nd(logits, labels, w, r, ignore)
+               : at::cross_entropy_loss(logits, labels, w, r, ignore,
+                                        labelSmoothing);
   return denominator ? loss / *denominator : loss;
 }
 

@@ -237,6 +237,18 @@ Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels,
   });
 }
 
+Tensor cross_entropy_weighted(Context &ctx, const Tensor &logits,
+                              const Tensor &labels, const Tensor &weight,
+                              LossReduction reduction, bool hasIgnore,
+                              int64_t ignoreIndex, bool logInput,
+                              double smoothing) {
+  return guarded("cross_entropy", [&] {
+    return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
+                                  ignoreIndex, logInput, &ctx.lossCount,
+                                  smoothing, T(weight));
+  });
+}
+
 Tensor cross_entropy_smoothed(Context &ctx, const Tensor &logits,
                               const Tensor &labels, LossReduction reduction,
                               bool hasIgnore, int64_t ignoreIndex,

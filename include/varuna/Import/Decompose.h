@@ -181,16 +181,6 @@ public:
   /// division, floats through floor.
   mlir::FailureOr<mlir::Value> remainder(mlir::Value a, mlir::Value b,
                                          bool floorMod);
-  /// A cross-entropy / negative log-likelihood with class weights
-  /// (torch's `weight=`, ONNX's third input): w = weight[labels] (0 where
-  /// labels == ignoreIndex), per element w * the unweighted loss (x and
-  /// labels as `cross_entropy` takes them); summed for `sum`, and for `mean`
-  /// that sum over the sum of w -- PyTorch's weighted mean, a ratio whose
-  /// micro-batches training adds up exactly (docs/varuna-run.md).
-  mlir::FailureOr<mlir::Value>
-  weightedCrossEntropy(mlir::Value x, mlir::Value labels, mlir::Value weight,
-                       LossReduction reduction,
-                       std::optional<int64_t> ignoreIndex, bool logInput);
   /// A cross-entropy against class probabilities (torch's floating-point
   /// targets: mixup, distillation): per element -sum_c w_c t_c
   /// log_softmax(x)_c over the class axis 1, t smoothed to t (1 - s) + s / C

@@ -1018,67 +1018,6 @@ FailureOr<Value> Decomposer::oneHot(Value indices, int64_t depth,
   return failed(wrapped) ? wrapped : make<OrOp>({*hit, *wrapped});
 }
 
-FailureOr<Value>
-Decomposer::weightedCrossEntropy(Value x, Value labels, Value weight,
-                                 LossReduction reduction,
-                                 std::optional<int64_t> ignoreIndex,
-                                 bool logInput) {
-  auto wt = weight.getType().dyn_cast<VTensorType>();
-  if (!wt || wt.getRank() != 1 || !wt.getElementType().isa<FloatType>())
-    return emitError(loc) << "class weights must be a 1-D floating-point "
-                             "tensor, got "
-                          << weight.getType(),
-           failure();
-  MLIRContext *ctx = b.getContext();
-  SmallVector<NamedAttribute> attrs{b.getNamedAttr(
-      "reduction", LossReductionAttr::get(ctx, LossReduction::none))};
-  if (ignoreIndex)
-    attrs.push_back(b.getNamedAttr("ignore_index",
-                                   b.getI64IntegerAttr(*ignoreIndex)));
-  if (logInput)
-    attrs.push_back(b.getNamedAttr("log_input", b.getUnitAttr()));
-  auto perElement = make<CrossEntropyOp>({x, labels}, attrs);
-  if (failed(perElement))
-    return failure();
-  // w = weight[labels], 0 at ignored labels (looked up at class 0 there:
-  // the ignore index may lie outside the classes).
-  Value index = labels;
-  Value kept;
-  if (ignoreIndex) {
-    Type lt = elementTypeOf(labels);
-    auto ne = make<CompareOp>(
-        {labels, scalar(double(*ignoreIndex), lt)},
-        {b.getNamedAttr("predicate",
-                        ComparePredicateAttr::get(ctx, ComparePredicate::ne))});
-    if (failed(ne))
-      return failure();
-    kept = *ne;
-    auto safe = make<WhereOp>({kept, labels, scalar(0, lt)});
-    if (failed(safe))
-      return failure();
-    index = *safe;
-  }
-  auto w = make<GatherOp>({weight, index},
-                          {b.getNamedAttr("axis", b.getI64IntegerAttr(0))});
-  if (failed(w))
-    return failure();
-  if (kept) {
-    w = make<WhereOp>({kept, *w, scalar(0, wt.getElementType())});
-    if (failed(w))
-      return failure();
-  }
-  auto weighted = make<MulOp>({*w, *perElement});
-  if (failed(weighted) || reduction == LossReduction::none)
-    return weighted;
-  auto total = reduceAll(ReduceKind::sum, *weighted);
-  if (failed(total) || reduction == LossReduction::sum)
-    return total;
-  auto count = reduceAll(ReduceKind::sum, *w);
-  if (failed(count))
-    return failure();
-  return make<DivOp>({*total, *count});
-}
-
 FailureOr<Value> Decomposer::softTargetCrossEntropy(Value x, Value target,
                                                     Value weight,
                                                     LossReduction reduction,

@@ -530,17 +530,15 @@ LogicalResult importLoss(NodeContext &nc) {
                              .softTargetCrossEntropy(*x, *y, w, *reduction,
                                                      /*smoothing=*/0.0));
   }
-  if (nc.hasInput(2)) { // class weights
+  Value weight; // class weights
+  if (nc.hasInput(2)) {
     auto w = nc.runtime(2);
     if (failed(w))
       return failure();
-    return setResult(nc, Decomposer(nc.b(), nc.loc)
-                             .weightedCrossEntropy(
-                                 *x, *y, *w, *reduction, nc.intAttr("ignore_index"),
-                                 nll));
+    weight = *w;
   }
   return setResult(nc, nc.create<CrossEntropyOp>(
-                           *x, *y,
+                           *x, *y, weight,
                            LossReductionAttr::get(nc.ctx(), *reduction), ignore,
                            nll ? nc.b().getUnitAttr() : UnitAttr(),
                            FloatAttr()));

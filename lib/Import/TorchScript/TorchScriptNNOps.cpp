@@ -725,16 +725,12 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
     return imp.bindResult(n, Decomposer(imp.b(), loc).softTargetCrossEntropy(
                                  *x, *y, w, reduction, smoothing));
   }
-  if (!imp.isNoneArg(n, 2)) {
-    if (smoothing != 0.0)
-      return imp.error(n, loc)
-             << "class weights together with label_smoothing are not "
-                "supported (either one alone is)";
+  SmallVector<Value, 3> operands{*x, *y};
+  if (!imp.isNoneArg(n, 2)) { // class weights
     auto w = imp.tensorArg(n, 2, loc);
     if (failed(w))
       return failure();
-    return imp.bindResult(n, Decomposer(imp.b(), loc).weightedCrossEntropy(
-                                 *x, *y, *w, reduction, *ignore, logInput));
+    operands.push_back(imp.cast(*w, tensorType(*x).getElementType(), loc));
   }
   MLIRContext *ctx = imp.ctx;
   SmallVector<NamedAttribute> attrs{
@@ -745,7 +741,7 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
   if (smoothing != 0.0)
     attrs.push_back(
         imp.attr("label_smoothing", FloatAttr::get(Float64Type::get(ctx), smoothing)));
-  return imp.bindResult(n, imp.make<CrossEntropyOp>(loc, {*x, *y}, attrs));
+  return imp.bindResult(n, imp.make<CrossEntropyOp>(loc, operands, attrs));
 }
 
 LogicalResult TSImporter::hCrossEntropy(Node *n, Location loc) {

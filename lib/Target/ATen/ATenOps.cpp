@@ -262,7 +262,8 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
             ignore.has_value(), ignore ? static_cast<int64_t>(*ignore) : 0,
             o.getLogInput(), &ctx.lossCount,
             o.getLabelSmoothing() ? o.getLabelSmoothing()->convertToDouble()
-                                  : 0.0);
+                                  : 0.0,
+            o.getWeight() ? in[2] : at::Tensor());
       })
       .Default([&](Operation *) -> at::Tensor {
         unsupported("op '" + op->getName().getStringRef().str() +

@@ -3,6 +3,7 @@
 #include "varuna/Target/ATen/LossNormalization.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Transforms/GraphUtils.h"
+#include "varuna/runtime/Kernels.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include <ATen/ATen.h>
@@ -72,7 +73,8 @@ static bool sameMean(Operation *a, Operation *b) {
     auto cb = llvm::dyn_cast<CrossEntropyOp>(b);
     return cb && ca.getIgnoreIndex() == cb.getIgnoreIndex() &&
            ca.getLogInput() == cb.getLogInput() &&
-           ca.getLabelSmoothing() == cb.getLabelSmoothing();
+           ca.getLabelSmoothing() == cb.getLabelSmoothing() &&
+           bool(ca.getWeight()) == bool(cb.getWeight());
   }
   auto ra = llvm::cast<ReduceOp>(a);
   auto rb = llvm::dyn_cast<ReduceOp>(b);
@@ -176,16 +178,24 @@ InputSlice::evaluate(const std::vector<rt::BatchTensor> &rows,
   return evaluate(byName, batch);
 }
 
-std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
+std::optional<LabelCounter>
+LabelCounter::create(ModuleOp job, InputSlice::ParamLoader params) {
   func::FuncOp graph = findTrainingGraph(job);
   if (!graph || graph.getBody().empty())
     return std::nullopt;
   SmallVector<Operation *> means = stepMeans(graph);
-  SmallVector<Value> labels;
+  SmallVector<Value> roots; // each cross_entropy's labels (and weights)
   for (Operation *op : means)
-    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
-      labels.push_back(ce.getLabels());
-  std::optional<InputSlice> slice = InputSlice::create(graph, labels);
+    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
+      roots.push_back(ce.getLabels());
+      if (Value w = ce.getWeight()) {
+        if (!params) // class weights are read through `params`
+          return std::nullopt;
+        roots.push_back(w);
+      }
+    }
+  std::optional<InputSlice> slice =
+      InputSlice::create(graph, roots, std::move(params));
   if (means.empty() || !slice)
     return std::nullopt;
   LabelCounter c(std::move(*slice));
@@ -210,12 +220,12 @@ std::optional<LabelCounter> LabelCounter::create(ModuleOp job) {
   return c;
 }
 
-static double countOf(CrossEntropyOp ce, const at::Tensor &labels) {
+static double countOf(CrossEntropyOp ce, const at::Tensor &labels,
+                      const at::Tensor &weight) {
   auto ignore = ce.getIgnoreIndex();
-  if (!ignore)
-    return double(labels.numel());
-  return double(
-      labels.ne(static_cast<int64_t>(*ignore)).sum().item<int64_t>());
+  return rt::crossEntropyCount(labels, ignore.has_value(),
+                               ignore ? static_cast<int64_t>(*ignore) : 0,
+                               weight);
 }
 
 /// How many elements a step_mean reduce averages over `batch` examples.
@@ -232,11 +242,13 @@ LabelCounter::count(const std::vector<rt::BatchTensor> &rows,
                     int64_t batch) const {
   std::vector<at::Tensor> values = labels.evaluate(rows, batch);
   std::vector<double> counts;
-  size_t next = 0; // the next cross_entropy's labels
+  size_t next = 0; // the next cross_entropy's labels (then its weights)
   for (Operation *op : means) {
-    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op))
-      counts.push_back(countOf(ce, values[next++]));
-    else
+    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
+      const at::Tensor &labels = values[next++];
+      at::Tensor weight = ce.getWeight() ? values[next++] : at::Tensor();
+      counts.push_back(countOf(ce, labels, weight));
+    } else
       counts.push_back(countOf(llvm::cast<ReduceOp>(op), batch));
   }
   return counts;
@@ -272,8 +284,12 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
   func::FuncOp graph = findTrainingGraph(job);
   if (!graph || graph.getBody().empty())
     return result;
-  // Mean cross_entropies normalize by the step's labels when they can.
-  bool countable = LabelCounter::create(job).has_value();
+  // Mean cross_entropies normalize by the step's labels when they can
+  // (class weights: frozen parameters the trainers load; none is read here).
+  bool countable =
+      LabelCounter::create(job, [](ParamOp) -> at::Tensor {
+        throw std::logic_error("the loss analysis reads no parameter");
+      }).has_value();
   bool normalizes = false;
   llvm::DenseMap<Value, bool> fromInputs;
   // What a value without a batch dimension is, as a function of the
@@ -407,7 +423,7 @@ std::string varuna::zeroDivisorMessage(int64_t microBatch) {
          "for these " +
          std::to_string(microBatch) +
          " examples (every label ignored?): the micro-batch's loss is 0/0 "
-         "and cannot be weighted. Use larger micro-batches, or (without "
-         "class weights) a mean cross_entropy with ignore_index, which "
+         "and cannot be weighted. Use larger micro-batches, or a mean "
+         "cross_entropy with ignore_index (and class weights, if any), which "
          "divides by the whole step's count and is exact";
 }

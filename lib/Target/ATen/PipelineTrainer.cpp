@@ -219,7 +219,8 @@ LogicalResult Rank::setUp() {
   LossAggregation aggregation = lossAggregation(job);
   additive = lossesAddUp(aggregation);
   if (aggregation == LossAggregation::Normalized) {
-    labelCounter = LabelCounter::create(job);
+    labelCounter = LabelCounter::create(
+        job, [this](ParamOp p) { return evaluator.loadParam(p); });
     if (labelCounter && labelCounter->meansIn(firstSection, endSection) == 0)
       labelCounter.reset();
   }

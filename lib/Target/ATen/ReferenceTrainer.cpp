@@ -475,7 +475,8 @@ LogicalResult varuna::trainReference(
   const bool additive = lossesAddUp(aggregation);
   std::optional<LabelCounter> counter;
   if (aggregation == LossAggregation::Normalized)
-    counter = LabelCounter::create(job);
+    counter = LabelCounter::create(
+        job, [&](ParamOp p) { return evaluator->loadParam(p); });
   StepLabels labels;
   labels.counter = counter ? &*counter : nullptr;
   std::optional<LossDivisor> divisor = LossDivisor::create(

@@ -402,6 +402,17 @@ std::string BodyEmitter::call(Operation *op) {
       })
       .Case([&](CrossEntropyOp c) {
         auto ignore = c.getIgnoreIndex();
+        if (c.getWeight()) {
+          auto smoothing = c.getLabelSmoothing();
+          return "stage::cross_entropy_weighted(ctx, " + o(0) + ", " + o(1) +
+                 ", " + o(2) + ", " +
+                 code("LossReduction", rt::kLossReductionNames,
+                      int(c.getReduction())) +
+                 ", " + lit(ignore.has_value()) + ", " +
+                 lit(ignore ? static_cast<int64_t>(*ignore) : int64_t(0)) +
+                 ", " + lit(static_cast<bool>(c.getLogInput())) + ", " +
+                 lit(smoothing ? smoothing->convertToDouble() : 0.0) + ")";
+        }
         if (auto smoothing = c.getLabelSmoothing();
             smoothing && !smoothing->isZero())
           return "stage::cross_entropy_smoothed(ctx, " + o(0) + ", " + o(1) +

@@ -168,6 +168,14 @@ func.func @padding_outside(%w: !varuna.tensor<[8, 64], f32>, %ids: !varuna.tenso
 
 // -----
 
+func.func @class_weights_shape(%x: !varuna.tensor<[B, 4], f32>, %y: !varuna.tensor<[B], i64>, %w: !varuna.tensor<[5], f32>) {
+  // expected-error @+1 {{class weights must be [C] = !varuna.tensor<[4], f32> (one per class, the logits' element type), got !varuna.tensor<[5], f32>}}
+  %l = varuna.cross_entropy mean, %x, %y weight %w : !varuna.tensor<[5], f32> : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[], f32>
+  return
+}
+
+// -----
+
 func.func @smoothing_range(%x: !varuna.tensor<[B, 4], f32>, %y: !varuna.tensor<[B], i64>) {
   // expected-error @+1 {{label_smoothing must be in [0, 1], got 1.5}}
   %l = varuna.cross_entropy mean, %x, %y {label_smoothing = 1.5 : f64} : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[], f32>

@@ -34,6 +34,10 @@ func.func @forward(%ids: !varuna.tensor<[B, 16], i64> {varuna.name = "input_ids"
   %lab = varuna.reshape %labels : !varuna.tensor<[B, 16], i64> -> !varuna.tensor<[B*16], i64>
   // CHECK: varuna.cross_entropy mean, {{.*}} {ignore_index = -100 : i64} : !varuna.tensor<[B*16, 64], f32>, !varuna.tensor<[B*16], i64> -> !varuna.tensor<[], f32>
   %loss = varuna.cross_entropy mean, %flat, %lab {ignore_index = -100 : i64} : !varuna.tensor<[B*16, 64], f32>, !varuna.tensor<[B*16], i64> -> !varuna.tensor<[], f32>
+  // Class weights: an optional [C] operand.
+  // CHECK: varuna.cross_entropy mean, %{{.*}}, %{{.*}} weight %{{.*}} : !varuna.tensor<[64], f32> {label_smoothing = 1.000000e-01 : f64} : !varuna.tensor<[B*16, 64], f32>, !varuna.tensor<[B*16], i64> -> !varuna.tensor<[], f32>
+  %cw = varuna.full 0.5 : f32 -> !varuna.tensor<[64], f32>
+  %weighted = varuna.cross_entropy mean, %flat, %lab weight %cw : !varuna.tensor<[64], f32> {label_smoothing = 0.1 : f64} : !varuna.tensor<[B*16, 64], f32>, !varuna.tensor<[B*16], i64> -> !varuna.tensor<[], f32>
   return %loss : !varuna.tensor<[], f32>
 }
 

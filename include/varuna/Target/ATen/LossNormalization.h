@@ -13,12 +13,14 @@
 //   Normalized  the same, where some terms are means over the examples:
 //               mean cross_entropies whose labels are computed from the
 //               graph inputs alone (labels, their shifts and reshapes:
-//               never parameters or random numbers), and reduce means
+//               never parameters or random numbers; class weights from
+//               frozen parameters or constants), and reduce means
 //               marked step_mean (varuna-mark-step-means: a mean over the
 //               examples only the loss reads). Each such mean is a sum
-//               divided by a count (the labels not ignored; the elements
-//               reduced); over the whole step that count is known before
-//               the first forward, from the step's inputs or its shape
+//               divided by a count (the labels not ignored, or the sum of
+//               their class weights; the elements reduced); over the whole
+//               step that count is known before the first forward, from
+//               the step's inputs (and the weights) or its shape
 //               (LabelCounter). Each micro-batch divides its sum by the
 //               step's count (rt::LossDenominators), so the micro-batches'
 //               losses add up: exact for any number of mean terms, any
@@ -149,16 +151,21 @@ std::string zeroDivisorMessage(int64_t microBatch);
 class LabelCounter {
 public:
   /// Analyses `job`. nullopt when the job has no training graph, no such
-  /// mean, a mean cross_entropy whose labels depend on something other than
-  /// the graph inputs and constants (a parameter, a random op), or sections
-  /// that do not hold the graph's means in the same order.
-  static std::optional<LabelCounter> create(mlir::ModuleOp job);
+  /// mean, a mean cross_entropy whose labels (or class weights) depend on
+  /// something other than the graph inputs and constants (a trainable
+  /// parameter, a random op), or sections that do not hold the graph's
+  /// means in the same order. `params` loads the frozen parameters class
+  /// weights read; without it a weighted cross_entropy makes it nullopt.
+  static std::optional<LabelCounter>
+  create(mlir::ModuleOp job, InputSlice::ParamLoader params = nullptr);
 
   /// For the whole step's rows of each graph input, in the graph's order
   /// (DataSource::batch(step, M, 0, M)), each mean's count in program
   /// order: a cross_entropy's labels not equal to its ignore_index (all of
-  /// them without one), a reduce's elements reduced over `batch` examples. Throws std::runtime_error (naming the op) when an input
-  /// is missing or an op fails.
+  /// them without one; with class weights, the sum of their weights), a
+  /// reduce's elements reduced over `batch` examples. Throws
+  /// std::runtime_error (naming the op) when an input is missing or an op
+  /// fails.
   std::vector<double> count(const std::vector<rt::BatchTensor> &rows,
                             int64_t batch) const;
   /// The graph inputs count() reads (the rest of `rows` may be empty).

@@ -439,6 +439,17 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *ctx,
 }
 
 LogicalResult CrossEntropyOp::verify() {
+  if (Value w = getWeight()) {
+    auto wt = llvm::cast<VTensorType>(w.getType());
+    auto lt = llvm::cast<VTensorType>(getLogits().getType());
+    if (wt.getRank() != 1 || wt.isBatched() || wt.getDim(0) != lt.getDim(1) ||
+        wt.getElementType() != lt.getElementType())
+      return emitOpError("class weights must be [C] = ")
+             << typeStr(VTensorType::getFromDims(getContext(), {lt.getDim(1)},
+                                                 lt.getElementType()))
+             << " (one per class, the logits' element type), got "
+             << typeStr(wt);
+  }
   std::optional<llvm::APFloat> smoothing = getLabelSmoothing();
   if (!smoothing)
     return success();

@@ -148,12 +148,20 @@ at::Tensor poolKernel(Pool kind, const at::Tensor &x, c10::IntArrayRef kernel,
 /// `lossCount` (if not null) receives, for reduction mean, the number of
 /// labels the loss averages over; a mean over no label is then 0 (the sum),
 /// not 0/0: the trainer weighs it by that count, 0. `labelSmoothing` (not
-/// with `logInput`): as F.cross_entropy's. Inside a LossDenominators scope a
-/// mean is the sum divided by the scope's next denominator.
+/// with `logInput`): as F.cross_entropy's. `weight` (class weights [C];
+/// undefined: none): as F.cross_entropy's, a mean divides by the weights of
+/// the labels not ignored, and that sum is the count. Inside a
+/// LossDenominators scope a mean is the sum divided by the scope's next
+/// denominator.
 at::Tensor crossEntropyKernel(const at::Tensor &logits, at::Tensor labels,
                               LossReduction reduction, bool hasIgnore,
                               int64_t ignoreIndex, bool logInput,
-                              double *lossCount, double labelSmoothing = 0.0);
+                              double *lossCount, double labelSmoothing = 0.0,
+                              const at::Tensor &weight = {});
+/// What a mean cross_entropy over `labels` divides by: the labels not equal
+/// to the ignore index, or with class weights the sum of their weights.
+double crossEntropyCount(const at::Tensor &labels, bool hasIgnore,
+                         int64_t ignoreIndex, const at::Tensor &weight);
 
 } // namespace varuna::rt
 

@@ -170,6 +170,12 @@ VARUNA_STAGE_API Tensor cross_entropy(Context &ctx, const Tensor &logits,
                                       const Tensor &labels,
                                       LossReduction reduction, bool hasIgnore,
                                       int64_t ignoreIndex, bool logInput);
+/// cross_entropy with class weights [C] (and label smoothing in [0, 1],
+/// logits only).
+VARUNA_STAGE_API Tensor cross_entropy_weighted(
+    Context &ctx, const Tensor &logits, const Tensor &labels,
+    const Tensor &weight, LossReduction reduction, bool hasIgnore,
+    int64_t ignoreIndex, bool logInput, double smoothing);
 /// cross_entropy of logits with label smoothing (0 < smoothing <= 1).
 VARUNA_STAGE_API Tensor cross_entropy_smoothed(Context &ctx,
                                                const Tensor &logits,

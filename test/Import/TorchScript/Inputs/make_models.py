@@ -28,7 +28,6 @@ channeldrop.pt  Dropout2d in training (whole channels dropped)
 longsort.pt     sorts 2000 elements (over the quadratic selection's limit)
 sortbatch.pt    sorts across the examples (an argsort of every token)
 packed.pt       a GRU over a packed sequence
-weightsmooth.pt a cross-entropy with class weights and label smoothing
 bagoffsets.pt   nn.EmbeddingBag over a 1-D input with offsets (bags of
                 different sizes)
 gridmode.pt     F.grid_sample with padding_mode="reflection"
@@ -203,12 +202,6 @@ class LongSort(nn.Module):
         return F.cross_entropy(x.sort(-1).values[:, :4], y)
 
 
-class WeightSmooth(Plain):
-    def forward(self, x, y):
-        return F.cross_entropy(self.fc(x), y, weight=torch.ones(self.fc.out_features),
-                               label_smoothing=0.1)
-
-
 class SortBatch(nn.Module):
     def forward(self, x, y):
         order = x.flatten().argsort()  # across the examples: [B*4]
@@ -264,7 +257,6 @@ export(ViewWrite(), (x, y), os.path.join(out, "viewwrite.pt"), input_names=["x",
 export(PerBatch(), (x, y), os.path.join(out, "perbatch.pt"), input_names=["x", "y"])
 export(LongSort(), (torch.randn(2, 2000), y), os.path.join(out, "longsort.pt"), input_names=["x", "y"])
 export(SortBatch(), (torch.randn(2, 4), y), os.path.join(out, "sortbatch.pt"), input_names=["x", "y"])
-export(WeightSmooth(), (x, y), os.path.join(out, "weightsmooth.pt"), input_names=["x", "y"])
 export(BagOffsets(), (ids, y), os.path.join(out, "bagoffsets.pt"), input_names=["ids", "y"])
 export(GridMode(), (torch.randn(2, 1, 2, 4), y), os.path.join(out, "gridmode.pt"),
        input_names=["x", "y"])

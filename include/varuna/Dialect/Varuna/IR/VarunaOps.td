@@ -643,14 +643,20 @@ def Varuna_CrossEntropyOp : Varuna_InferOp<"cross_entropy"> {
     the mean over the global batch. `label_smoothing` in [0, 1] (not with
     `log_input`): the target mixes the one-hot label with the uniform
     distribution over the C classes, as `F.cross_entropy(label_smoothing=)`.
+    `weight` (optional, [C], the logits' element type; a constant of the
+    model: a frozen parameter or a constant) weighs each label's loss by its
+    class's weight, as `F.cross_entropy(weight=)`: `mean` then divides by
+    the sum of the weights of the labels not ignored (PyTorch's weighted
+    mean), and that sum is what the runtime's step denominator counts.
   }];
   let arguments = (ins AnyVTensor:$logits, AnyVTensor:$labels,
+                       Optional<AnyVTensor>:$weight,
                        Varuna_LossReduction:$reduction,
                        OptionalAttr<I64Attr>:$ignore_index, UnitAttr:$log_input,
                        OptionalAttr<F64Attr>:$label_smoothing);
   let results = (outs AnyVTensor:$result);
   let hasVerifier = 1;
-  let assemblyFormat = "$reduction `,` $logits `,` $labels attr-dict `:` qualified(type($logits)) `,` qualified(type($labels)) `->` qualified(type($result))";
+  let assemblyFormat = "$reduction `,` $logits `,` $labels (`weight` $weight^ `:` qualified(type($weight)))? attr-dict `:` qualified(type($logits)) `,` qualified(type($labels)) `->` qualified(type($result))";
 }
 
 #endif // VARUNA_DIALECT_VARUNA_IR_VARUNAOPS_TD
