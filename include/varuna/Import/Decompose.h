@@ -156,13 +156,18 @@ public:
   /// projection x wIh^T + bIh as one matmul over all steps, then per step
   /// the hidden projection and the cell's gates, as torch computes them
   /// (GRU: n = tanh(x_n + r * (h wHh_n^T + bHh_n))). `reverse` runs from
-  /// the last step to the first.
+  /// the last step to the first. `valid` (i1 [T, B], may be null: every
+  /// step) marks the steps of each row that exist (a packed sequence's
+  /// lengths): elsewhere the state passes through unchanged and the output
+  /// is zero, so a row's last state is its own last step's (in reverse, the
+  /// run starts at its last step), as torch's packed recurrences compute.
   mlir::FailureOr<RecurrentResult> recurrentLayer(RecurrentCell cell,
                                                   mlir::Value x,
                                                   mlir::Value h0,
                                                   mlir::Value c0,
                                                   const RecurrentWeights &w,
-                                                  bool reverse);
+                                                  bool reverse,
+                                                  mlir::Value valid = {});
   /// Pads `x` by pads[i] before and pads[rank + i] after dimension i
   /// (ONNX order; all >= 0) with `mode`: per padded dimension a `gather` of
   /// constant indices into the input. Padded dimensions must be static;

@@ -817,7 +817,8 @@ FailureOr<Value> Decomposer::slice(Value x, int64_t axis, int64_t start,
 
 FailureOr<RecurrentResult>
 Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
-                           const RecurrentWeights &w, bool reverse) {
+                           const RecurrentWeights &w, bool reverse,
+                           Value valid) {
   auto xt = x.getType().cast<VTensorType>();
   auto ht = h0.getType().cast<VTensorType>();
   auto wt = w.wIh.getType().cast<VTensorType>();
@@ -874,10 +875,28 @@ Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
     return failed(a) || failed(c) ? FailureOr<Value>(failure())
                                   : make<AddOp>({*a, *c});
   };
+  if (valid && valid.getType().cast<VTensorType>().getDims() !=
+                   SmallVector<SymInt>{SymInt(steps), batch})
+    return emitError(loc) << "recurrent layer: the valid steps must be [T, "
+                             "B] for the input "
+                          << xt << ", got " << valid.getType(),
+           fail();
   Value h = h0, c = c0;
   SmallVector<Value> outs(steps);
   for (int64_t i = 0; i < steps; ++i) {
     int64_t t = reverse ? steps - 1 - i : i;
+    // valid: this step counts for row b ([B, 1]); else the state stays.
+    Value keep;
+    if (valid) {
+      auto v = slice(valid, 0, t, t + 1);
+      auto column = failed(v) ? v : reshape(*v, {batch, SymInt(1)});
+      if (failed(column))
+        return fail();
+      keep = *column;
+    }
+    auto masked = [&](Value now, Value before) -> FailureOr<Value> {
+      return keep ? make<WhereOp>({keep, now, before}) : FailureOr<Value>(now);
+    };
     auto step = slice(*xw, 0, t, t + 1);
     auto xs = failed(step) ? step : reshape(*step, {batch, SymInt(gates * hidden)});
     FailureOr<Value> hw = make<MatmulOp>({h, *wHhT});
@@ -896,8 +915,11 @@ Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
       auto cNew = add(mul(forget, c), mul(in, cand));
       if (failed(cNew))
         return fail();
-      c = *cNew;
-      next = mul(out, tanhOf(c));
+      next = mul(out, tanhOf(*cNew));
+      auto cKept = masked(*cNew, c);
+      if (failed(cKept))
+        return fail();
+      c = *cKept;
       if (succeeded(next) && w.wHr) { // projected: [B, H] x [H, P]
         auto wHrT = transpose(w.wHr, {1, 0});
         next = failed(wHrT) ? wHrT : make<MatmulOp>({*next, *wHrT});
@@ -926,8 +948,19 @@ Decomposer::recurrentLayer(RecurrentCell cell, Value x, Value h0, Value c0,
     }
     if (failed(next))
       return fail();
-    h = *next;
-    auto row = reshape(h, {SymInt(1), batch, SymInt(state)});
+    auto hKept = masked(*next, h);
+    if (failed(hKept))
+      return fail();
+    h = *hKept;
+    // Output: the state, zeros at steps past the row's length.
+    Value o = h;
+    if (keep) {
+      auto zeroed = make<WhereOp>({keep, h, scalar(0, elementTypeOf(h))});
+      if (failed(zeroed))
+        return fail();
+      o = *zeroed;
+    }
+    auto row = reshape(o, {SymInt(1), batch, SymInt(state)});
     if (failed(row))
       return fail();
     outs[t] = *row;

@@ -557,30 +557,44 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
                        : op == "rnn_tanh" ? RecurrentCell::rnnTanh
                                           : RecurrentCell::rnnRelu;
   bool lstm = cell == RecurrentCell::lstm;
-  if (n->inputs().size() != 9 || lookup(n->input(2)).kind != K::List ||
-      (lstm && lookup(n->input(1)).kind != K::List))
-    return error(n, loc) << "packed sequences (pack_padded_sequence) are not "
-                            "supported; pass padded tensors";
-  auto x = floatInput(*this, n, loc);
-  auto params = tensorListArg(n, 2, loc);
-  auto biases = boolArg(n, 3, loc);
-  auto layers = intArg(n, 4, loc);
-  auto dropout = floatArg(n, 5, loc);
-  auto train = boolArg(n, 6, loc);
-  auto bidirectional = boolArg(n, 7, loc);
-  auto batchFirst = boolArg(n, 8, loc);
+  // Over a packed sequence: (data, batch_sizes, hx, params, has_biases,
+  // num_layers, dropout, train, bidirectional), time-major; else (input,
+  // hx, params, ..., bidirectional, batch_first).
+  TSValue packed = lookup(n->input(0));
+  bool isPacked = packed.kind == K::Packed;
+  unsigned o = isPacked ? 1 : 0;
+  if (n->inputs().size() != 9 || lookup(n->input(2 + o)).kind != K::List ||
+      (lstm && lookup(n->input(1 + o)).kind != K::List))
+    return error(n, loc) << "unexpected operands for " << op;
+  FailureOr<Value> x =
+      isPacked ? FailureOr<Value>(packed.tensor) : floatInput(*this, n, loc);
+  auto params = tensorListArg(n, 2 + o, loc);
+  auto biases = boolArg(n, 3 + o, loc);
+  auto layers = intArg(n, 4 + o, loc);
+  auto dropout = floatArg(n, 5 + o, loc);
+  auto train = boolArg(n, 6 + o, loc);
+  auto bidirectional = boolArg(n, 7 + o, loc);
+  auto batchFirst =
+      isPacked ? FailureOr<bool>(false) : boolArg(n, 8, loc);
   if (failed(x) || failed(params) || failed(biases) || failed(layers) ||
       failed(dropout) || failed(train) || failed(bidirectional) ||
       failed(batchFirst))
     return failure();
+  Value valid; // [T, B]: the steps each row of a packed sequence has
+  if (isPacked) {
+    auto v = stepsWithin(*x, packed.lengths, loc);
+    if (failed(v))
+      return failure();
+    valid = *v;
+  }
   SmallVector<Value> states;
   if (lstm) {
-    auto hc = tensorListArg(n, 1, loc);
+    auto hc = tensorListArg(n, 1 + o, loc);
     if (failed(hc))
       return failure();
     states = *hc;
   } else {
-    auto h = tensorArg(n, 1, loc);
+    auto h = tensorArg(n, 1 + o, loc);
     if (failed(h))
       return failure();
     states.push_back(*h);
@@ -632,7 +646,8 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
       FailureOr<Value> c0 = lstm ? initial(states[1], idx) : FailureOr<Value>(Value());
       if (failed(h0) || failed(c0))
         return failure();
-      auto r = d.recurrentLayer(cell, seq, *h0, *c0, w, /*reverse=*/k == 1);
+      auto r = d.recurrentLayer(cell, seq, *h0, *c0, w, /*reverse=*/k == 1,
+                                valid);
       if (failed(r))
         return failure();
       outs.push_back(r->outputs);
@@ -674,7 +689,14 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
   auto hn = stack(lastH);
   if (failed(hn))
     return failure();
-  bindTensor(n->outputs()[0], seq);
+  if (isPacked) { // the output is packed like the input
+    TSValue out = TSValue::make(K::Packed);
+    out.tensor = seq;
+    out.lengths = packed.lengths;
+    bind(n->outputs()[0], out);
+  } else {
+    bindTensor(n->outputs()[0], seq);
+  }
   bindTensor(n->outputs()[1], *hn);
   if (lstm) {
     auto cn = stack(lastC);
@@ -682,6 +704,113 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
       return failure();
     bindTensor(n->outputs()[2], *cn);
   }
+  return success();
+}
+
+/// i1 [T, B]: step t < lengths[b], for a time-major x [T, B, ...] (static
+/// T) and lengths [B].
+FailureOr<Value> TSImporter::stepsWithin(Value x, Value lengths,
+                                         Location loc) {
+  SmallVector<SymInt> dims = dimsOf(x);
+  auto steps = b().create<ArangeOp>(
+      loc, VTensorType::get(ctx, {dims[0].constant}, -1, b().getI64Type()),
+      b().getF64FloatAttr(0.0), b().getF64FloatAttr(1.0));
+  auto column = reshape(steps.getResult(), {dims[0], SymInt(1)}, loc);
+  auto row = reshape(lengths, {SymInt(1), dims[1]}, loc);
+  if (failed(column) || failed(row))
+    return failure();
+  return make<CompareOp>(
+      loc, {*column, *row},
+      {attr("predicate", ComparePredicateAttr::get(ctx, ComparePredicate::lt))});
+}
+
+/// _pack_padded_sequence(input, lengths, batch_first) (pack_padded_sequence
+/// with its default enforce_sorted): nothing is packed -- the padded input,
+/// time-major, and the lengths travel on as a packed value, which the
+/// recurrent layers run row by row for their lengths and
+/// _pad_packed_sequence pads again; batch_sizes (output 1) only gives the
+/// batch size (batch_sizes[0], for the initial states). Sorting is not
+/// needed: torch's enforce_sorted=False sorts the rows by length first (an
+/// argsort across the examples, refused with its own message).
+LogicalResult TSImporter::hPackPadded(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  auto lengths = tensorArg(n, 1, loc);
+  auto batchFirst = boolArg(n, 2, loc);
+  if (failed(x) || failed(lengths) || failed(batchFirst))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x), ld = dimsOf(*lengths);
+  Value seq = *x;
+  if (*batchFirst && dims.size() == 3) {
+    auto t = transpose(seq, {1, 0, 2}, loc);
+    if (failed(t))
+      return failure();
+    seq = *t;
+    std::swap(dims[0], dims[1]);
+  }
+  if (dims.size() != 3 || !dims[0].isStatic() || ld.size() != 1 ||
+      ld[0] != dims[1] ||
+      !tensorType(*lengths).getElementType().isa<IntegerType>())
+    return error(n, loc) << "pack_padded_sequence: expected a padded input "
+                            "[B, T, F] (batch_first) or [T, B, F] with a "
+                            "static T and integer lengths [B], got "
+                         << dimsStr(dimsOf(*x)) << " and " << dimsStr(ld);
+  TSValue data = TSValue::make(K::Packed);
+  data.tensor = seq;
+  data.lengths = cast(*lengths, b().getI64Type(), loc);
+  bind(n->outputs()[0], data);
+  TSValue sizes = TSValue::make(K::PackedSizes);
+  sizes.lengths = data.lengths;
+  sizes.i = dims[1];
+  bind(n->outputs()[1], sizes);
+  return success();
+}
+
+/// _pad_packed_sequence(data, batch_sizes, batch_first, padding_value,
+/// total_length) -> (padded, lengths): the packed values with
+/// padding_value past each row's length. total_length must be the padded
+/// input's T (pad_packed_sequence(..., total_length=x.shape[1])): without
+/// it torch pads to the longest row of the batch, a length of the data
+/// that differs from micro-batch to micro-batch.
+LogicalResult TSImporter::hPadPacked(Node *n, Location loc) {
+  TSValue packed = lookup(n->input(0));
+  if (packed.kind != K::Packed)
+    return error(n, loc) << "pad_packed_sequence of something that is not "
+                            "a packed sequence from pack_padded_sequence";
+  auto batchFirst = boolArg(n, 2, loc);
+  auto padding = floatArg(n, 3, loc);
+  auto total = intArg(n, 4, loc);
+  if (failed(batchFirst) || failed(padding) || failed(total))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(packed.tensor);
+  if (*total != dims[0].constant)
+    return error(n, loc)
+           << "pad_packed_sequence needs total_length = the padded input's "
+              "length ("
+           << dims[0].constant << "; got "
+           << (*total < 0 ? std::string("none") : std::to_string(*total))
+           << "): without it the output is as long as the batch's longest "
+              "sequence, which differs between micro-batches -- pass "
+              "total_length=x.shape[1]";
+  auto valid = stepsWithin(packed.tensor, packed.lengths, loc);
+  if (failed(valid))
+    return failure();
+  auto column = reshape(*valid, {dims[0], dims[1], SymInt(1)}, loc);
+  if (failed(column))
+    return failure();
+  Type et = tensorType(packed.tensor).getElementType();
+  auto out = make<WhereOp>(
+      loc, {*column, packed.tensor, scalarConstant(*padding, et, loc)});
+  if (failed(out))
+    return failure();
+  Value seq = *out;
+  if (*batchFirst) {
+    auto t = transpose(seq, {1, 0, 2}, loc);
+    if (failed(t))
+      return failure();
+    seq = *t;
+  }
+  bindTensor(n->outputs()[0], seq);
+  bindTensor(n->outputs()[1], packed.lengths);
   return success();
 }
 

@@ -45,9 +45,17 @@ namespace varuna::ts {
 
 /// The importer's view of one TorchScript value.
 struct TSValue {
-  enum class Kind { Other, None, Tensor, Int, Float, Bool, Str, List, Module };
+  /// Packed: a packed sequence (pack_padded_sequence's data), kept padded:
+  /// `tensor` the time-major [T, B, F] values, `lengths` each row's
+  /// length (i64 [B]). PackedSizes: its batch_sizes, `lengths` and the
+  /// batch size in `i`. Neither is a tensor to other ops.
+  enum class Kind {
+    Other, None, Tensor, Int, Float, Bool, Str, List, Module, Packed,
+    PackedSizes
+  };
   Kind kind = Kind::Other;
   mlir::Value tensor;    // Tensor (null until a parameter is first read)
+  mlir::Value lengths;   // Packed, PackedSizes
   std::string param;     // Tensor: parameter name; Module: dotted path
   SymInt i;              // Int
   double f = 0;          // Float
@@ -275,6 +283,10 @@ public:
                                          mlir::Location loc);
   mlir::FailureOr<mlir::Value> swapDims(mlir::Value v, int64_t a, int64_t b,
                                         mlir::Location loc);
+  /// i1 [T, B]: step t < lengths[b], for a time-major x [T, B, ...] with a
+  /// static T and lengths [B] (a packed sequence's steps).
+  mlir::FailureOr<mlir::Value> stepsWithin(mlir::Value x, mlir::Value lengths,
+                                           mlir::Location loc);
 
 #define VARUNA_TS_HANDLER(NAME)                                                \
   mlir::LogicalResult NAME(Node *n, mlir::Location loc);

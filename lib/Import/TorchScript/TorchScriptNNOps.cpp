@@ -940,6 +940,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::one_hot"}, &TSImporter::hOneHot);
   reg({"aten::im2col"}, &TSImporter::hIm2Col);
   reg({"aten::col2im"}, &TSImporter::hCol2Im);
+  reg({"aten::_pack_padded_sequence"}, &TSImporter::hPackPadded);
+  reg({"aten::_pad_packed_sequence"}, &TSImporter::hPadPacked);
   reg({"aten::affine_grid_generator"}, &TSImporter::hAffineGrid);
   reg({"aten::grid_sampler"}, &TSImporter::hGridSample);
   reg({"aten::prelu", "aten::_prelu_kernel"}, &TSImporter::hPrelu);

@@ -289,6 +289,12 @@ LogicalResult TSImporter::hGetItem(Node *n, Location loc) {
 //===----------------------------------------------------------------------===//
 
 LogicalResult TSImporter::hSize(Node *n, Location loc) {
+  if (lookup(n->input(0)).kind == K::PackedSizes)
+    return error(n, loc)
+           << "the size of a packed sequence's batch_sizes is the batch's "
+              "longest sequence, a value of the data (pad_packed_sequence "
+              "without total_length pads to it, differently in each "
+              "micro-batch): pass total_length=x.shape[1]";
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();

@@ -328,6 +328,20 @@ LogicalResult TSImporter::hSlice(Node *n, Location loc) {
 }
 
 LogicalResult TSImporter::hSelect(Node *n, Location loc) {
+  if (lookup(n->input(0)).kind == K::PackedSizes) {
+    // batch_sizes[0] of a packed sequence: the batch size (nn.LSTM's
+    // initial states), a 0-d tensor kept as a number.
+    auto d = intArg(n, 1, loc), idx = intArg(n, 2, loc);
+    if (failed(d) || failed(idx))
+      return failure();
+    if (*d != 0 || *idx != 0)
+      return error(n, loc) << "of a packed sequence's batch_sizes only "
+                              "batch_sizes[0] (the batch size) is supported";
+    TSValue size = TSValue::ofInt(lookup(n->input(0)).i);
+    size.scalarTensor = true;
+    bind(n->output(), size);
+    return success();
+  }
   auto x = tensorArg(n, 0, loc);
   auto d = intArg(n, 1, loc), idx = intArg(n, 2, loc);
   if (failed(x) || failed(d) || failed(idx))

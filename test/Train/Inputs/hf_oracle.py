@@ -79,6 +79,11 @@ for name, t in zip(names, example):
         data.append(labels)
     elif name == "labels":  # image classes
         data.append(torch.randint(0, 10, shape, generator=g))
+    elif name == "lengths":  # sequence lengths for pack_padded_sequence: each
+        # batch sorted longest first (its default enforce_sorted), at most
+        # the example's longest
+        v = torch.randint(1, int(t.max()) + 1, shape, generator=g)
+        data.append(torch.cat([c.sort(descending=True).values for c in v.split(args.batch)]))
     elif name == "next_sentence_label":
         data.append(torch.randint(0, 2, shape, generator=g))
     else:

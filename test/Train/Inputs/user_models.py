@@ -79,6 +79,11 @@ sampler         TorchScript: a spatial transformer -- F.affine_grid from a
                 localization layer, F.grid_sample bilinear (zeros, and
                 border padding on a grid that is a parameter) and nearest
                 (border, align_corners), gradients reaching the grids
+packed          TorchScript: pack_padded_sequence (lengths from the data,
+                sorted longest first) into a 2-layer bidirectional nn.LSTM,
+                pad_packed_sequence(total_length=T), packed again time-major
+                into an nn.GRU; the last states and a mean over each row's
+                own length feed the head
 weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities, a weighted cross-entropy with label smoothing
                 over rows of which some are ignored whole, and a weighted
@@ -522,6 +527,26 @@ class Sampler(nn.Module):
 
 def sampler():
     return Sampler(), (torch.randn(2, 3, 7, 8), torch.randint(0, C, (2,)))
+
+
+class Packed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, D, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(2 * D, D)
+        self.head = nn.Linear(4 * D, C)
+
+    def forward(self, x, lengths, labels):  # x [B, S, 4], lengths [B] longest first
+        p = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True)
+        out, (h, c) = self.lstm(p)
+        y, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        _, g = self.gru(nn.utils.rnn.pack_padded_sequence(y.transpose(0, 1), lengths))
+        feats = torch.cat([y.sum(1) / lengths.unsqueeze(1), h[-1], g[0]], -1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+def packed():
+    return Packed(), (torch.randn(2, S, 4), torch.tensor([S, 5]), torch.randint(0, C, (2,)))
 
 
 class WeightedCE(nn.Module):

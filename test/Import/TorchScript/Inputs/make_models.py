@@ -27,7 +27,9 @@ perbatch.pt     divides something other than a sum by x.shape[0]
 channeldrop.pt  Dropout2d in training (whole channels dropped)
 longsort.pt     sorts 2000 elements (over the quadratic selection's limit)
 sortbatch.pt    sorts across the examples (an argsort of every token)
-packed.pt       a GRU over a packed sequence
+packed.pt       a GRU over a sequence packed with constant lengths (not
+                one per example)
+padnototal.pt   pad_packed_sequence without total_length
 bagoffsets.pt   nn.EmbeddingBag over a 1-D input with offsets (bags of
                 different sizes)
 gridmode.pt     F.grid_sample with padding_mode="reflection"
@@ -234,6 +236,17 @@ class GridMode(nn.Module):
                                              align_corners=False).flatten(1), y)
 
 
+class PadNoTotal(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(8, 4, batch_first=True)
+
+    def forward(self, x, y):
+        packed = nn.utils.rnn.pack_padded_sequence(x, torch.full_like(y, 2), batch_first=True)
+        out, _ = nn.utils.rnn.pad_packed_sequence(self.rnn(packed)[0], batch_first=True)
+        return F.cross_entropy(out[:, 0], y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -259,6 +272,8 @@ export(LongSort(), (torch.randn(2, 2000), y), os.path.join(out, "longsort.pt"), 
 export(SortBatch(), (torch.randn(2, 4), y), os.path.join(out, "sortbatch.pt"), input_names=["x", "y"])
 export(BagOffsets(), (ids, y), os.path.join(out, "bagoffsets.pt"), input_names=["ids", "y"])
 export(GridMode(), (torch.randn(2, 1, 2, 4), y), os.path.join(out, "gridmode.pt"),
+       input_names=["x", "y"])
+export(PadNoTotal(), (torch.randn(2, 3, 8), y), os.path.join(out, "padnototal.pt"),
        input_names=["x", "y"])
 export(Packed(), (torch.randn(2, 3, 8), y), os.path.join(out, "packed.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
