@@ -291,6 +291,11 @@ private:
   mlir::FailureOr<mlir::Value>
   make(mlir::ValueRange operands,
        llvm::ArrayRef<mlir::NamedAttribute> attrs = {});
+  /// acc <OpTy> v, or v itself when acc is null (folding a list).
+  template <typename OpTy>
+  mlir::FailureOr<mlir::Value> accumulate(mlir::Value acc, mlir::Value v) {
+    return acc ? make<OpTy>({acc, v}) : mlir::FailureOr<mlir::Value>(v);
+  }
   mlir::FailureOr<mlir::Value> unary(UnaryKind kind, mlir::Value x);
   mlir::FailureOr<mlir::Value> reduce(ReduceKind kind, mlir::Value x,
                                       llvm::ArrayRef<int64_t> axes,

@@ -1282,16 +1282,10 @@ FailureOr<Value> Decomposer::gridSample(Value x, Value grid, SampleMode mode,
       auto hi = cmp(ComparePredicate::le, v, double(size - 1));
       auto both = failed(lo) || failed(hi) ? FailureOr<Value>(failure())
                                            : make<AndOp>({*lo, *hi});
-      if (failed(both))
+      auto all = failed(both) ? both : accumulate<AndOp>(inside, *both);
+      if (failed(all))
         return failure();
-      if (inside) {
-        auto all = make<AndOp>({inside, *both});
-        if (failed(all))
-          return failure();
-        inside = *all;
-      } else {
-        inside = *both;
-      }
+      inside = *all;
     }
     auto xc = clamp(xi, double(w - 1)), yc = clamp(yi, double(h - 1));
     auto row = failed(yc) ? yc : times(*yc, double(w));
@@ -1344,16 +1338,10 @@ FailureOr<Value> Decomposer::gridSample(Value x, Value grid, SampleMode mode,
         auto term = failed(v) || failed(weight3)
                         ? FailureOr<Value>(failure())
                         : make<MulOp>({*v, *weight3});
-        if (failed(term))
+        auto total = failed(term) ? term : accumulate<AddOp>(sum, *term);
+        if (failed(total))
           return failure();
-        if (sum) {
-          auto total = make<AddOp>({sum, *term});
-          if (failed(total))
-            return failure();
-          sum = *total;
-        } else {
-          sum = *term;
-        }
+        sum = *total;
       }
     out = sum;
   }
