@@ -125,9 +125,8 @@ public:
   /// nullopt unless lossAggregation(job) is Ratio. A micro-batch whose
   /// divisor is 0 (every label ignored) cannot be weighted (its loss is
   /// 0/0): the trainers stop with zeroDivisorMessage.
-  /// `params` loads the frozen parameters the count reads (the class
-  /// weights of a weighted mean cross-entropy: its count is the sum of the
-  /// weights of the labels).
+  /// `params` loads the frozen parameters the count reads (class weights
+  /// in a weighted mean written out by hand: sum(w[y] * loss) / w[y].sum()).
   static std::optional<LossDivisor> create(mlir::ModuleOp job,
                                            InputSlice::ParamLoader params);
   /// The divisor's value for one micro-batch's inputs.
