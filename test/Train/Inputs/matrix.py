@@ -73,32 +73,36 @@ while uncovered:
     design.append(best)
     uncovered -= pairs(best)
 
-# Oracles: PyTorch for SGD and AdamW, the single-process run for LAMB.
-oracle = {}
+# Oracles: PyTorch for SGD and AdamW, the single-process run for LAMB (on
+# the data, and over the same steps the zero-gradient elements, of a PyTorch
+# oracle). The PyTorch oracles run first, in one process (oracles.py).
+oracle, torch_jobs = {}, []
 for name, opt in sorted({(c[0], c[4]) for c in design}):
     out = os.path.join(work, f"{name}-{opt}")
-    job = os.path.join(work, name + "-job")
+    common = ["--steps", str(STEPS), "--batch", str(BATCH), "--config", json.dumps(MODELS[name])]
     if opt == "lamb":
         data = os.path.join(work, f"{name}-data")
-        if not os.path.isdir(data):
-            # The data, and (over the same steps) the zero-gradient elements.
-            run([sys.executable, os.path.join(here, "train_oracle.py"), name, data,
-                 "--steps", str(STEPS), "--batch", str(BATCH), "--config",
-                 json.dumps(MODELS[name])])
-        os.makedirs(out, exist_ok=True)
-        json.dump({"optimizer": {"type": "lamb", "lr": 0.01, "weight_decay": 0.01},
-                   "clip_grad_norm": 1.0}, open(os.path.join(out, "train.json"), "w"))
-        run(["varuna-run", job, "--batch", str(BATCH), "--micro-batch", str(BATCH),
-             "--steps", str(STEPS), "--data", os.path.join(data, "data"), "--config",
-             os.path.join(out, "train.json"), "--metrics", os.path.join(out, "ref.jsonl"),
-             "--dump-params", os.path.join(out, "ref")])
+        torch_jobs.append([name, data] + common)
         oracle[name, opt] = (f"run:{out}/ref.jsonl:{out}/ref", os.path.join(data, "data"),
                              os.path.join(out, "train.json"))
     else:
-        run([sys.executable, os.path.join(here, "train_oracle.py"), name, out, "--steps",
-             str(STEPS), "--batch", str(BATCH), "--optimizer", opt, "--clip", "1.0",
-             "--config", json.dumps(MODELS[name])])
+        torch_jobs.append([name, out, "--optimizer", opt, "--clip", "1.0"] + common)
         oracle[name, opt] = (out, os.path.join(out, "data"), os.path.join(out, "train.json"))
+cmd = [sys.executable, os.path.join(here, "oracles.py")]
+for job in torch_jobs:
+    cmd += (["+"] if len(cmd) > 2 else []) + [os.path.join(here, "train_oracle.py")] + job
+run(cmd)
+for name, opt in sorted(oracle):
+    if opt != "lamb":
+        continue
+    out = os.path.join(work, f"{name}-{opt}")
+    os.makedirs(out, exist_ok=True)
+    json.dump({"optimizer": {"type": "lamb", "lr": 0.01, "weight_decay": 0.01},
+               "clip_grad_norm": 1.0}, open(os.path.join(out, "train.json"), "w"))
+    run(["varuna-run", os.path.join(work, name + "-job"), "--batch", str(BATCH),
+         "--micro-batch", str(BATCH), "--steps", str(STEPS), "--data",
+         oracle[name, opt][1], "--config", os.path.join(out, "train.json"),
+         "--metrics", os.path.join(out, "ref.jsonl"), "--dump-params", os.path.join(out, "ref")])
 
 for k, (name, (P, D), micro, schedule, opt) in enumerate(design):
     m = BATCH // (D * micro)
