@@ -133,6 +133,11 @@ public:
   mlir::FailureOr<mlir::Value> einsum(llvm::StringRef equation,
                                       llvm::ArrayRef<mlir::Value> operands);
 
+  /// A per-element loss reduced as `reduction` says: mean or sum over
+  /// every axis, or as it is.
+  mlir::FailureOr<mlir::Value> reduceLoss(mlir::Value per,
+                                          LossReduction reduction);
+
   /// `x / size` where `size` is k*B, the batch size (times a static k) as a
   /// number: `loss.sum() / x.shape[0]`, kl_div's "batchmean". Only a sum
   /// over the batch dimension can be divided by it, and that is a mean over
@@ -300,10 +305,6 @@ private:
   mlir::FailureOr<mlir::Value> reduce(ReduceKind kind, mlir::Value x,
                                       llvm::ArrayRef<int64_t> axes,
                                       bool keepdim);
-  /// A per-element loss reduced as `reduction` says: mean or sum over
-  /// every axis, or as it is.
-  mlir::FailureOr<mlir::Value> reduceLoss(mlir::Value per,
-                                          LossReduction reduction);
   /// x reduced over all of its axes to a scalar.
   mlir::FailureOr<mlir::Value> reduceAll(ReduceKind kind, mlir::Value x);
   mlir::FailureOr<mlir::Value> times(mlir::Value x, double c);

@@ -432,19 +432,10 @@ LogicalResult TSImporter::hElementwiseLoss(Node *n, Location loc) {
   }
   if (failed(per))
     return failure();
-  auto reduction = optArg(n, reductionIdx, loc, &TSImporter::intArg, 1);
+  auto reduction = reductionArg(n, reductionIdx, loc);
   if (failed(reduction))
     return failure();
-  if (*reduction == 0)
-    return bindResult(n, per);
-  if (*reduction != 1 && *reduction != 2)
-    return error(n, loc) << "unknown reduction " << *reduction;
-  SmallVector<int64_t> all;
-  for (int64_t i = 0; i < tensorType(*per).getRank(); ++i)
-    all.push_back(i);
-  return bindResult(
-      n, reduce(*reduction == 1 ? ReduceKind::mean : ReduceKind::sum, *per,
-                all, false, loc));
+  return bindResult(n, d.reduceLoss(*per, *reduction));
 }
 
 /// cosine_similarity(x1, x2, dim, eps): each divided by its 2-norm
@@ -580,13 +571,7 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
       failed(dropout) || failed(train) || failed(bidirectional) ||
       failed(batchFirst))
     return failure();
-  Value valid; // [T, B]: the steps each row of a packed sequence has
-  if (isPacked) {
-    auto v = stepsWithin(*x, packed.lengths, loc);
-    if (failed(v))
-      return failure();
-    valid = *v;
-  }
+  Value valid = packed.valid; // [T, B] when packed, else null
   SmallVector<Value> states;
   if (lstm) {
     auto hc = tensorListArg(n, 1 + o, loc);
@@ -693,6 +678,7 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
     TSValue out = TSValue::make(K::Packed);
     out.tensor = seq;
     out.lengths = packed.lengths;
+    out.valid = packed.valid;
     bind(n->outputs()[0], out);
   } else {
     bindTensor(n->outputs()[0], seq);
@@ -757,6 +743,10 @@ LogicalResult TSImporter::hPackPadded(Node *n, Location loc) {
   TSValue data = TSValue::make(K::Packed);
   data.tensor = seq;
   data.lengths = cast(*lengths, b().getI64Type(), loc);
+  auto valid = stepsWithin(seq, data.lengths, loc);
+  if (failed(valid))
+    return failure();
+  data.valid = *valid;
   bind(n->outputs()[0], data);
   TSValue sizes = TSValue::make(K::PackedSizes);
   sizes.lengths = data.lengths;
@@ -791,10 +781,7 @@ LogicalResult TSImporter::hPadPacked(Node *n, Location loc) {
            << "): without it the output is as long as the batch's longest "
               "sequence, which differs between micro-batches -- pass "
               "total_length=x.shape[1]";
-  auto valid = stepsWithin(packed.tensor, packed.lengths, loc);
-  if (failed(valid))
-    return failure();
-  auto column = reshape(*valid, {dims[0], dims[1], SymInt(1)}, loc);
+  auto column = reshape(packed.valid, {dims[0], dims[1], SymInt(1)}, loc);
   if (failed(column))
     return failure();
   Type et = tensorType(packed.tensor).getElementType();

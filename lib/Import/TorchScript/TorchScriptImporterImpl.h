@@ -47,8 +47,9 @@ namespace varuna::ts {
 struct TSValue {
   /// Packed: a packed sequence (pack_padded_sequence's data), kept padded:
   /// `tensor` the time-major [T, B, F] values, `lengths` each row's
-  /// length (i64 [B]). PackedSizes: its batch_sizes, `lengths` and the
-  /// batch size in `i`. Neither is a tensor to other ops.
+  /// length (i64 [B]), `valid` the steps each row has (i1 [T, B], made
+  /// once by pack_padded_sequence). PackedSizes: its batch_sizes,
+  /// `lengths` and the batch size in `i`. Neither is a tensor to other ops.
   enum class Kind {
     Other, None, Tensor, Int, Float, Bool, Str, List, Module, Packed,
     PackedSizes
@@ -56,6 +57,7 @@ struct TSValue {
   Kind kind = Kind::Other;
   mlir::Value tensor;    // Tensor (null until a parameter is first read)
   mlir::Value lengths;   // Packed, PackedSizes
+  mlir::Value valid;     // Packed
   std::string param;     // Tensor: parameter name; Module: dotted path
   SymInt i;              // Int
   double f = 0;          // Float
@@ -198,6 +200,10 @@ public:
   /// list, normalized, sorted and unique; None or empty means all axes.
   mlir::FailureOr<llvm::SmallVector<int64_t>>
   axesArg(Node *n, unsigned i, int64_t rank, mlir::Location loc);
+  /// Operand i as torch's loss reduction enum (0 none, 1 mean, 2 sum);
+  /// None or missing is mean, any other value an error naming it.
+  mlir::FailureOr<LossReduction> reductionArg(Node *n, unsigned i,
+                                              mlir::Location loc);
   /// A tensor list (prim::ListConstruct of tensors).
   mlir::FailureOr<llvm::SmallVector<mlir::Value>>
   tensorListArg(Node *n, unsigned i, mlir::Location loc);

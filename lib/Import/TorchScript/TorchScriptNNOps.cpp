@@ -675,11 +675,12 @@ LogicalResult TSImporter::hGroupNorm(Node *n, Location loc) {
   return bindResult(n, groupNorm(n, loc, *x, *groups, 2, 3, *eps));
 }
 
-/// torch's reduction enum (0 none, 1 mean, 2 sum).
-static FailureOr<LossReduction> lossReduction(TSImporter &imp,
-                                              TSImporter::Node *n,
-                                              int64_t value, Location loc) {
-  switch (value) {
+FailureOr<LossReduction> TSImporter::reductionArg(Node *n, unsigned i,
+                                                 Location loc) {
+  auto value = optArg(n, i, loc, &TSImporter::intArg, 1);
+  if (failed(value))
+    return failure();
+  switch (*value) {
   case 0:
     return LossReduction::none;
   case 1:
@@ -687,7 +688,7 @@ static FailureOr<LossReduction> lossReduction(TSImporter &imp,
   case 2:
     return LossReduction::sum;
   default:
-    return imp.error(n, loc) << "unknown reduction " << value, failure();
+    return error(n, loc) << "unknown reduction " << *value, failure();
   }
 }
 
@@ -696,7 +697,8 @@ static FailureOr<LossReduction> lossReduction(TSImporter &imp,
 static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
                                 Location loc, bool logInput) {
   auto x = imp.tensorArg(n, 0, loc), y = imp.tensorArg(n, 1, loc);
-  auto red = imp.intArg(n, 3, loc), ignore = imp.intArg(n, 4, loc);
+  auto red = imp.reductionArg(n, 3, loc);
+  auto ignore = imp.intArg(n, 4, loc);
   if (failed(x) || failed(y) || failed(red) || failed(ignore))
     return failure();
   double smoothing = 0.0;
@@ -709,10 +711,7 @@ static LogicalResult lossCommon(TSImporter &imp, TSImporter::Node *n,
                                << " is outside [0, 1]";
     smoothing = *s;
   }
-  auto parsed = lossReduction(imp, n, *red, loc);
-  if (failed(parsed))
-    return failure();
-  LossReduction reduction = *parsed;
+  LossReduction reduction = *red;
   if (!logInput && isFloatType(tensorType(*y).getElementType())) {
     // Class probabilities as targets.
     Value w;
@@ -757,11 +756,8 @@ LogicalResult TSImporter::hNllLoss(Node *n, Location loc) {
 LogicalResult TSImporter::hMarginLoss(Node *n, Location loc) {
   bool multilabel = opName(n) == "multilabel_margin_loss";
   auto x = tensorArg(n, 0, loc), y = tensorArg(n, 1, loc);
-  auto red = intArg(n, multilabel ? 2 : 5, loc);
-  if (failed(x) || failed(y) || failed(red))
-    return failure();
-  auto reduction = lossReduction(*this, n, *red, loc);
-  if (failed(reduction))
+  auto reduction = reductionArg(n, multilabel ? 2 : 5, loc);
+  if (failed(x) || failed(y) || failed(reduction))
     return failure();
   Decomposer d(b(), loc);
   if (multilabel)
