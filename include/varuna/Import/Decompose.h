@@ -217,6 +217,20 @@ public:
   mlir::FailureOr<mlir::Value> multilabelMarginLoss(mlir::Value x,
                                                     mlir::Value target,
                                                     LossReduction reduction);
+  /// torch's ctc_loss: log-probabilities [T, N, C] (static T and C),
+  /// padded targets [N, S] (static S), input and target lengths [N]; the
+  /// forward (alpha) recursion over the extended labels (blank, target 0,
+  /// blank, ...) unrolled over the T steps in log space, each row's
+  /// recursion stopping at its input length; -log of the paths ending on
+  /// the last label or the blank after it. `mean` divides each row by its
+  /// target length (at least 1) and averages over the examples, as torch.
+  /// A row with no path: inf, or 0 with `zeroInfinity`.
+  mlir::FailureOr<mlir::Value> ctcLoss(mlir::Value logProbs,
+                                       mlir::Value targets,
+                                       mlir::Value inputLengths,
+                                       mlir::Value targetLengths,
+                                       int64_t blank, LossReduction reduction,
+                                       bool zeroInfinity);
   /// nn.EmbeddingBag over bags of one size: `bags` [N, L] (integer rows
   /// of `weight` [V, D]) -> [N, D], each bag's rows summed, averaged or
   /// maxed. `perSample` ([N, L] floating point, sum only; may be null)

@@ -1768,3 +1768,241 @@ FailureOr<Value> Decomposer::argExtreme(Value x, int64_t axis, bool largest,
                       *first)
       .getResult();
 }
+
+FailureOr<Value> Decomposer::ctcLoss(Value logProbs, Value targets,
+                                     Value inputLengths, Value targetLengths,
+                                     int64_t blank, LossReduction reduction,
+                                     bool zeroInfinity) {
+  auto lt = logProbs.getType().cast<VTensorType>();
+  auto tt = targets.getType().cast<VTensorType>();
+  auto ilt = inputLengths.getType().cast<VTensorType>();
+  auto tlt = targetLengths.getType().cast<VTensorType>();
+  if (lt.getRank() != 3 || !lt.getDim(0).isStatic() ||
+      !lt.getDim(2).isStatic() || !lt.getElementType().isa<FloatType>())
+    return emitError(loc) << "ctc_loss needs log-probabilities [T, N, C] with "
+                             "a static T and C, got "
+                          << logProbs.getType(),
+           failure();
+  SymInt batch = lt.getDim(1);
+  if (tt.getRank() != 2 || tt.getDim(0) != batch || !tt.getDim(1).isStatic() ||
+      tt.getDim(1).constant < 1 || !tt.getElementType().isa<IntegerType>())
+    return emitError(loc) << "ctc_loss needs padded integer targets [N, S] "
+                             "(static S >= 1); got "
+                          << targets.getType()
+                          << " (targets concatenated into one 1-D tensor are "
+                             "split by their lengths, data a micro-batch "
+                             "cannot divide: pad them to [N, S])",
+           failure();
+  for (VTensorType l : {ilt, tlt})
+    if (l.getRank() != 1 || l.getDim(0) != batch ||
+        !l.getElementType().isa<IntegerType>())
+      return emitError(loc) << "ctc_loss needs integer lengths [N], got " << l,
+             failure();
+  MLIRContext *ctx = b.getContext();
+  int64_t steps = lt.getDim(0).constant, classes = lt.getDim(2).constant;
+  int64_t labels = tt.getDim(1).constant, width = 2 * labels + 1;
+  if (blank < 0 || blank >= classes)
+    return emitError(loc) << "ctc_loss: blank " << blank
+                          << " is not a class (C = " << classes << ")",
+           failure();
+  Type et = lt.getElementType(), i64 = b.getI64Type();
+  // A finite stand-in for log(0): -inf would make 0 * inf = NaN in the
+  // gradients of paths that are not possible yet.
+  double never = et.isF16() ? -6.0e4 : -1.0e30;
+  auto predicate = [&](ComparePredicate p) {
+    return b.getNamedAttr("predicate", ComparePredicateAttr::get(ctx, p));
+  };
+  auto axisAttr = [&](int64_t a) {
+    return b.getNamedAttr("axis", b.getI64IntegerAttr(a));
+  };
+  auto toI64 = [&](Value v) -> Value {
+    auto t = v.getType().cast<VTensorType>();
+    return t.getElementType() == i64
+               ? v
+               : b.create<CastOp>(loc, t.withElementType(i64), v).getResult();
+  };
+  Value il = toI64(inputLengths), tl = toI64(targetLengths);
+  // Entries past a row's target length are padding torch never reads (any
+  // value, -1 too): clamped into the classes so that gathering them is
+  // safe; they only reach positions past the row's end.
+  auto low = make<MaximumOp>({toI64(targets), scalar(0.0, i64)});
+  auto clamped =
+      failed(low) ? low
+                  : make<MinimumOp>({*low, scalar(double(classes - 1), i64)});
+  if (failed(clamped))
+    return failure();
+  Value tg = *clamped;
+  // ext [N, 2S+1]: blank, target 0, blank, target 1, ..., blank.
+  auto zeros = times(tg, 0.0);
+  auto blanks = failed(zeros) ? zeros : plus(*zeros, double(blank));
+  auto bcol = failed(blanks)
+                  ? blanks
+                  : reshape(*blanks, {batch, SymInt(labels), SymInt(1)});
+  auto tcol = reshape(tg, {batch, SymInt(labels), SymInt(1)});
+  if (failed(bcol) || failed(tcol))
+    return failure();
+  auto pairs =
+      make<ConcatOp>({*tcol, *bcol}, {axisAttr(2)}); // t0 blank t1 blank ...
+  auto flat =
+      failed(pairs) ? pairs : reshape(*pairs, {batch, SymInt(2 * labels)});
+  auto lead = failed(blanks) ? blanks : slice(*blanks, 1, 0, 1);
+  auto extended = failed(flat) || failed(lead)
+                      ? FailureOr<Value>(failure())
+                      : make<ConcatOp>({*lead, *flat}, {axisAttr(1)});
+  if (failed(extended))
+    return failure();
+  Value ext = *extended;
+  // emit [N, T, 2S+1]: each step's log-probability of each extended label.
+  auto byRow = transpose(logProbs, {1, 0, 2});
+  auto index3 = reshape(ext, {batch, SymInt(1), SymInt(width)});
+  if (failed(byRow) || failed(index3))
+    return failure();
+  Value index = b.create<ExpandOp>(
+      loc,
+      VTensorType::getFromDims(ctx, {batch, SymInt(steps), SymInt(width)}, i64),
+      *index3);
+  auto emit = make<GatherElementsOp>({*byRow, index}, {axisAttr(2)});
+  if (failed(emit))
+    return failure();
+  auto emitAt = [&](int64_t t) -> FailureOr<Value> {
+    auto s = slice(*emit, 1, t, t + 1);
+    return failed(s) ? s : reshape(*s, {batch, SymInt(width)});
+  };
+  auto positions = [&](auto keep) {
+    SmallVector<double> v;
+    for (int64_t s = 0; s < width; ++s)
+      v.push_back(keep(s) ? 1.0 : 0.0);
+    return constant({1, width}, b.getI1Type(), v);
+  };
+  Value neverV = scalar(never, et);
+  // skip [N, 2S+1]: label s may follow label s - 2 directly (s a target
+  // that differs from the previous target).
+  Value skip;
+  {
+    auto head = slice(ext, 1, 0, 2), body = slice(ext, 1, 0, width - 2);
+    if (failed(head) || failed(body))
+      return failure();
+    auto prev2 = make<ConcatOp>({*head, *body}, {axisAttr(1)});
+    auto differs =
+        failed(prev2)
+            ? prev2
+            : make<CompareOp>({ext, *prev2}, {predicate(ComparePredicate::ne)});
+    auto label = make<CompareOp>({ext, scalar(double(blank), i64)},
+                                 {predicate(ComparePredicate::ne)});
+    if (failed(differs) || failed(label))
+      return failure();
+    auto both = make<AndOp>({*differs, *label});
+    auto s =
+        failed(both)
+            ? both
+            : make<AndOp>({*both, positions([](int64_t s) { return s >= 2; })});
+    if (failed(s))
+      return failure();
+    skip = *s;
+  }
+  auto e0 = emitAt(0);
+  if (failed(e0))
+    return failure();
+  auto alpha =
+      make<WhereOp>({positions([](int64_t s) { return s < 2; }), *e0, neverV});
+  if (failed(alpha))
+    return failure();
+  auto lengthColumn = reshape(il, {batch, SymInt(1)});
+  if (failed(lengthColumn))
+    return failure();
+  // log(exp(a) + exp(b) [+ exp(c)]), shifted by the maximum (all finite).
+  auto logAddExp = [&](ArrayRef<Value> terms) -> FailureOr<Value> {
+    Value m;
+    for (Value v : terms) {
+      auto a = m ? make<MaximumOp>({m, v}) : FailureOr<Value>(v);
+      if (failed(a))
+        return failure();
+      m = *a;
+    }
+    Value sum;
+    for (Value v : terms) {
+      auto d = make<SubOp>({v, m});
+      auto e = failed(d) ? d : unary(UnaryKind::exp, *d);
+      auto s = failed(e) ? e : accumulate<AddOp>(sum, *e);
+      if (failed(s))
+        return failure();
+      sum = *s;
+    }
+    auto l = unary(UnaryKind::log, sum);
+    return failed(l) ? l : make<AddOp>({m, *l});
+  };
+  auto shifted = [&](Value a, int64_t by) -> FailureOr<Value> {
+    auto pad = slice(a, 1, 0, by);
+    auto padNever = failed(pad) ? pad : times(*pad, 0.0);
+    auto padded = failed(padNever) ? padNever : plus(*padNever, never);
+    auto rest = slice(a, 1, 0, width - by);
+    if (failed(padded) || failed(rest))
+      return failure();
+    return make<ConcatOp>({*padded, *rest}, {axisAttr(1)});
+  };
+  for (int64_t t = 1; t < steps; ++t) {
+    // From the same label, the one before, or (skip) the one before that.
+    auto a1 = shifted(*alpha, 1), a2 = shifted(*alpha, 2);
+    auto kept = failed(a2) ? a2 : make<WhereOp>({skip, *a2, neverV});
+    auto lse = failed(a1) || failed(kept) ? FailureOr<Value>(failure())
+                                          : logAddExp({*alpha, *a1, *kept});
+    auto here = emitAt(t);
+    if (failed(lse) || failed(here))
+      return failure();
+    auto next = make<AddOp>({*lse, *here});
+    // A row whose input has ended keeps its last step's values.
+    auto active = make<CompareOp>({*lengthColumn, scalar(double(t), i64)},
+                                  {predicate(ComparePredicate::gt)});
+    if (failed(next) || failed(active))
+      return failure();
+    alpha = make<WhereOp>({*active, *next, *alpha});
+    if (failed(alpha))
+      return failure();
+  }
+  // The paths end on the last label or the blank after it: ext positions
+  // 2 tl and 2 tl - 1 (none for an empty target).
+  auto endBlank = times(tl, 2.0);
+  auto endLabel = failed(endBlank) ? endBlank : plus(*endBlank, -1.0);
+  auto endLabelSafe = failed(endLabel)
+                          ? endLabel
+                          : make<MaximumOp>({*endLabel, scalar(0.0, i64)});
+  if (failed(endLabelSafe))
+    return failure();
+  auto pick = [&](Value at) -> FailureOr<Value> {
+    auto col = reshape(at, {batch, SymInt(1)});
+    return failed(col) ? col
+                       : make<GatherElementsOp>({*alpha, *col}, {axisAttr(1)});
+  };
+  auto atBlank = pick(*endBlank), atLabel = pick(*endLabelSafe);
+  auto hasLabels = make<CompareOp>({tl, scalar(0.0, i64)},
+                                   {predicate(ComparePredicate::gt)});
+  auto hasColumn =
+      failed(hasLabels) ? hasLabels : reshape(*hasLabels, {batch, SymInt(1)});
+  if (failed(atBlank) || failed(atLabel) || failed(hasColumn))
+    return failure();
+  auto label = make<WhereOp>({*hasColumn, *atLabel, neverV});
+  auto total = failed(label) ? label : logAddExp({*atBlank, *label});
+  auto perRow = failed(total) ? total : reshape(*total, {batch});
+  auto loss = failed(perRow) ? perRow : unary(UnaryKind::neg, *perRow);
+  if (failed(loss))
+    return failure();
+  // No path (the input shorter than its target needs): torch's inf, or 0
+  // with zero_infinity.
+  auto impossible = make<CompareOp>({*loss, scalar(-never / 2, et)},
+                                    {predicate(ComparePredicate::gt)});
+  if (failed(impossible))
+    return failure();
+  loss = make<WhereOp>(
+      {*impossible,
+       scalar(zeroInfinity ? 0.0 : std::numeric_limits<double>::infinity(), et),
+       *loss});
+  if (failed(loss) || reduction != LossReduction::mean)
+    return failed(loss) ? loss : reduceLoss(*loss, reduction);
+  // mean: each row's loss over its target length (at least 1), then the
+  // mean over the examples.
+  auto lengthF = b.create<CastOp>(
+      loc, tl.getType().cast<VTensorType>().withElementType(et), tl);
+  auto atLeast1 = make<MaximumOp>({lengthF, scalar(1.0, et)});
+  auto perLabel = failed(atLeast1) ? atLeast1 : make<DivOp>({*loss, *atLeast1});
+  return failed(perLabel) ? perLabel : reduceAll(ReduceKind::mean, *perLabel);
+}

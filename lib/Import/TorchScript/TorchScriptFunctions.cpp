@@ -158,6 +158,38 @@ LogicalResult TSImporter::hNorm(Node *n, Location loc) {
   return bindResult(n, Decomposer(b(), loc).vectorNorm(*x, *p, *axes, *keep));
 }
 
+/// _weight_norm(v, g, dim) (nn.utils.weight_norm and
+/// parametrizations.weight_norm): v * g / ||v||, the 2-norm over every
+/// axis but `dim` (over all of them when dim is -1), kept for broadcasting.
+LogicalResult TSImporter::hWeightNorm(Node *n, Location loc) {
+  auto v = floatInput(*this, n, loc);
+  auto g = tensorArg(n, 1, loc);
+  auto dim = optArg(n, 2, loc, &TSImporter::intArg, 0);
+  if (failed(v) || failed(g) || failed(dim))
+    return failure();
+  int64_t rank = tensorType(*v).getRank();
+  SmallVector<int64_t> axes;
+  if (*dim != -1) {
+    auto kept = normIndex(n, *dim, rank, loc);
+    if (failed(kept))
+      return failure();
+    for (int64_t a = 0; a < rank; ++a)
+      if (a != *kept)
+        axes.push_back(a);
+  } else {
+    for (int64_t a = 0; a < rank; ++a)
+      axes.push_back(a);
+  }
+  auto norm = Decomposer(b(), loc).vectorNorm(*v, 2.0, axes, true);
+  if (failed(norm))
+    return failure();
+  auto scale = make<DivOp>(loc, {cast(*g, tensorType(*v).getElementType(), loc),
+                                 *norm});
+  if (failed(scale))
+    return failure();
+  return bindResult(n, make<MulOp>(loc, {*v, *scale}));
+}
+
 LogicalResult TSImporter::hRmsNorm(Node *n, Location loc) {
   // rms_norm(x, normalized_shape, weight, eps)
   auto x = floatInput(*this, n, loc);
@@ -258,22 +290,37 @@ LogicalResult TSImporter::hElementwiseLoss(Node *n, Location loc) {
       per = make<WhereOp>(loc, {*small, *quad, *lin});
     }
   } else if (op == "binary_cross_entropy_with_logits") {
-    // (x, y, weight, pos_weight, reduction): softplus(x) - x * y.
-    if (!isNoneArg(n, 2) || !isNoneArg(n, 3))
-      return error(n, loc) << "binary_cross_entropy_with_logits with weight "
-                              "or pos_weight is not supported";
+    // (x, y, weight, pos_weight, reduction): softplus(x) - x * y; with
+    // pos_weight p, (1 - y) x + (1 + (p - 1) y) softplus(-x) (torch's).
     reductionIdx = 4;
-    auto sp = un(UnaryKind::softplus, *x);
-    auto xy = make<MulOp>(loc, {*x, target});
-    if (failed(sp) || failed(xy))
+    auto pw = optArg(n, 3, loc, &TSImporter::tensorArg, Value());
+    if (failed(pw))
       return failure();
-    per = make<SubOp>(loc, {*sp, *xy});
+    if (!*pw) {
+      auto sp = un(UnaryKind::softplus, *x);
+      auto xy = make<MulOp>(loc, {*x, target});
+      if (failed(sp) || failed(xy))
+        return failure();
+      per = make<SubOp>(loc, {*sp, *xy});
+    } else {
+      Value p = cast(*pw, et, loc);
+      auto pm1 = make<SubOp>(loc, {p, c(1.0)});
+      auto scaled = failed(pm1) ? pm1 : make<MulOp>(loc, {*pm1, target});
+      auto lw = failed(scaled) ? scaled : make<AddOp>(loc, {*scaled, c(1.0)});
+      auto nx = un(UnaryKind::neg, *x);
+      auto sp = failed(nx) ? nx : un(UnaryKind::softplus, *nx);
+      auto ny = make<SubOp>(loc, {c(1.0), target});
+      if (failed(lw) || failed(sp) || failed(ny))
+        return failure();
+      auto t1 = make<MulOp>(loc, {*ny, *x});
+      auto t2 = make<MulOp>(loc, {*lw, *sp});
+      if (failed(t1) || failed(t2))
+        return failure();
+      per = make<AddOp>(loc, {*t1, *t2});
+    }
   } else if (op == "binary_cross_entropy") {
     // (p, y, weight, reduction): -(y log p + (1 - y) log(1 - p)), each log
     // clamped at -100 as torch does.
-    if (!isNoneArg(n, 2))
-      return error(n, loc) << "binary_cross_entropy with weight is not "
-                              "supported";
     reductionIdx = 3;
     auto clampedLog = [&](Value v) -> FailureOr<Value> {
       auto l = un(UnaryKind::log, v);
@@ -432,6 +479,18 @@ LogicalResult TSImporter::hElementwiseLoss(Node *n, Location loc) {
   }
   if (failed(per))
     return failure();
+  if (op == "binary_cross_entropy" ||
+      op == "binary_cross_entropy_with_logits") {
+    // weight: each element's loss times weight (broadcast), before the
+    // reduction (a mean stays over the elements, as torch's).
+    auto w = optArg(n, 2, loc, &TSImporter::tensorArg, Value());
+    if (failed(w))
+      return failure();
+    if (*w)
+      per = make<MulOp>(loc, {*per, cast(*w, et, loc)});
+    if (failed(per))
+      return failure();
+  }
   auto reduction = reductionArg(n, reductionIdx, loc);
   if (failed(reduction))
     return failure();

@@ -774,6 +774,28 @@ LogicalResult TSImporter::hMarginLoss(Node *n, Location loc) {
                                          *reduction));
 }
 
+/// ctc_loss(log_probs, targets, input_lengths, target_lengths, blank,
+/// reduction, zero_infinity) with the lengths as tensors [N] and padded
+/// targets [N, S] (Decomposer::ctcLoss).
+LogicalResult TSImporter::hCtcLoss(Node *n, Location loc) {
+  for (unsigned i : {2u, 3u})
+    if (lookup(n->input(i)).kind == TSValue::Kind::List)
+      return error(n, loc) << "ctc_loss with " << (i == 2 ? "input" : "target")
+                           << "_lengths as a list: pass the lengths as a "
+                              "tensor [N] (a list has the traced batch's "
+                              "length and values)";
+  auto x = tensorArg(n, 0, loc), y = tensorArg(n, 1, loc);
+  auto il = tensorArg(n, 2, loc), tl = tensorArg(n, 3, loc);
+  auto blank = optArg(n, 4, loc, &TSImporter::intArg, 0);
+  auto reduction = reductionArg(n, 5, loc);
+  auto zeroInf = optArg(n, 6, loc, &TSImporter::boolArg, false);
+  if (failed(x) || failed(y) || failed(il) || failed(tl) || failed(blank) ||
+      failed(reduction) || failed(zeroInf))
+    return failure();
+  return bindResult(n, Decomposer(b(), loc).ctcLoss(*x, *y, *il, *tl, *blank,
+                                                    *reduction, *zeroInf));
+}
+
 LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
   // scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal,
   //                              scale, enable_gqa)
@@ -967,6 +989,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"},
       &TSImporter::hVariance);
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
+  reg({"aten::_weight_norm"}, &TSImporter::hWeightNorm);
   reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);
   reg({"aten::_convolution", "aten::convolution", "aten::_convolution_mode",
        "aten::conv1d",
@@ -989,6 +1012,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d"},
       &TSImporter::hNllLoss);
   reg({"aten::scaled_dot_product_attention"}, &TSImporter::hSDPA);
+  reg({"aten::ctc_loss"}, &TSImporter::hCtcLoss);
   reg({"aten::gather"}, &TSImporter::hGatherAlong<GatherElementsOp>);
   reg({"aten::index_select"}, &TSImporter::hGatherAlong<GatherOp>);
   reg({"aten::index"}, &TSImporter::hIndex);

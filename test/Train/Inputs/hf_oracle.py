@@ -86,6 +86,9 @@ for name, t in zip(names, example):
         data.append(torch.cat([c.sort(descending=True).values for c in v.split(args.batch)]))
     elif name == "next_sentence_label":
         data.append(torch.randint(0, 2, shape, generator=g))
+    elif not t.is_floating_point():  # other integers: in the example's range
+        data.append(torch.randint(int(t.min()), int(t.max()) + 1, shape,
+                                  generator=g).to(t.dtype))
     else:
         data.append(torch.randn(shape, generator=g))
 os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)

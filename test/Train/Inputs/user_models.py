@@ -635,3 +635,79 @@ def math():
 
 def math_onnx():
     return Math(onnx=True), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
+
+
+class CTC(nn.Module):
+    """Speech-style CTC: a bidirectional GRU over frames, F.ctc_loss with
+    padded targets [N, S] (repeated labels: the recursion's skip rule; -1
+    past each target length),
+    input and target lengths from the data, rows whose input is too short
+    for their target (no path: zero_infinity), mean over target lengths."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(4, 16, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(32, 4)
+
+    def forward(self, x, targets, input_lengths, target_lengths):
+        y, _ = self.rnn(x)
+        lp = F.log_softmax(self.out(y), -1).transpose(0, 1)
+        # padding past each target length: -1 (torch never reads it)
+        targets = targets.masked_fill(torch.arange(4) >= target_lengths[:, None], -1)
+        return F.ctc_loss(lp, targets, input_lengths, target_lengths, blank=0,
+                          zero_infinity=True)
+
+
+def ctc():
+    # hf_oracle draws integer inputs within the example's range: targets
+    # 1..3, input lengths 3..10, target lengths 1..4.
+    return CTC(), (torch.randn(2, 10, 4), torch.tensor([[1, 1, 2, 3], [3, 2, 1, 1]]),
+                   torch.tensor([3, 10]), torch.tensor([1, 4]))
+
+
+class BceWeights(nn.Module):
+    """Segmentation-style BCE with logits: pos_weight (a buffer) and an
+    element weight, and binary_cross_entropy on probabilities with a
+    weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.out = nn.Conv2d(4, 2, 1)
+        self.register_buffer("pos_weight", torch.tensor([[[3.0]], [[0.5]]]))
+        self.register_buffer("pixel_weight", torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, x, mask):
+        logits = self.out(F.relu(self.conv(x)))
+        target = (mask > 0).float()
+        a = F.binary_cross_entropy_with_logits(logits, target, weight=self.pixel_weight,
+                                               pos_weight=self.pos_weight)
+        b = F.binary_cross_entropy(torch.sigmoid(logits[:, :1]), target[:, :1],
+                                   weight=self.pixel_weight, reduction="sum")
+        return a + 0.01 * b
+
+
+def bce_weights():
+    return BceWeights(), (torch.randn(2, 3, 8, 8), torch.randn(2, 2, 8, 8))
+
+
+class WeightNormed(nn.Module):
+    """A temporal conv net with weight normalisation: the
+    parametrizations.weight_norm API (dim 0) and the older
+    nn.utils.weight_norm with dim=None (one norm over the whole weight)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 8, 3, dilation=1))
+        self.c2 = nn.utils.weight_norm(nn.Conv1d(8, 8, 3, dilation=2), dim=None)
+        self.head = nn.utils.parametrizations.weight_norm(nn.Linear(8, C))
+
+    def forward(self, x, labels):
+        h = x.transpose(1, 2)
+        h = F.leaky_relu(self.c1(F.pad(h, (2, 0))), 0.1)
+        h = h + F.leaky_relu(self.c2(F.pad(h, (4, 0))), 0.1)
+        return F.cross_entropy(self.head(h[:, :, -1]), labels)
+
+
+def weight_normed():
+    return WeightNormed(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))

@@ -33,6 +33,8 @@ padnototal.pt   pad_packed_sequence without total_length
 bagoffsets.pt   nn.EmbeddingBag over a 1-D input with offsets (bags of
                 different sizes)
 gridmode.pt     F.grid_sample with padding_mode="reflection"
+ctclist.pt      F.ctc_loss with the lengths as Python lists
+ctcflat.pt      F.ctc_loss with the targets concatenated into one 1-D tensor
 """
 import os
 import sys
@@ -247,6 +249,18 @@ class PadNoTotal(nn.Module):
         return F.cross_entropy(out[:, 0], y)
 
 
+class CtcList(nn.Module):
+    def forward(self, x, y):
+        return F.ctc_loss(x.log_softmax(-1).transpose(0, 1), y, [3, 3], [2, 2])
+
+
+class CtcFlat(nn.Module):
+    def forward(self, x, y):
+        n = x.shape[0]
+        return F.ctc_loss(x.log_softmax(-1).transpose(0, 1), y.flatten(),
+                          torch.full((n,), 3), torch.full((n,), 2))
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -276,6 +290,9 @@ export(GridMode(), (torch.randn(2, 1, 2, 4), y), os.path.join(out, "gridmode.pt"
 export(PadNoTotal(), (torch.randn(2, 3, 8), y), os.path.join(out, "padnototal.pt"),
        input_names=["x", "y"])
 export(Packed(), (torch.randn(2, 3, 8), y), os.path.join(out, "packed.pt"), input_names=["x", "y"])
+ctc_y = torch.tensor([[1, 2], [2, 1]])
+export(CtcList(), (torch.randn(2, 3, 4), ctc_y), os.path.join(out, "ctclist.pt"), input_names=["x", "y"])
+export(CtcFlat(), (torch.randn(2, 3, 4), ctc_y), os.path.join(out, "ctcflat.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
 os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
