@@ -613,6 +613,10 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
   TSValue packed = lookup(n->input(0));
   bool isPacked = packed.kind == K::Packed;
   unsigned o = isPacked ? 1 : 0;
+  // Over sorted rows (enforce_sorted=False), the initial states given are
+  // sorted too (index_select by sorted_indices); h_n / c_n come out sorted.
+  llvm::SaveAndRestore<bool> allow(sortedRowsOk,
+                                   isPacked && packed.rowsSorted);
   if (n->inputs().size() != 9 || lookup(n->input(2 + o)).kind != K::List ||
       (lstm && lookup(n->input(1 + o)).kind != K::List))
     return error(n, loc) << "unexpected operands for " << op;
@@ -738,16 +742,22 @@ LogicalResult TSImporter::hRecurrent(Node *n, Location loc) {
     out.tensor = seq;
     out.lengths = packed.lengths;
     out.valid = packed.valid;
+    out.rowsSorted = packed.rowsSorted;
     bind(n->outputs()[0], out);
   } else {
     bindTensor(n->outputs()[0], seq);
   }
-  bindTensor(n->outputs()[1], *hn);
+  auto bindState = [&](unsigned i, Value v) {
+    TSValue state = TSValue::ofTensor(v);
+    state.rowsSorted = packed.rowsSorted;
+    bind(n->outputs()[i], state);
+  };
+  bindState(1, *hn);
   if (lstm) {
     auto cn = stack(lastC);
     if (failed(cn))
       return failure();
-    bindTensor(n->outputs()[2], *cn);
+    bindState(2, *cn);
   }
   return success();
 }
@@ -769,15 +779,49 @@ FailureOr<Value> TSImporter::stepsWithin(Value x, Value lengths,
       {attr("predicate", ComparePredicateAttr::get(ctx, ComparePredicate::lt))});
 }
 
-/// _pack_padded_sequence(input, lengths, batch_first) (pack_padded_sequence
-/// with its default enforce_sorted): nothing is packed -- the padded input,
-/// time-major, and the lengths travel on as a packed value, which the
-/// recurrent layers run row by row for their lengths and
+/// sort / argsort of an integer [B] (one value per example, as the lengths
+/// pack_padded_sequence(enforce_sorted=False) sorts): the values as they
+/// are, their rows marked sorted, and a BatchOrder as the indices (see
+/// TSValue::Kind::BatchOrder). False (nothing bound) for any other sort.
+bool TSImporter::sortsExamples(Node *n, Location loc) {
+  const TSValue &in = lookup(n->input(0));
+  if (in.kind != K::Tensor || !in.tensor || in.rowsSorted)
+    return false;
+  VTensorType t = tensorType(in.tensor);
+  unsigned at = n->inputs().size() == 4 ? 2 : 1;
+  auto dim = optArg(n, at, loc, &TSImporter::intArg, int64_t(-1));
+  if (t.getRank() != 1 || t.getDim(0) != SymInt::batch() ||
+      !t.getElementType().isa<IntegerType>() || failed(dim) ||
+      (*dim != 0 && *dim != -1))
+    return false;
+  TSValue order = TSValue::make(K::BatchOrder);
+  order.i = t.getDim(0);
+  if (opName(n) == "argsort") {
+    bind(n->output(), order);
+    return true;
+  }
+  TSValue values = in;
+  values.rowsSorted = true;
+  bind(n->outputs()[0], values);
+  bind(n->outputs()[1], order);
+  return true;
+}
+
+/// _pack_padded_sequence(input, lengths, batch_first): nothing is packed --
+/// the padded input, time-major, and the lengths travel on as a packed
+/// value, which the recurrent layers run row by row for their lengths and
 /// _pad_packed_sequence pads again; batch_sizes (output 1) only gives the
 /// batch size (batch_sizes[0], for the initial states). Sorting is not
-/// needed: torch's enforce_sorted=False sorts the rows by length first (an
-/// argsort across the examples, refused with its own message).
+/// needed: with enforce_sorted=False torch sorts the rows by length first
+/// and restores their order after pad_packed_sequence, which here are
+/// orders that move nothing (TSValue::Kind::BatchOrder).
 LogicalResult TSImporter::hPackPadded(Node *n, Location loc) {
+  bool sorted = lookup(n->input(0)).rowsSorted;
+  if (sorted != lookup(n->input(1)).rowsSorted)
+    return error(n, loc) << "pack_padded_sequence: the input and the lengths "
+                            "are in different orders (one sorted by "
+                            "enforce_sorted=False's sort, one not)";
+  llvm::SaveAndRestore<bool> allow(sortedRowsOk, true);
   auto x = floatInput(*this, n, loc);
   auto lengths = tensorArg(n, 1, loc);
   auto batchFirst = boolArg(n, 2, loc);
@@ -806,6 +850,7 @@ LogicalResult TSImporter::hPackPadded(Node *n, Location loc) {
   if (failed(valid))
     return failure();
   data.valid = *valid;
+  data.rowsSorted = sorted;
   bind(n->outputs()[0], data);
   TSValue sizes = TSValue::make(K::PackedSizes);
   sizes.lengths = data.lengths;
@@ -855,8 +900,14 @@ LogicalResult TSImporter::hPadPacked(Node *n, Location loc) {
       return failure();
     seq = *t;
   }
-  bindTensor(n->outputs()[0], seq);
-  bindTensor(n->outputs()[1], packed.lengths);
+  // Both in the packed sequence's row order (sorted by enforce_sorted=
+  // False's sort: index_select by unsorted_indices restores the examples').
+  Value outs[] = {seq, packed.lengths};
+  for (auto [i, v] : llvm::enumerate(outs)) {
+    TSValue out = TSValue::ofTensor(v);
+    out.rowsSorted = packed.rowsSorted;
+    bind(n->outputs()[i], out);
+  }
   return success();
 }
 
@@ -1058,6 +1109,8 @@ LogicalResult TSImporter::hPrelu(Node *n, Location loc) {
 /// lower index (what a stable sort gives).
 LogicalResult TSImporter::hTopK(Node *n, Location loc) {
   std::string op = opName(n);
+  if (op != "topk" && sortsExamples(n, loc))
+    return success();
   auto x = floatInput(*this, n, loc);
   if (failed(x))
     return failure();
@@ -1103,6 +1156,22 @@ LogicalResult TSImporter::hTopK(Node *n, Location loc) {
 /// forms (reduce="add"/"multiply", scatter_reduce) are refused.
 LogicalResult TSImporter::hScatter(Node *n, Location loc) {
   std::string op = opName(n);
+  if (const TSValue &order = lookup(n->input(2));
+      order.kind == K::BatchOrder) {
+    // torch's invert_permutation: empty_like(order).scatter_(0, order,
+    // arange(order.numel())) -- the inverse order.
+    auto dim = intArg(n, 1, loc);
+    if (failed(dim))
+      return failure();
+    Node *src = n->inputs().size() > 3 ? n->input(3)->node() : nullptr;
+    if (op != "scatter" || order.b || *dim != 0 || !src ||
+        src->kind() != c10::Symbol::fromQualString("aten::arange"))
+      return asTensor(order, Type(), loc, n), failure();
+    TSValue inverse = order;
+    inverse.b = true;
+    bind(n->output(), inverse);
+    return success();
+  }
   if (n->inputs().size() > 4)
     return error(n, loc) << op << " with a reduction is not supported";
   auto self = tensorArg(n, 0, loc);

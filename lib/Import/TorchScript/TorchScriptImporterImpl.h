@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SaveAndRestore.h"
 
 #include <torch/csrc/jit/api/module.h>
 #include <torch/csrc/jit/ir/ir.h>
@@ -50,9 +51,19 @@ struct TSValue {
   /// length (i64 [B]), `valid` the steps each row has (i1 [T, B], made
   /// once by pack_padded_sequence). PackedSizes: its batch_sizes,
   /// `lengths` and the batch size in `i`. Neither is a tensor to other ops.
+  /// BatchOrder: the order pack_padded_sequence(enforce_sorted=False) sorts
+  /// the examples in (a sort of the lengths [B]: sorted_indices), or with
+  /// `b` its inverse (unsorted_indices); the batch size in `i`. Rows are
+  /// never moved: a Tensor or Packed value with `rowsSorted` is, in torch,
+  /// in the sorted order, here in the examples' (every op between the sort
+  /// and its inverse works row by row, so the results are the same). Only
+  /// index_select by an order along the batch axis (setting or clearing
+  /// rowsSorted), pack_padded_sequence, the recurrent layers over a packed
+  /// sequence and pad_packed_sequence read such values; to any other op
+  /// they are an error (asTensor).
   enum class Kind {
     Other, None, Tensor, Int, Float, Bool, Str, List, Module, Packed,
-    PackedSizes
+    PackedSizes, BatchOrder
   };
   Kind kind = Kind::Other;
   mlir::Value tensor;    // Tensor (null until a parameter is first read)
@@ -67,6 +78,8 @@ struct TSValue {
   /// A 0-d tensor made by prim::NumToTensor (or arithmetic on one): kept as
   /// a scalar so sizes stay symbolic; materialized if used as a tensor.
   bool scalarTensor = false;
+  /// Tensor, Packed: the rows are in a BatchOrder's sorted order.
+  bool rowsSorted = false;
   /// Tensor: its contents when known at import time (a small tensor constant
   /// or what was computed from such constants alone; see foldConstant).
   std::optional<at::Tensor> known;
@@ -311,6 +324,16 @@ public:
   /// aten::gather / aten::index_select (x, dim, index): OpTy with an axis.
   template <typename OpTy>
   mlir::LogicalResult hGatherAlong(Node *n, mlir::Location loc);
+  /// index_select(x, dim, order) or x[order] by a BatchOrder along the
+  /// batch axis: x itself, its rows marked sorted (or no longer, for the
+  /// inverse).
+  mlir::LogicalResult selectByOrder(Node *n, mlir::Location loc,
+                                    const TSValue &order, int64_t dim);
+  /// sort / argsort across the examples of their lengths (hTopK).
+  bool sortsExamples(Node *n, mlir::Location loc);
+  /// While set (by the handlers named at TSValue::Kind::BatchOrder),
+  /// asTensor accepts values whose rows are sorted.
+  bool sortedRowsOk = false;
 
 private:
   GraphBuilder gb;

@@ -874,8 +874,42 @@ LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
   return bindResult(n, make<MatmulOp>(loc, {*s, *v}));
 }
 
+LogicalResult TSImporter::selectByOrder(Node *n, Location loc,
+                                      const TSValue &order, int64_t dim) {
+  TSValue in = lookup(n->input(0));
+  bool ok = in.kind == TSValue::Kind::Tensor && in.rowsSorted == order.b;
+  FailureOr<Value> x = failure();
+  if (ok) {
+    llvm::SaveAndRestore<bool> allow(sortedRowsOk, true);
+    x = asTensor(in, Type(), loc, n);
+    if (failed(x))
+      return failure();
+  }
+  SmallVector<SymInt> dims = ok ? dimsOf(*x) : SmallVector<SymInt>();
+  auto axis = ok ? normIndex(n, dim, dims.size(), loc) : FailureOr<int64_t>(0);
+  if (failed(axis))
+    return failure();
+  if (!ok || dims[*axis] != order.i)
+    return error(n, loc)
+           << "index_select by the " << (order.b ? "unsorting" : "sorting")
+           << " order of pack_padded_sequence(enforce_sorted=False) needs a "
+           << (order.b ? "tensor whose rows it sorted" : "tensor in the "
+                                                         "examples' order")
+           << " and the batch dimension";
+  TSValue out = TSValue::ofTensor(*x);
+  out.rowsSorted = !order.b;
+  bind(n->output(), out);
+  return success();
+}
+
 template <typename OpTy>
 LogicalResult TSImporter::hGatherAlong(Node *n, Location loc) {
+  if (std::is_same_v<OpTy, GatherOp> &&
+      lookup(n->input(2)).kind == TSValue::Kind::BatchOrder) {
+    auto d = intArg(n, 1, loc);
+    return failed(d) ? failure()
+                     : selectByOrder(n, loc, lookup(n->input(2)), *d);
+  }
   auto x = tensorArg(n, 0, loc);
   auto d = intArg(n, 1, loc);
   auto idx = tensorArg(n, 2, loc);
@@ -892,6 +926,10 @@ LogicalResult TSImporter::hGatherAlong(Node *n, Location loc) {
 /// index tensors: numpy's advanced indexing (Decomposer::advancedIndex).
 /// Boolean masks (a data-dependent shape) are refused.
 LogicalResult TSImporter::hIndex(Node *n, Location loc) {
+  if (const TSValue &list = lookup(n->input(1));
+      list.kind == TSValue::Kind::List && list.list.size() == 1 &&
+      list.list[0].kind == TSValue::Kind::BatchOrder) // lengths[unsorted]
+    return selectByOrder(n, loc, list.list[0], 0);
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();

@@ -19,6 +19,15 @@ FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
                                       Location loc, Node *n) {
   switch (v.kind) {
   case K::Tensor:
+    if (v.rowsSorted && !sortedRowsOk)
+      return error(n, loc)
+                 << "this tensor's rows are sorted across the examples (by a "
+                    "sort of one value per example, as "
+                    "pack_padded_sequence(enforce_sorted=False) does); only "
+                    "pack_padded_sequence, the recurrent layers over the "
+                    "packed sequence, pad_packed_sequence and index_select "
+                    "by the unsorting indices may use it",
+             failure();
     if (v.tensor)
       return v.tensor;
     return readParam(v.param, loc);
@@ -34,6 +43,12 @@ FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
     return scalarConstant(v.f, like ? like : b().getF32Type(), loc);
   case K::Bool:
     return scalarConstant(v.b, like ? like : b().getI1Type(), loc);
+  case K::BatchOrder:
+    return error(n, loc) << "the order of a sort across the examples "
+                            "(pack_padded_sequence(enforce_sorted=False)'s "
+                            "sorted or unsorted indices) may only be used by "
+                            "index_select along the batch dimension",
+           failure();
   default:
     return error(n, loc) << "expected a tensor operand", failure();
   }
@@ -57,7 +72,7 @@ FailureOr<Value> TSImporter::tensorArg(Node *n, unsigned i, Location loc) {
   TSValue *v = operand(n, i);
   if (!v)
     return error(n, loc) << "missing operand " << i, failure();
-  if (v->kind != K::Tensor && !v->scalarTensor)
+  if (v->kind != K::Tensor && !v->scalarTensor && v->kind != K::BatchOrder)
     return operandError(n, i, loc, "a tensor");
   return asTensor(*v, Type(), loc, n);
 }

@@ -318,6 +318,10 @@ LogicalResult TSImporter::hSize(Node *n, Location loc) {
 }
 
 LogicalResult TSImporter::hDimNumel(Node *n, Location loc) {
+  if (const TSValue &order = lookup(n->input(0)); order.kind == K::BatchOrder) {
+    bind(n->output(), TSValue::ofInt(opName(n) == "dim" ? SymInt(1) : order.i));
+    return success();
+  }
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();
@@ -861,6 +865,10 @@ LogicalResult TSImporter::hDropout(Node *n, Location loc) {
 }
 
 LogicalResult TSImporter::hTo(Node *n, Location loc) {
+  if (lookup(n->input(0)).kind == K::BatchOrder) { // sorted_indices.to(device)
+    bind(n->output(), lookup(n->input(0)));
+    return success();
+  }
   Type elt;
   bool hasArg = n->inputs().size() > 1;
   c10::TypePtr t1 = hasArg ? n->input(1)->type() : nullptr;
@@ -976,7 +984,8 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::full", "aten::zeros", "aten::ones", "aten::new_zeros",
        "aten::new_ones"},
       &TSImporter::hFull);
-  reg({"aten::zeros_like", "aten::ones_like", "aten::full_like"},
+  reg({"aten::zeros_like", "aten::ones_like", "aten::full_like",
+       "aten::empty_like"},
       &TSImporter::hFullLike);
   reg({"aten::arange"}, &TSImporter::hArange);
   reg({"aten::linspace"}, &TSImporter::hLinspace);

@@ -267,6 +267,12 @@ LogicalResult TSImporter::hFull(Node *n, Location loc) {
 
 LogicalResult TSImporter::hFullLike(Node *n, Location loc) {
   std::string op = opName(n);
+  if (op == "empty_like" && lookup(n->input(0)).kind == K::BatchOrder) {
+    // invert_permutation's output buffer: only scatter_ of the order fills
+    // it (hScatter); as anything else it is not a tensor.
+    bind(n->output(), TSValue::make(K::Other));
+    return success();
+  }
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
     return failure();

@@ -549,6 +549,39 @@ def packed():
     return Packed(), (torch.randn(2, S, 4), torch.tensor([S, 5]), torch.randint(0, C, (2,)))
 
 
+class PackedUnsorted(nn.Module):
+    """pack_padded_sequence(enforce_sorted=False): lengths in any order
+    (named seq_lengths, so hf_oracle does not sort them), learned initial
+    states (torch permutes them by the sort), and pad_packed_sequence's
+    lengths (in the examples' order again) used for the mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, D, batch_first=True, bidirectional=True)
+        self.h0 = nn.Parameter(torch.randn(2, 1, D) * 0.1)
+        self.gru = nn.GRU(2 * D, D, batch_first=True)
+        self.head = nn.Linear(4 * D, C)
+
+    def forward(self, x, seq_lengths, labels):
+        n = x.shape[0]
+        h0 = self.h0.expand(-1, n, -1).contiguous()
+        p = nn.utils.rnn.pack_padded_sequence(x, seq_lengths, batch_first=True,
+                                              enforce_sorted=False)
+        out, (h, _) = self.lstm(p, (h0, torch.zeros_like(h0)))
+        y, lengths = nn.utils.rnn.pad_packed_sequence(out, batch_first=True,
+                                                      total_length=x.shape[1])
+        q = nn.utils.rnn.pack_padded_sequence(y, seq_lengths, batch_first=True,
+                                              enforce_sorted=False)
+        _, g = self.gru(q)
+        feats = torch.cat([y.sum(1) / lengths.unsqueeze(1).to(y.dtype), h[-1], g[0]], -1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+def packed_unsorted():
+    return PackedUnsorted(), (torch.randn(2, S, 4), torch.tensor([3, S]),
+                              torch.randint(0, C, (2,)))
+
+
 class WeightedCE(nn.Module):
     def __init__(self, more=False):
         super().__init__()

@@ -35,6 +35,7 @@ bagoffsets.pt   nn.EmbeddingBag over a 1-D input with offsets (bags of
 gridmode.pt     F.grid_sample with padding_mode="reflection"
 ctclist.pt      F.ctc_loss with the lengths as Python lists
 ctcflat.pt      F.ctc_loss with the targets concatenated into one 1-D tensor
+sortedrows.pt   the labels sorted across the examples, then used as labels
 """
 import os
 import sys
@@ -261,6 +262,11 @@ class CtcFlat(nn.Module):
                           torch.full((n,), 3), torch.full((n,), 2))
 
 
+class SortedRows(nn.Module):
+    def forward(self, x, y):
+        return F.cross_entropy(x, torch.sort(y)[0])
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -293,6 +299,8 @@ export(Packed(), (torch.randn(2, 3, 8), y), os.path.join(out, "packed.pt"), inpu
 ctc_y = torch.tensor([[1, 2], [2, 1]])
 export(CtcList(), (torch.randn(2, 3, 4), ctc_y), os.path.join(out, "ctclist.pt"), input_names=["x", "y"])
 export(CtcFlat(), (torch.randn(2, 3, 4), ctc_y), os.path.join(out, "ctcflat.pt"), input_names=["x", "y"])
+export(SortedRows(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "sortedrows.pt"),
+       input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
 os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
