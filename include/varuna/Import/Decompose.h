@@ -143,7 +143,9 @@ public:
   /// over the batch dimension can be divided by it, and that is a mean over
   /// the batch of the sum over the other reduced axes (then / k), which is
   /// what each micro-batch computes as its share. Sums added or subtracted
-  /// (from zeros: counts accumulated layer by layer) are divided each.
+  /// (from zeros: counts accumulated layer by layer) are divided each, and
+  /// constant multiples of them (c * s, s / c, -s: a VAE's -0.5 * kl.sum())
+  /// inside.
   /// Anything else is diagnosed: a graph cannot hold the batch size as data.
   mlir::FailureOr<mlir::Value> divideByBatch(mlir::Value x, SymInt size);
   /// Linear or cubic resampling along each axis in turn (the separable

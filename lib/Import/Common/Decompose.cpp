@@ -654,6 +654,27 @@ FailureOr<Value> Decomposer::divideByBatch(Value x, SymInt size) {
     }
     return llvm::isa<AddOp>(op) ? make<AddOp>(parts) : make<SubOp>(parts);
   }
+  // A constant multiple of such a dividend (-0.5 * kl.sum(), a sum / 100,
+  // -sum): (c s) / B = c (s / B), each micro-batch's share still exact.
+  Operation *def = x.getDefiningOp();
+  auto isConstant = [](Value v) { return bool(v.getDefiningOp<ConstantOp>()); };
+  if (llvm::isa_and_nonnull<MulOp, DivOp>(def) &&
+      (isConstant(def->getOperand(1)) ||
+       (llvm::isa<MulOp>(def) && isConstant(def->getOperand(0))))) {
+    unsigned at = isConstant(def->getOperand(1)) ? 0 : 1;
+    auto d = divideByBatch(def->getOperand(at), size);
+    if (failed(d))
+      return failure();
+    SmallVector<Value, 2> operands(def->getOperands());
+    operands[at] = *d;
+    return llvm::isa<MulOp>(def) ? make<MulOp>(operands)
+                                 : make<DivOp>(operands);
+  }
+  if (auto neg = x.getDefiningOp<UnaryOp>();
+      neg && neg.getKind() == UnaryKind::neg) {
+    auto d = divideByBatch(neg.getInput(), size);
+    return failed(d) ? d : unary(UnaryKind::neg, *d);
+  }
   auto sum = x.getDefiningOp<ReduceOp>();
   if (!sum || sum.getKind() != ReduceKind::sum)
     return refuse("the dividend is not a sum");

@@ -190,6 +190,48 @@ LogicalResult TSImporter::hWeightNorm(Node *n, Location loc) {
   return bindResult(n, make<MulOp>(loc, {*v, *scale}));
 }
 
+/// Tensor.unfold(dim, size, step): the windows x[..., i*step : i*step +
+/// size, ...] for i < n = (L - size) / step + 1 along a static dim, as a
+/// dim of n and a new last dim of `size` -- a gather of the n * size
+/// constant positions, reshaped, the window axis moved last.
+LogicalResult TSImporter::hUnfoldWindows(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto dim = intArg(n, 1, loc);
+  auto size = intArg(n, 2, loc), step = intArg(n, 3, loc);
+  if (failed(x) || failed(dim) || failed(size) || failed(step))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*x);
+  auto axis = normIndex(n, *dim, std::max<int64_t>(dims.size(), 1), loc);
+  if (failed(axis))
+    return failure();
+  if (dims.empty() || !dims[*axis].isStatic() || *size < 1 || *step < 1 ||
+      *size > dims[*axis].constant)
+    return error(n, loc) << "unfold(" << *dim << ", " << *size << ", "
+                         << *step << ") needs a static dimension of at least "
+                            "the window size and a positive step, got "
+                         << dimsStr(dims);
+  int64_t windows = (dims[*axis].constant - *size) / *step + 1;
+  SmallVector<int64_t> positions;
+  for (int64_t w = 0; w < windows; ++w)
+    for (int64_t k = 0; k < *size; ++k)
+      positions.push_back(w * *step + k);
+  auto picked = Decomposer(b(), loc).gatherIndices(*x, *axis, positions);
+  if (failed(picked))
+    return failure();
+  SmallVector<SymInt> split = dims;
+  split[*axis] = SymInt(windows);
+  split.insert(split.begin() + *axis + 1, SymInt(*size));
+  auto r = reshape(*picked, split, loc);
+  if (failed(r))
+    return failure();
+  SmallVector<int64_t> perm;
+  for (int64_t a = 0; a < static_cast<int64_t>(split.size()); ++a)
+    if (a != *axis + 1)
+      perm.push_back(a);
+  perm.push_back(*axis + 1);
+  return bindResult(n, transpose(*r, perm, loc));
+}
+
 LogicalResult TSImporter::hRmsNorm(Node *n, Location loc) {
   // rms_norm(x, normalized_shape, weight, eps)
   auto x = floatInput(*this, n, loc);

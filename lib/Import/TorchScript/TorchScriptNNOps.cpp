@@ -1028,6 +1028,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hVariance);
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
   reg({"aten::_weight_norm"}, &TSImporter::hWeightNorm);
+  reg({"aten::unfold"}, &TSImporter::hUnfoldWindows);
   reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);
   reg({"aten::_convolution", "aten::convolution", "aten::_convolution_mode",
        "aten::conv1d",

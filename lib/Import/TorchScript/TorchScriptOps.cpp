@@ -989,6 +989,9 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
       &TSImporter::hFullLike);
   reg({"aten::arange"}, &TSImporter::hArange);
   reg({"aten::linspace"}, &TSImporter::hLinspace);
+  reg({"aten::hann_window", "aten::hamming_window", "aten::blackman_window",
+       "aten::bartlett_window"},
+      &TSImporter::hWindow);
   reg({"aten::copy", "aten::fill", "aten::zero"}, &TSImporter::hCopy);
   reg({"aten::repeat"}, &TSImporter::hRepeat);
   reg({"aten::repeat_interleave"}, &TSImporter::hRepeatInterleave);

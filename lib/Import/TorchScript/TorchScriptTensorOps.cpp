@@ -389,6 +389,62 @@ LogicalResult TSImporter::hLinspace(Node *n, Location loc) {
   return bindResult(n, Decomposer(b(), loc).constant({*steps}, elt, v));
 }
 
+/// hann_window / hamming_window / blackman_window / bartlett_window
+/// (N[, periodic[, alpha, beta]], dtype, ...): a constant, torch's
+/// formulas over n / (N - 1) (periodic: a window of N + 1 without its last
+/// value; N = 1 is [1]).
+LogicalResult TSImporter::hWindow(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto length = intArg(n, 0, loc);
+  if (failed(length))
+    return failure();
+  // Optional periodic (a bool) and, for hamming, alpha and beta (floats)
+  // come before dtype, layout, device, pin_memory.
+  unsigned at = 1;
+  bool periodic = true;
+  double alpha = op == "hann_window" ? 0.5 : 0.54;
+  double beta = op == "hann_window" ? 0.5 : 0.46;
+  if (n->inputs().size() > at &&
+      n->input(at)->type()->kind() == c10::TypeKind::BoolType) {
+    auto p = boolArg(n, at++, loc);
+    if (failed(p))
+      return failure();
+    periodic = *p;
+    if (n->inputs().size() > at + 1 &&
+        n->input(at)->type()->kind() == c10::TypeKind::FloatType) {
+      auto a = floatArg(n, at, loc), bb = floatArg(n, at + 1, loc);
+      if (failed(a) || failed(bb))
+        return failure();
+      alpha = *a;
+      beta = *bb;
+      at += 2;
+    }
+  }
+  auto dtype = dtypeArg(n, at, loc);
+  if (failed(dtype))
+    return failure();
+  if (*length < 0)
+    return error(n, loc) << op << " of negative length " << *length;
+  Type elt = *dtype ? *dtype : Type(b().getF32Type());
+  int64_t count = *length, span = periodic ? count : count - 1;
+  SmallVector<double> v;
+  for (int64_t i = 0; i < count; ++i) {
+    if (count == 1) {
+      v.push_back(1.0);
+      break;
+    }
+    double x = static_cast<double>(i) / static_cast<double>(span);
+    double c = std::cos(2.0 * M_PI * x);
+    if (op == "blackman_window")
+      v.push_back(0.42 - 0.5 * c + 0.08 * std::cos(4.0 * M_PI * x));
+    else if (op == "bartlett_window")
+      v.push_back(1.0 - std::abs(2.0 * x - 1.0));
+    else
+      v.push_back(alpha - beta * c);
+  }
+  return bindResult(n, Decomposer(b(), loc).constant({count}, elt, v));
+}
+
 /// copy_(self, src) / fill_(self, value) / zero_(self), functional: self's
 /// type with the new contents (src cast and broadcast). The write itself is
 /// the node loop's: convertNode rebinds self and writeBack updates the

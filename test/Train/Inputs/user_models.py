@@ -744,3 +744,49 @@ class WeightNormed(nn.Module):
 
 def weight_normed():
     return WeightNormed(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
+
+
+class VAE(nn.Module):
+    """A variational autoencoder's loss as usually written: the
+    reconstruction sum plus -0.5 * the KL sum, over the batch size
+    (the noise comes with the data: a sampled eps would be a different
+    draw)."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 8))
+        self.dec = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 12))
+
+    def forward(self, x, eps):
+        mu, logvar = self.enc(x).chunk(2, -1)
+        z = mu + eps * torch.exp(0.5 * logvar)
+        rec = F.binary_cross_entropy_with_logits(self.dec(z), torch.sigmoid(x), reduction="sum")
+        kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+        return (rec + kld) / x.shape[0]
+
+
+def vae():
+    return VAE(), (torch.randn(2, 12), torch.randn(2, 4))
+
+
+class Frames(nn.Module):
+    """Audio-style framing: Tensor.unfold into overlapping windows, a Hann
+    window, torch.roll over the frames, and a Gaussian negative
+    log-likelihood through torch.distributions.Normal."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 2)
+
+    def forward(self, wave, target):
+        frames = wave.unfold(1, 8, 4) * torch.hann_window(8)  # [B, 9, 8]
+        h = torch.tanh(self.proj(frames))
+        h = h + torch.roll(h, 1, 1)
+        out = self.head(h.mean(1))
+        dist = torch.distributions.Normal(out[:, 0], out[:, 1].exp())
+        return -dist.log_prob(target).mean()
+
+
+def frames():
+    return Frames(), (torch.randn(2, 40), torch.randn(2))
