@@ -410,14 +410,15 @@ LogicalResult TSImporter::hWindow(Node *n, Location loc) {
     if (failed(p))
       return failure();
     periodic = *p;
-    if (n->inputs().size() > at + 1 &&
-        n->input(at)->type()->kind() == c10::TypeKind::FloatType) {
-      auto a = floatArg(n, at, loc), bb = floatArg(n, at + 1, loc);
-      if (failed(a) || failed(bb))
+    // hamming_window's alpha, then beta (each optional).
+    for (double *coefficient : {&alpha, &beta}) {
+      if (n->inputs().size() <= at ||
+          n->input(at)->type()->kind() != c10::TypeKind::FloatType)
+        break;
+      auto c = floatArg(n, at++, loc);
+      if (failed(c))
         return failure();
-      alpha = *a;
-      beta = *bb;
-      at += 2;
+      *coefficient = *c;
     }
   }
   auto dtype = dtypeArg(n, at, loc);

@@ -770,8 +770,9 @@ def vae():
 
 
 class Frames(nn.Module):
-    """Audio-style framing: Tensor.unfold into overlapping windows, a Hann
-    window, torch.roll over the frames, and a Gaussian negative
+    """Audio-style framing: Tensor.unfold into overlapping windows, the
+    window functions (periodic or not, hamming's alpha), torch.roll over the
+    frames, and a Gaussian negative
     log-likelihood through torch.distributions.Normal."""
 
     def __init__(self):
@@ -780,7 +781,9 @@ class Frames(nn.Module):
         self.head = nn.Linear(16, 2)
 
     def forward(self, wave, target):
-        frames = wave.unfold(1, 8, 4) * torch.hann_window(8)  # [B, 9, 8]
+        window = (torch.hann_window(8) + torch.hamming_window(8, False, alpha=0.6)
+                  + torch.blackman_window(8) + torch.bartlett_window(8, False)) / 4
+        frames = wave.unfold(1, 8, 4) * window  # [B, 9, 8]
         h = torch.tanh(self.proj(frames))
         h = h + torch.roll(h, 1, 1)
         out = self.head(h.mean(1))
