@@ -788,7 +788,11 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *ctx,
   VTensorType r = VTensorType::getFromDims(ctx, dims, a.getElementType());
   if (!r)
     return fail(loc, "varuna.matmul: result would have two batch-dependent "
-                     "dimensions (" + typeStr(a) + " x " + typeStr(b) + ")");
+                     "dimensions (" + typeStr(a) + " x " + typeStr(b) +
+                         "): every example against every other (a "
+                         "similarity over the batch, as a contrastive loss "
+                         "computes) mixes the examples, which micro-batches "
+                         "cannot split");
   results.push_back(r);
   return success();
 }

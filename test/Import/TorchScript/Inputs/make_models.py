@@ -36,6 +36,7 @@ gridmode.pt     F.grid_sample with padding_mode="reflection"
 ctclist.pt      F.ctc_loss with the lengths as Python lists
 ctcflat.pt      F.ctc_loss with the targets concatenated into one 1-D tensor
 sortedrows.pt   the labels sorted across the examples, then used as labels
+contrastive.pt  InfoNCE over the batch (every example against every other)
 """
 import os
 import sys
@@ -267,6 +268,12 @@ class SortedRows(nn.Module):
         return F.cross_entropy(x, torch.sort(y)[0])
 
 
+class Contrastive(nn.Module):
+    def forward(self, x, y):
+        z = F.normalize(x, dim=1)
+        return F.cross_entropy(z @ z.t(), torch.arange(x.shape[0]))
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -300,6 +307,8 @@ ctc_y = torch.tensor([[1, 2], [2, 1]])
 export(CtcList(), (torch.randn(2, 3, 4), ctc_y), os.path.join(out, "ctclist.pt"), input_names=["x", "y"])
 export(CtcFlat(), (torch.randn(2, 3, 4), ctc_y), os.path.join(out, "ctcflat.pt"), input_names=["x", "y"])
 export(SortedRows(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "sortedrows.pt"),
+       input_names=["x", "y"])
+export(Contrastive(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "contrastive.pt"),
        input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
