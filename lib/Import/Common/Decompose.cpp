@@ -1952,14 +1952,22 @@ FailureOr<Value> Decomposer::ctcLoss(Value logProbs, Value targets,
     auto l = unary(UnaryKind::log, sum);
     return failed(l) ? l : make<AddOp>({m, *l});
   };
-  auto shifted = [&](Value a, int64_t by) -> FailureOr<Value> {
-    auto pad = slice(a, 1, 0, by);
-    auto padNever = failed(pad) ? pad : times(*pad, 0.0);
-    auto padded = failed(padNever) ? padNever : plus(*padNever, never);
-    auto rest = slice(a, 1, 0, width - by);
-    if (failed(padded) || failed(rest))
+  // [N, by] columns of `never` that shift alpha right by one or two
+  // labels: the same every frame, made once.
+  Value neverColumns[3];
+  for (int64_t by : {1, 2}) {
+    auto pad = slice(*e0, 1, 0, by);
+    auto zeroed = failed(pad) ? pad : times(*pad, 0.0);
+    auto padded = failed(zeroed) ? zeroed : plus(*zeroed, never);
+    if (failed(padded))
       return failure();
-    return make<ConcatOp>({*padded, *rest}, {axisAttr(1)});
+    neverColumns[by] = *padded;
+  }
+  auto shifted = [&](Value a, int64_t by) -> FailureOr<Value> {
+    auto rest = slice(a, 1, 0, width - by);
+    if (failed(rest))
+      return failure();
+    return make<ConcatOp>({neverColumns[by], *rest}, {axisAttr(1)});
   };
   for (int64_t t = 1; t < steps; ++t) {
     // From the same label, the one before, or (skip) the one before that.
