@@ -1247,41 +1247,6 @@ LogicalResult TSImporter::hScatter(Node *n, Location loc) {
 // Elementwise and small functions as compositions (hMath)
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// Builds the compositions of hMath at one location; each step fails with a
-/// diagnostic of the op it could not build.
-struct MathBuilder {
-  TSImporter &imp;
-  Location loc;
-  Type et;
-
-  Value c(double v) { return imp.scalarConstant(v, et, loc); }
-  FailureOr<Value> un(UnaryKind k, FailureOr<Value> x) {
-    return failed(x) ? x : imp.unary(k, *x, loc);
-  }
-  template <typename OpTy>
-  FailureOr<Value> bin(FailureOr<Value> a, FailureOr<Value> b) {
-    if (failed(a) || failed(b))
-      return failure();
-    return imp.make<OpTy>(loc, {*a, *b});
-  }
-  FailureOr<Value> cmp(ComparePredicate p, FailureOr<Value> a,
-                       FailureOr<Value> b) {
-    if (failed(a) || failed(b))
-      return failure();
-    return imp.make<CompareOp>(
-        loc, {*a, *b},
-        {imp.attr("predicate",
-                  ComparePredicateAttr::get(imp.b().getContext(), p))});
-  }
-  FailureOr<Value> where(FailureOr<Value> cond, FailureOr<Value> a,
-                         FailureOr<Value> b) {
-    if (failed(cond) || failed(a) || failed(b))
-      return failure();
-    return imp.make<WhereOp>(loc, {*cond, *a, *b});
-  }
-};
-} // namespace
 
 /// Functions of one or two tensors built from varuna ops: exp2 log2 log10
 /// square frac hypot lerp addcmul addcdiv logaddexp xlogy nan_to_num

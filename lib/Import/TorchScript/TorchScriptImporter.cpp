@@ -492,12 +492,19 @@ FailureOr<Value> TSImporter::readParam(StringRef name, Location loc) {
 
 LogicalResult TSImporter::declareParam(ParamInfo &p) {
   Location ploc = nodeLocation(ctx, path, p.name, 0);
-  auto elt = elementTypeOf(ctx, p.tensor.scalar_type());
+  // A complex tensor's bytes are view_as_real's: its real type, a trailing
+  // axis of 2 (TSValue::complex).
+  bool complex = p.tensor.is_complex();
+  auto elt = elementTypeOf(ctx, complex ? c10::toRealValueType(
+                                              p.tensor.scalar_type())
+                                        : p.tensor.scalar_type());
   if (failed(elt))
     return emitError(ploc) << "parameter '" << p.name
                            << "' has unsupported dtype "
                            << c10::toString(p.tensor.scalar_type());
   SmallVector<int64_t> shape(p.tensor.sizes().begin(), p.tensor.sizes().end());
+  if (complex)
+    shape.push_back(2);
   auto type = VTensorType::get(ctx, shape, -1, *elt);
   auto data = dataFor(p, ploc);
   if (failed(data) || failed(gb.addParam(p.name, type, *data, p.frozen, ploc)))
@@ -554,6 +561,7 @@ LogicalResult TSImporter::hGetAttr(Node *n, Location loc) {
       return failure();
     TSValue t = TSValue::make(TSValue::Kind::Tensor);
     t.param = *canonical;
+    t.complex = paramsByName[*canonical].tensor.is_complex();
     bind(n->output(), t);
     return success();
   }
@@ -610,6 +618,8 @@ LogicalResult TSImporter::convertNode(Node *n) {
   }
   if (!inplace && foldConstant(n, loc))
     return success();
+  if (touchesComplex(n))
+    return convertComplex(n, loc, n->kind().toUnqualString());
   auto it = handlers.find(functional);
   if (it == handlers.end()) {
     std::string src = where(n);

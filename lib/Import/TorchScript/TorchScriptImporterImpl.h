@@ -80,6 +80,10 @@ struct TSValue {
   bool scalarTensor = false;
   /// Tensor, Packed: the rows are in a BatchOrder's sorted order.
   bool rowsSorted = false;
+  /// Tensor: complex numbers, held as a real tensor with a trailing axis of
+  /// 2 (real, imaginary; view_as_real's layout): its torch shape is the
+  /// tensor's without that axis. Only TorchScriptComplex.cpp reads it.
+  bool complex = false;
   /// Tensor: its contents when known at import time (a small tensor constant
   /// or what was computed from such constants alone; see foldConstant).
   std::optional<at::Tensor> known;
@@ -335,6 +339,17 @@ public:
   /// asTensor accepts values whose rows are sorted.
   bool sortedRowsOk = false;
 
+  // --- TorchScriptComplex.cpp -----------------------------------------------
+  /// Whether `n` reads a complex tensor (TSValue::complex) or makes one.
+  bool touchesComplex(Node *n);
+  /// Imports such a node (`op`: its name without "aten::"); the ops it
+  /// takes and how are listed at the top of TorchScriptComplex.cpp.
+  mlir::LogicalResult convertComplex(Node *n, mlir::Location loc,
+                                     llvm::StringRef op);
+  /// The real tensor (trailing axis of 2) behind a complex value.
+  mlir::FailureOr<mlir::Value> complexTensor(const TSValue &v,
+                                             mlir::Location loc);
+
 private:
   GraphBuilder gb;
   std::string path;
@@ -366,6 +381,44 @@ private:
   std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
   std::set<std::string> claimedRecords;
   llvm::StringMap<Handler> handlers;
+};
+
+/// Builds compositions of varuna ops at one location (hMath, complex
+/// numbers); each step fails with a diagnostic of the op it could not build.
+struct MathBuilder {
+  TSImporter &imp;
+  mlir::Location loc;
+  mlir::Type et;
+
+  mlir::Value c(double v) { return imp.scalarConstant(v, et, loc); }
+  mlir::FailureOr<mlir::Value> un(UnaryKind k,
+                                  mlir::FailureOr<mlir::Value> x) {
+    return mlir::failed(x) ? x : imp.unary(k, *x, loc);
+  }
+  template <typename OpTy>
+  mlir::FailureOr<mlir::Value> bin(mlir::FailureOr<mlir::Value> a,
+                                   mlir::FailureOr<mlir::Value> b) {
+    if (mlir::failed(a) || mlir::failed(b))
+      return mlir::failure();
+    return imp.make<OpTy>(loc, {*a, *b});
+  }
+  mlir::FailureOr<mlir::Value> cmp(ComparePredicate p,
+                                   mlir::FailureOr<mlir::Value> a,
+                                   mlir::FailureOr<mlir::Value> b) {
+    if (mlir::failed(a) || mlir::failed(b))
+      return mlir::failure();
+    return imp.make<CompareOp>(
+        loc, {*a, *b},
+        {imp.attr("predicate",
+                  ComparePredicateAttr::get(imp.b().getContext(), p))});
+  }
+  mlir::FailureOr<mlir::Value> where(mlir::FailureOr<mlir::Value> cond,
+                                     mlir::FailureOr<mlir::Value> a,
+                                     mlir::FailureOr<mlir::Value> b) {
+    if (mlir::failed(cond) || mlir::failed(a) || mlir::failed(b))
+      return mlir::failure();
+    return imp.make<WhereOp>(loc, {*cond, *a, *b});
+  }
 };
 
 mlir::FailureOr<mlir::Type> elementTypeOf(mlir::MLIRContext *ctx,

@@ -28,6 +28,9 @@ FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
                     "packed sequence, pad_packed_sequence and index_select "
                     "by the unsorting indices may use it",
              failure();
+    if (v.complex) // convertNode sends nodes that read one elsewhere
+      return error(n, loc) << "a complex tensor is used as a real one",
+             failure();
     if (v.tensor)
       return v.tensor;
     return readParam(v.param, loc);

@@ -110,7 +110,10 @@ FailureOr<TSValue> TSImporter::fromConstant(const c10::IValue &v, Node *n,
                                 : TSValue::ofInt(t.item<int64_t>());
     out.scalarTensor = true;
   } else if (v.isTensor()) {
-    at::Tensor t = v.toTensor().contiguous();
+    // A complex constant: view_as_real's layout (TSValue::complex).
+    bool complex = v.toTensor().is_complex();
+    at::Tensor t = (complex ? at::view_as_real(v.toTensor()) : v.toTensor())
+                       .contiguous();
     auto elt = elementTypeOf(ctx, t.scalar_type());
     if (failed(elt))
       return error(n, loc) << "tensor constant of unsupported dtype "
@@ -165,8 +168,9 @@ FailureOr<TSValue> TSImporter::fromConstant(const c10::IValue &v, Node *n,
     Value c = b().create<ConstantOp>(loc, VTensorType::get(ctx, shape, -1, *elt),
                                      dense);
     out = TSValue::ofTensor(c);
+    out.complex = complex;
     if (count <= kFoldLimit)
-      out.known = t.clone();
+      out.known = v.toTensor().clone();
   } else {
     // Devices, layouts...: only ever consumed as arguments we ignore.
     out = TSValue();
@@ -243,7 +247,8 @@ bool TSImporter::foldConstant(Node *n, Location loc) {
   // Only results fromConstant takes without a diagnostic.
   if (stack[0].isTensor() &&
       (stack[0].toTensor().numel() > kFoldLimit ||
-       failed(elementTypeOf(ctx, stack[0].toTensor().scalar_type()))))
+       failed(elementTypeOf(ctx, c10::toRealValueType(
+                                     stack[0].toTensor().scalar_type())))))
     return false;
   auto out = fromConstant(stack[0], n, loc);
   if (failed(out) || out->kind == K::Other)

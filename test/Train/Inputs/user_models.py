@@ -88,6 +88,14 @@ weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities, a weighted cross-entropy with label smoothing
                 over rows of which some are ignored whole, and a weighted
                 sum: three weighted means added
+rotary          TorchScript: a LLaMA-style decoder with rotary embeddings
+                as Meta's reference code writes them -- a complex64 buffer
+                made by torch.polar, view_as_complex, complex products,
+                view_as_real -- RMSNorm, SwiGLU, causal SDPA
+complex_ops     TorchScript: complex arithmetic -- polar of learned
+                frequencies, complex(), conj, abs, exp, real / imag, a
+                complex plus a real tensor, division by a number, sums,
+                transpose and concatenation of complex tensors
 """
 import torch
 import torch.nn as nn
@@ -793,3 +801,85 @@ class Frames(nn.Module):
 
 def frames():
     return Frames(), (torch.randn(2, 40), torch.randn(2))
+
+
+def _rope(dim, end, theta=10000.0):
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: dim // 2].float() / dim))
+    t = torch.arange(end, dtype=torch.float32)
+    return torch.polar(torch.ones(end, dim // 2), torch.outer(t, freqs))  # complex64
+
+
+def _apply_rotary(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    shape = [d if i == 1 or i == xq_.ndim - 1 else 1 for i, d in enumerate(xq_.shape)]
+    fc = freqs_cis.view(*shape)
+    return (torch.view_as_real(xq_ * fc).flatten(3).type_as(xq),
+            torch.view_as_real(xk_ * fc).flatten(3).type_as(xk))
+
+
+class RotaryBlock(nn.Module):
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.heads = heads
+        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.n1, self.n2 = nn.RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
+        self.w1, self.w3 = nn.Linear(d, 32, bias=False), nn.Linear(d, 32, bias=False)
+        self.w2 = nn.Linear(32, d, bias=False)
+
+    def forward(self, x, freqs_cis):
+        B, T, d = x.shape
+        a = self.n1(x)
+        q, k, v = (w(a).view(B, T, self.heads, d // self.heads)
+                   for w in (self.wq, self.wk, self.wv))
+        q, k = _apply_rotary(q, k, freqs_cis)
+        o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=True)
+        x = x + self.wo(o.transpose(1, 2).reshape(B, T, d))
+        b = self.n2(x)
+        return x + self.w2(F.silu(self.w1(b)) * self.w3(b))
+
+
+class Rotary(nn.Module):
+    def __init__(self, vocab=64, d=16, max_len=24):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(RotaryBlock(d) for _ in range(2))
+        self.norm = nn.RMSNorm(d)
+        self.out = nn.Linear(d, vocab, bias=False)
+        self.register_buffer("freqs_cis", _rope(d // 2, max_len), persistent=False)
+
+    def forward(self, tokens, labels):
+        h = self.emb(tokens)
+        freqs_cis = self.freqs_cis[: tokens.shape[1]]
+        for block in self.blocks:
+            h = block(h, freqs_cis)
+        return F.cross_entropy(self.out(self.norm(h)).flatten(0, 1), labels.flatten())
+
+
+def rotary():
+    return Rotary(), (torch.randint(0, 64, (2, 12)), torch.randint(0, 64, (2, 12)))
+
+
+class ComplexOps(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(4, 16)
+        self.freq = nn.Parameter(torch.randn(8) * 0.3)
+        self.head = nn.Linear(24, C)
+
+    def forward(self, x, labels):
+        h = self.inp(x)  # [B, S, 16]
+        z = torch.view_as_complex(h.reshape(*h.shape[:-1], 8, 2))  # [B, S, 8]
+        pos = torch.arange(x.shape[1], dtype=torch.float32)[:, None]
+        rot = torch.polar(torch.ones(x.shape[1], 8), pos * self.freq)
+        w = torch.complex(h[..., :8], torch.tanh(h[..., 8:]))
+        y = z * rot + 0.5 * w.conj() - w / 3.0 + h[..., :8]
+        y = torch.cat([y, torch.exp(0.1 * z)], dim=-1).transpose(1, 2)  # [B, 16, S]
+        s = y.sum(-1) / x.shape[1]
+        feats = torch.cat([s.real, s.imag[:, :4], y.abs().mean(-1)[:, :4]], -1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+def complex_ops():
+    return ComplexOps(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))

@@ -37,6 +37,9 @@ ctclist.pt      F.ctc_loss with the lengths as Python lists
 ctcflat.pt      F.ctc_loss with the targets concatenated into one 1-D tensor
 sortedrows.pt   the labels sorted across the examples, then used as labels
 contrastive.pt  InfoNCE over the batch (every example against every other)
+complexdiv.pt   division by a complex tensor
+complexcast.pt  a complex tensor converted to float (drops the imaginary part)
+complexop.pt    sigmoid of a complex tensor
 """
 import os
 import sys
@@ -274,6 +277,23 @@ class Contrastive(nn.Module):
         return F.cross_entropy(z @ z.t(), torch.arange(x.shape[0]))
 
 
+class ComplexUse(nn.Module):
+    """x [B, 4] as two complex numbers per example, then `use`."""
+    def __init__(self, use):
+        super().__init__()
+        self.use = use
+
+    def forward(self, x, y):
+        z = torch.view_as_complex(x.reshape(x.shape[0], 2, 2))
+        if self.use == "div":
+            r = torch.view_as_real(z / (z + 1)).flatten(1)
+        elif self.use == "cast":
+            r = z.to(torch.float32)
+        else:
+            r = torch.view_as_real(torch.sigmoid(z)).flatten(1)
+        return F.cross_entropy(r, y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -310,6 +330,9 @@ export(SortedRows(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out
        input_names=["x", "y"])
 export(Contrastive(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "contrastive.pt"),
        input_names=["x", "y"])
+for use in ("div", "cast", "op"):
+    export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
+           os.path.join(out, f"complex{use}.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
 os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
