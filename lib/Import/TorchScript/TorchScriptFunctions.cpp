@@ -278,6 +278,56 @@ LogicalResult TSImporter::hInstanceNorm(Node *n, Location loc) {
   return bindResult(n, groupNorm(n, loc, *x, dims[1].constant, 1, 2, *eps));
 }
 
+/// pairwise_distance (x1, x2, p, eps, keepdim): the p-norm of x1 - x2 + eps
+/// over the last dimension, as ATen computes it; triplet_margin_loss
+/// (anchor, positive, negative, margin, p, eps, swap, reduction):
+/// max(0, margin + d(a, pos) - d(a, neg)) with those distances, d(a, neg)
+/// the smaller of it and d(pos, neg) with swap, then the reduction.
+LogicalResult TSImporter::hDistance(Node *n, Location loc) {
+  bool triplet = opName(n) == "triplet_margin_loss";
+  unsigned pIdx = triplet ? 4 : 2;
+  auto p = floatArg(n, pIdx, loc), eps = floatArg(n, pIdx + 1, loc);
+  if (failed(p) || failed(eps))
+    return failure();
+  Decomposer d(b(), loc);
+  auto distance = [&](unsigned i, unsigned j, bool keep) -> FailureOr<Value> {
+    auto x1 = tensorArg(n, i, loc), x2 = tensorArg(n, j, loc);
+    if (failed(x1) || failed(x2))
+      return failure();
+    Type et = tensorType(*x1).getElementType();
+    if (!isFloatType(et))
+      return operandError(n, i, loc, "a floating-point tensor");
+    MathBuilder m{*this, loc, et};
+    auto diff = m.bin<AddOp>(m.bin<SubOp>(*x1, cast(*x2, et, loc)), m.c(*eps));
+    if (failed(diff))
+      return failure();
+    int64_t last = std::max<int64_t>(tensorType(*diff).getRank() - 1, 0);
+    return d.vectorNorm(*diff, *p, {last}, keep);
+  };
+  if (!triplet) {
+    auto keep = boolArg(n, 4, loc);
+    if (failed(keep))
+      return failure();
+    return bindResult(n, distance(0, 1, *keep));
+  }
+  auto margin = floatArg(n, 3, loc);
+  auto swap = boolArg(n, 6, loc);
+  auto reduction = reductionArg(n, 7, loc);
+  if (failed(margin) || failed(swap) || failed(reduction))
+    return failure();
+  auto pos = distance(0, 1, false), neg = distance(0, 2, false);
+  if (failed(pos) || failed(neg))
+    return failure();
+  MathBuilder m{*this, loc, tensorType(*pos).getElementType()};
+  if (*swap)
+    neg = m.bin<MinimumOp>(*neg, distance(1, 2, false));
+  auto per = m.un(UnaryKind::relu,
+                  m.bin<SubOp>(m.bin<AddOp>(*pos, m.c(*margin)), neg));
+  if (failed(per))
+    return failure();
+  return bindResult(n, d.reduceLoss(*per, *reduction));
+}
+
 /// Elementwise losses: mse_loss, l1_loss, smooth_l1_loss, huber_loss,
 /// binary_cross_entropy(_with_logits), kl_div, soft_margin_loss,
 /// margin_ranking_loss, hinge_embedding_loss, cosine_embedding_loss (per

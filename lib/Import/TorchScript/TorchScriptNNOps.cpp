@@ -1027,6 +1027,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"},
       &TSImporter::hVariance);
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
+  reg({"aten::pairwise_distance", "aten::triplet_margin_loss"},
+      &TSImporter::hDistance);
   reg({"aten::_weight_norm"}, &TSImporter::hWeightNorm);
   reg({"aten::unfold"}, &TSImporter::hUnfoldWindows);
   reg({"aten::min", "aten::max"}, &TSImporter::hMinMax);

@@ -88,6 +88,10 @@ weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
                 probabilities, a weighted cross-entropy with label smoothing
                 over rows of which some are ignored whole, and a weighted
                 sum: three weighted means added
+distances       TorchScript: metric learning -- triplet_margin_loss (default,
+                and p = 1 with swap and a margin), pairwise_distance as a
+                feature, GaussianNLLLoss, KL divergence with log targets,
+                multilabel_soft_margin_loss
 rotary          TorchScript: a LLaMA-style decoder with rotary embeddings
                 as Meta's reference code writes them -- a complex64 buffer
                 made by torch.polar, view_as_complex, complex products,
@@ -883,3 +887,26 @@ class ComplexOps(nn.Module):
 
 def complex_ops():
     return ComplexOps(), (torch.randn(2, S, 4), torch.randint(0, C, (2,)))
+
+
+class Distances(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 6))
+        self.head = nn.Linear(1, 4)
+        self.triplet = nn.TripletMarginLoss()
+
+    def forward(self, a, p, n, y):
+        ea, ep, en = self.embed(a), self.embed(p), self.embed(n)
+        d = F.pairwise_distance(ea, en, keepdim=True)
+        out = self.head(d)
+        return (self.triplet(ea, ep, en)
+                + F.triplet_margin_loss(ea, ep, en, margin=0.5, p=1, swap=True, reduction="sum") / 4
+                + nn.GaussianNLLLoss()(out[:, :2], y[:, :2], F.softplus(out[:, 2:]) + 1e-3)
+                + F.kl_div(F.log_softmax(ea, -1), F.log_softmax(en, -1), reduction="batchmean",
+                           log_target=True)
+                + F.multilabel_soft_margin_loss(ep[:, :4], (y > 0).float()))
+
+
+def distances():
+    return Distances(), (torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 4))
