@@ -50,8 +50,51 @@ bool onlyFeedsLoss(ReduceOp mean, const llvm::DenseSet<unsigned> &lossResults) {
   return reachesLoss;
 }
 
-struct MarkStepMeans
-    : public varuna::impl::MarkStepMeansBase<MarkStepMeans> {
+/// Whether `v` is computed without any value that has the batch dimension
+/// (from parameters and constants alone).
+bool batchIndependent(Value v, llvm::DenseMap<Value, bool> &memo) {
+  auto it = memo.find(v);
+  if (it != memo.end())
+    return it->second;
+  Operation *op = v.getDefiningOp();
+  bool independent = !isBatched(v) && op && op->getNumRegions() == 0 &&
+                     llvm::all_of(op->getOperands(), [&](Value o) {
+                       return batchIndependent(o, memo);
+                     });
+  memo[v] = independent;
+  return independent;
+}
+
+/// The terms of `loss` that do not depend on the examples: operands of the
+/// add / sub (through neg, cast, reshape, and mul / div by a factor that
+/// does not depend on them either) whose other side does.
+void batchIndependentTerms(Value loss, llvm::DenseMap<Value, bool> &memo,
+                           SmallVectorImpl<OpOperand *> &terms) {
+  Operation *op = loss.getDefiningOp();
+  if (!op || batchIndependent(loss, memo))
+    return;
+  if (llvm::isa<AddOp, SubOp>(op)) {
+    for (OpOperand &o : op->getOpOperands()) {
+      if (batchIndependent(o.get(), memo))
+        terms.push_back(&o);
+      else
+        batchIndependentTerms(o.get(), memo, terms);
+    }
+  } else if (llvm::isa<UnaryOp>(op)) {
+    if (llvm::cast<UnaryOp>(op).getKind() == UnaryKind::neg)
+      batchIndependentTerms(op->getOperand(0), memo, terms);
+  } else if (llvm::isa<CastOp, ReshapeOp>(op)) {
+    batchIndependentTerms(op->getOperand(0), memo, terms);
+  } else if (llvm::isa<MulOp, DivOp>(op)) {
+    Value a = op->getOperand(0), b = op->getOperand(1);
+    if (batchIndependent(b, memo))
+      batchIndependentTerms(a, memo, terms);
+    else if (llvm::isa<MulOp>(op) && batchIndependent(a, memo))
+      batchIndependentTerms(b, memo, terms);
+  }
+}
+
+struct MarkStepMeans : public varuna::impl::MarkStepMeansBase<MarkStepMeans> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     func::FuncOp graph = findTrainingGraph(module);
@@ -72,6 +115,32 @@ struct MarkStepMeans
         lossResults.insert(i);
     if (lossResults.empty())
       return;
+    // Terms that do not depend on the examples (a weight penalty, a KL of
+    // weight posteriors, a number) become a step mean of themselves over
+    // the examples, so that micro-batches whose losses add up count them
+    // once, not once each.
+    llvm::DenseMap<Value, bool> memo;
+    SmallVector<OpOperand *> terms;
+    auto ret =
+        llvm::cast<func::ReturnOp>(graph.getBody().front().getTerminator());
+    for (unsigned i : lossResults)
+      batchIndependentTerms(ret.getOperand(i), memo, terms);
+    for (OpOperand *term : terms) {
+      auto type = llvm::dyn_cast<VTensorType>(term->get().getType());
+      if (!type || type.getRank() != 0)
+        continue;
+      OpBuilder b(term->getOwner());
+      Location loc = term->getOwner()->getLoc();
+      auto perExample = b.create<ExpandOp>(
+          loc,
+          VTensorType::get(b.getContext(), {1}, /*batchDim=*/0,
+                           type.getElementType()),
+          term->get());
+      auto mean = b.create<ReduceOp>(loc, type, ReduceKind::mean, perExample,
+                                     ArrayRef<int64_t>{0}, /*keepdim=*/false,
+                                     /*step_mean=*/true);
+      term->set(mean);
+    }
     graph.walk([&](ReduceOp r) {
       if (r.getKind() == ReduceKind::mean && isBatched(r.getInput()) &&
           !isBatched(r.getResult()) && onlyFeedsLoss(r, lossResults))

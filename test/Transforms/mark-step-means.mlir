@@ -18,6 +18,38 @@ func.func @aux_loss(%x: !varuna.tensor<[B, 4], f32>, %y: !varuna.tensor<[B], i64
 
 // -----
 
+// A term that does not depend on the examples (a weight penalty, a number)
+// becomes a step mean of itself over the examples: micro-batches whose
+// losses add up count it once. Found through add / sub, neg and mul by a
+// factor; a factor itself is left alone.
+// CHECK-LABEL: func.func @penalty
+// CHECK: %[[W:.*]] = varuna.get_param @w
+// CHECK: %[[P:.*]] = varuna.reduce sum, %[[W]]
+// CHECK: %[[E:.*]] = varuna.expand %[[P]] : !varuna.tensor<[], f32> -> !varuna.tensor<[B], f32>
+// CHECK: %[[M:.*]] = varuna.reduce mean, %[[E]] {axes = array<i64: 0>, keepdim = false, step_mean}
+// CHECK: varuna.add %{{.*}}, %[[M]]
+// CHECK: %[[E2:.*]] = varuna.expand %{{.*}} : !varuna.tensor<[], f32> -> !varuna.tensor<[B], f32>
+// CHECK: %[[M2:.*]] = varuna.reduce mean, %[[E2]] {axes = array<i64: 0>, keepdim = false, step_mean}
+// CHECK: varuna.sub %[[M2]], %{{.*}}
+// CHECK: %[[H:.*]] = varuna.constant dense<5.000000e-01>
+// CHECK: varuna.mul %{{.*}}, %[[H]]
+// CHECK-NOT: varuna.expand
+varuna.param @w : !varuna.tensor<[4], f32>
+func.func @penalty(%x: !varuna.tensor<[B, 4], f32>, %y: !varuna.tensor<[B], i64>) -> (!varuna.tensor<[], f32> {varuna.loss}) attributes {varuna.graph} {
+  %w = varuna.get_param @w : !varuna.tensor<[4], f32>
+  %p = varuna.reduce sum, %w {axes = array<i64: 0>, keepdim = false} : !varuna.tensor<[4], f32> -> !varuna.tensor<[], f32>
+  %ce = varuna.cross_entropy sum, %x, %y : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[B], i64> -> !varuna.tensor<[], f32>
+  %a = varuna.add %ce, %p : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  %one = varuna.constant dense<1.0> : tensor<f32> -> !varuna.tensor<[], f32>
+  %n = varuna.unary neg, %a : !varuna.tensor<[], f32>
+  %s = varuna.sub %one, %n : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  %cst = varuna.constant dense<0.5> : tensor<f32> -> !varuna.tensor<[], f32>
+  %l = varuna.mul %s, %cst : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  return %l : !varuna.tensor<[], f32>
+}
+
+// -----
+
 // A batch statistic that normalizes the examples again (x - x.mean(0)) keeps
 // its micro-batch's value: not marked, though the loss reads it too.
 // CHECK-LABEL: func.func @batch_statistic

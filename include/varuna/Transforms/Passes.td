@@ -330,7 +330,8 @@ def FuseGelu : Pass<"varuna-fuse-gelu", "mlir::ModuleOp"> {
 }
 
 def MarkStepMeans : Pass<"varuna-mark-step-means", "mlir::ModuleOp"> {
-  let summary = "Marks the loss's means over the examples as step means";
+  let summary = "Marks the loss's means over the examples as step means "
+                "and makes its terms without examples step means";
   let description = [{
     A step of M examples runs as micro-batches of m. A mean over the
     examples that the loss adds to other terms (an MoE auxiliary loss next
@@ -360,6 +361,23 @@ def MarkStepMeans : Pass<"varuna-mark-step-means", "mlir::ModuleOp"> {
     return %l           // {varuna.loss}
     ```
     gets `{step_mean}` on `%m`.
+
+    Terms of the loss that do not depend on the examples at all -- a
+    weight penalty (`ce + 0.01 * (w ** 2).sum()`), a KL divergence of
+    weight posteriors, a number -- would be counted once per micro-batch
+    by losses that add up. Each such term (an operand of the loss's add /
+    sub, found through neg, cast, reshape and mul / div by a factor that
+    does not depend on the examples either, whose other side does) becomes
+    a step mean of itself over the examples: `varuna.expand` to [B], then
+    `varuna.reduce mean {step_mean}`. Each micro-batch then adds its share
+    m / M of the term, and the step counts it once; outside a
+    loss-denominators scope the mean is the term itself.
+
+    ```mlir
+    %l = varuna.add %ce, %penalty   // %penalty from parameters alone
+    ```
+    becomes `varuna.add %ce, %m` with `%m = varuna.reduce mean, %e
+    {step_mean}` of `%e = varuna.expand %penalty : [] -> [B]`.
 
     Runs before varuna-outline-sections (the sections copy the mark); a
     module that already has sections is an error. Without a training graph

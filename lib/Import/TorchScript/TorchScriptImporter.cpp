@@ -616,6 +616,23 @@ LogicalResult TSImporter::convertNode(Node *n) {
                            << "' is not supported";
     }
   }
+  // An out= argument writes the result into an existing tensor (e.g.
+  // spectral_norm's power iteration keeps its vectors so in training mode).
+  if (const c10::FunctionSchema *schema = n->maybeSchema())
+    for (auto [i, arg] : llvm::enumerate(schema->arguments()))
+      if (arg.name() == "out" && arg.alias_info() &&
+          arg.alias_info()->isWrite() && i < n->inputs().size()) {
+        const TSValue &target = lookup(n->input(i));
+        std::string what = target.param.empty()
+                               ? std::string("a tensor")
+                               : "buffer '" + target.param + "'";
+        return error(n, loc)
+               << "writes its result into " << what
+               << " (out=): state kept across forward passes is not "
+                  "supported (spectral_norm's power iteration keeps its "
+                  "vectors so in training mode; in eval mode they stay "
+                  "fixed)";
+      }
   if (!inplace && foldConstant(n, loc))
     return success();
   if (touchesComplex(n))

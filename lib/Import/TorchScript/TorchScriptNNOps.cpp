@@ -968,7 +968,9 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   };
   reg({"aten::embedding"}, &TSImporter::hEmbedding);
   reg({"aten::embedding_bag"}, &TSImporter::hEmbeddingBag);
-  reg({"aten::matmul", "aten::mm", "aten::bmm"}, &TSImporter::hMatmul);
+  reg({"aten::matmul", "aten::mm", "aten::bmm", "aten::mv", "aten::dot",
+       "aten::vdot"},
+      &TSImporter::hMatmul);
   reg({"aten::linear"}, &TSImporter::hLinear);
   reg({"aten::addmm"}, &TSImporter::hAddmm);
   reg({"aten::softmax", "aten::log_softmax", "aten::_softmax",

@@ -91,7 +91,8 @@ weighted_losses weighted_ce plus a weighted nll_loss over [B, C, S] log
 distances       TorchScript: metric learning -- triplet_margin_loss (default,
                 and p = 1 with swap and a margin), pairwise_distance as a
                 feature, GaussianNLLLoss, KL divergence with log targets,
-                multilabel_soft_margin_loss
+                multilabel_soft_margin_loss; torch.mv and torch.dot of
+                parameters
 rotary          TorchScript: a LLaMA-style decoder with rotary embeddings
                 as Meta's reference code writes them -- a complex64 buffer
                 made by torch.polar, view_as_complex, complex products,
@@ -895,9 +896,11 @@ class Distances(nn.Module):
         self.embed = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 6))
         self.head = nn.Linear(1, 4)
         self.triplet = nn.TripletMarginLoss()
+        self.m, self.v = nn.Parameter(torch.randn(6, 4) / 2), nn.Parameter(torch.randn(4) / 2)
 
     def forward(self, a, p, n, y):
-        ea, ep, en = self.embed(a), self.embed(p), self.embed(n)
+        shift = torch.mv(self.m, self.v)  # [6]
+        ea, ep, en = (self.embed(t) + shift for t in (a, p, n))
         d = F.pairwise_distance(ea, en, keepdim=True)
         out = self.head(d)
         return (self.triplet(ea, ep, en)
@@ -905,7 +908,8 @@ class Distances(nn.Module):
                 + nn.GaussianNLLLoss()(out[:, :2], y[:, :2], F.softplus(out[:, 2:]) + 1e-3)
                 + F.kl_div(F.log_softmax(ea, -1), F.log_softmax(en, -1), reduction="batchmean",
                            log_target=True)
-                + F.multilabel_soft_margin_loss(ep[:, :4], (y > 0).float()))
+                + F.multilabel_soft_margin_loss(ep[:, :4], (y > 0).float())
+                + 0.01 * torch.dot(self.v, self.v))
 
 
 def distances():

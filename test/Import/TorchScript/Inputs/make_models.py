@@ -37,6 +37,8 @@ ctclist.pt      F.ctc_loss with the lengths as Python lists
 ctcflat.pt      F.ctc_loss with the targets concatenated into one 1-D tensor
 sortedrows.pt   the labels sorted across the examples, then used as labels
 contrastive.pt  InfoNCE over the batch (every example against every other)
+spectral.pt     spectral_norm in training mode (its power iteration writes
+                the buffers u and v with out=)
 complexdiv.pt   division by a complex tensor
 complexcast.pt  a complex tensor converted to float (drops the imaginary part)
 complexop.pt    sigmoid of a complex tensor
@@ -294,6 +296,15 @@ class ComplexUse(nn.Module):
         return F.cross_entropy(r, y)
 
 
+class Spectral(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.utils.parametrizations.spectral_norm(nn.Linear(4, 3))
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc(x), y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -329,6 +340,8 @@ export(CtcFlat(), (torch.randn(2, 3, 4), ctc_y), os.path.join(out, "ctcflat.pt")
 export(SortedRows(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "sortedrows.pt"),
        input_names=["x", "y"])
 export(Contrastive(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "contrastive.pt"),
+       input_names=["x", "y"])
+export(Spectral(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "spectral.pt"),
        input_names=["x", "y"])
 for use in ("div", "cast", "op"):
     export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
