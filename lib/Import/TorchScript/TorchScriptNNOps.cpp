@@ -55,6 +55,13 @@ FailureOr<Value> makePool(TSImporter &imp, Location loc, Value x, PoolKind kind,
 } // namespace
 
 LogicalResult TSImporter::hEmbedding(Node *n, Location loc) {
+  if (opName(n) == "embedding_renorm")
+    return error(n, loc)
+           << "nn.Embedding(max_norm=...) rescales the rows it looks up in "
+              "the weight itself, in place, inside forward: not supported "
+              "(micro-batches and replicas would rescale different rows); "
+              "drop max_norm, or renormalize the weight after the "
+              "optimizer step";
   auto w = tensorArg(n, 0, loc), ids = tensorArg(n, 1, loc);
   if (failed(w) || failed(ids))
     return failure();
@@ -966,7 +973,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
     for (const char *k : kinds)
       t[k] = h;
   };
-  reg({"aten::embedding"}, &TSImporter::hEmbedding);
+  reg({"aten::embedding", "aten::embedding_renorm"}, &TSImporter::hEmbedding);
   reg({"aten::embedding_bag"}, &TSImporter::hEmbeddingBag);
   reg({"aten::matmul", "aten::mm", "aten::bmm", "aten::mv", "aten::dot",
        "aten::vdot"},

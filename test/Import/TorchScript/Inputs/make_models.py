@@ -39,6 +39,7 @@ sortedrows.pt   the labels sorted across the examples, then used as labels
 contrastive.pt  InfoNCE over the batch (every example against every other)
 spectral.pt     spectral_norm in training mode (its power iteration writes
                 the buffers u and v with out=)
+maxnorm.pt      nn.Embedding(max_norm=1.0), which rescales the weight in place
 complexdiv.pt   division by a complex tensor
 complexcast.pt  a complex tensor converted to float (drops the imaginary part)
 complexop.pt    sigmoid of a complex tensor
@@ -305,6 +306,15 @@ class Spectral(nn.Module):
         return F.cross_entropy(self.fc(x), y)
 
 
+class MaxNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(8, 4, max_norm=1.0)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.emb(x).mean(1), y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -343,6 +353,8 @@ export(Contrastive(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(ou
        input_names=["x", "y"])
 export(Spectral(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "spectral.pt"),
        input_names=["x", "y"])
+export(MaxNorm(), (torch.tensor([[1, 2], [3, 1]]), torch.tensor([1, 0])),
+       os.path.join(out, "maxnorm.pt"), input_names=["x", "y"])
 for use in ("div", "cast", "op"):
     export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
            os.path.join(out, f"complex{use}.pt"), input_names=["x", "y"])
