@@ -16,7 +16,15 @@
 //
 //  - by formula over the two parts: view_as_complex, view_as_real, polar,
 //    complex, real, imag, conj (resolve_conj, resolve_neg: no-ops), abs,
-//    exp, and mul of two complex tensors;
+//    exp, to / type a complex dtype (of a real tensor: imaginary part 0);
+//  - the FFTs (torch.fft.fft / ifft / rfft / irfft and their 2-D and n-D
+//    forms, each norm): a DFT along each transformed (static) dimension as
+//    a matmul by constant cosine and sine matrices -- exact to rounding,
+//    O(N^2) per transformed row, meant for the sequence and feature sizes
+//    of FNet-style mixing and global filters;
+//  - ops bilinear in two complex operands (mul, matmul, mm, bmm, mv,
+//    einsum): the op's own handler on the four products of parts,
+//    (a c - b d, a d + b c);
 //  - through the op's own handler, once on the real parts and once on the
 //    imaginary parts, the two results stacked into a complex value: ops that
 //    only move, pick or add up elements (view, reshape, slice, select,
@@ -35,6 +43,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TorchScriptImporterImpl.h"
+#include "varuna/Import/Decompose.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -57,6 +66,20 @@ const llvm::StringSet<> &partwiseOps() {
   return ops;
 }
 
+/// Ops linear in each operand: with two complex operands, four products.
+const llvm::StringSet<> &bilinearOps() {
+  static const llvm::StringSet<> ops = {"mul", "matmul", "mm",
+                                        "bmm", "mv",     "einsum"};
+  return ops;
+}
+
+/// A dtype operand naming a complex type (ScalarType's codes).
+bool isComplexDtype(const TSValue &v) {
+  return v.kind == K::Int && v.i.isStatic() && v.i.constant >= 0 &&
+         v.i.constant < int64_t(c10::ScalarType::NumOptions) &&
+         c10::isComplexType(c10::ScalarType(v.i.constant));
+}
+
 bool isComplexTensor(const TSValue &v) {
   if (v.kind == K::Tensor)
     return v.complex;
@@ -66,12 +89,264 @@ bool isComplexTensor(const TSValue &v) {
 }
 } // namespace
 
+namespace {
+/// Part k (0 real, 1 imaginary) of the real tensor behind a complex value:
+/// its slice of the trailing axis, without that axis.
+FailureOr<Value> complexPart(TSImporter &imp, Value c, int64_t k, Location loc,
+                             TSImporter::Node *n) {
+  SmallVector<SymInt> dims = dimsOf(c);
+  auto s = imp.sliceOf(c, dims.size() - 1, SymInt(k), SymInt(k + 1), 1, loc, n);
+  if (failed(s))
+    return failure();
+  dims.pop_back();
+  return imp.reshape(*s, dims, loc);
+}
+
+/// The complex value with parts re and im (of one shape).
+FailureOr<TSValue> complexOf(TSImporter &imp, FailureOr<Value> re,
+                             FailureOr<Value> im, Location loc,
+                             TSImporter::Node *n) {
+  if (failed(re) || failed(im))
+    return failure();
+  SmallVector<SymInt> dims = dimsOf(*re);
+  if (dims != dimsOf(*im))
+    return imp.error(n, loc)
+               << "the real and imaginary parts have different shapes, "
+               << dimsStr(dims) << " and " << dimsStr(dimsOf(*im)),
+           failure();
+  dims.push_back(SymInt(1));
+  Type et = tensorType(*re).getElementType();
+  auto r = imp.reshape(*re, dims, loc);
+  auto i = imp.reshape(imp.cast(*im, et, loc), dims, loc);
+  if (failed(r) || failed(i))
+    return failure();
+  auto c = imp.make<ConcatOp>(loc, {*r, *i},
+                              {imp.i64("axis", int64_t(dims.size()) - 1)});
+  if (failed(c))
+    return failure();
+  TSValue out = TSValue::ofTensor(*c);
+  out.complex = true;
+  return out;
+}
+
+enum class Dft { Forward, Inverse, RealForward, RealInverse };
+
+/// One DFT of (re, im) -- im null: a real input -- along static `axis`, for
+/// a signal of length `length` (of the output for RealInverse), scaled by
+/// `scale`: a matmul of the axis moved last by constant [N_in, K] cosine
+/// and sine matrices. Forward: (a C + b S, b C - a S) for C, S = cos, sin
+/// of 2 pi n k / N; Inverse: (a C - b S, b C + a S); RealForward: the first
+/// N/2 + 1 outputs; RealInverse: the real a C' - b S' where C', S' weigh
+/// each of the N/2 + 1 inputs by how often it appears in the Hermitian
+/// spectrum (1 for k = 0 and k = N/2, else 2). The second result is null
+/// for RealInverse.
+FailureOr<std::pair<Value, Value>> dft(TSImporter &imp, Value re, Value im,
+                                       int64_t axis, Dft kind, int64_t length,
+                                       double scale, Location loc,
+                                       TSImporter::Node *n) {
+  int64_t last = tensorType(re).getRank() - 1;
+  auto a = imp.swapDims(re, axis, last, loc);
+  FailureOr<Value> b =
+      im ? imp.swapDims(im, axis, last, loc) : FailureOr<Value>(Value());
+  if (failed(a) || failed(b))
+    return failure();
+  SymInt size = dimsOf(*a)[last];
+  int64_t in = size.isStatic() ? size.constant : -1;
+  int64_t out = kind == Dft::RealForward ? length / 2 + 1 : length;
+  if (in != (kind == Dft::RealInverse ? length / 2 + 1 : length))
+    return imp.error(n, loc)
+               << "an FFT over dimension " << axis << " of size " << size.str()
+               << " for a signal of length " << length
+               << " is not supported (the size must be static; n or s, if "
+                  "given, the dimension's own size -- no padding or "
+                  "trimming)",
+           failure();
+  std::vector<double> cs(in * out), sn(in * out);
+  for (int64_t r = 0; r < in; ++r)
+    for (int64_t k = 0; k < out; ++k) {
+      double angle = 2 * M_PI * double((r * k) % length) / double(length);
+      double w = 1;
+      if (kind == Dft::RealInverse)
+        w = r == 0 || 2 * r == length ? 1 : 2;
+      cs[r * out + k] = w * scale * std::cos(angle);
+      sn[r * out + k] = w * scale * std::sin(angle);
+    }
+  Type et = tensorType(*a).getElementType();
+  Decomposer d(imp.b(), loc);
+  Value C = d.constant({in, out}, et, cs), S = d.constant({in, out}, et, sn);
+  MathBuilder m{imp, loc, et};
+  auto mm = [&](Value x, Value w) -> FailureOr<Value> {
+    if (!x)
+      return failure();
+    return imp.make<MatmulOp>(loc, {x, w});
+  };
+  FailureOr<Value> rOut = failure(), iOut = failure();
+  if (!*b) { // a real input: b = 0
+    rOut = mm(*a, C);
+    iOut = kind == Dft::RealInverse ? FailureOr<Value>(Value())
+           : kind == Dft::Inverse   ? mm(*a, S)
+                                    : m.un(UnaryKind::neg, mm(*a, S));
+  } else if (kind == Dft::Inverse || kind == Dft::RealInverse) {
+    rOut = m.bin<SubOp>(mm(*a, C), mm(*b, S));
+    iOut = kind == Dft::RealInverse ? FailureOr<Value>(Value())
+                                    : m.bin<AddOp>(mm(*b, C), mm(*a, S));
+  } else {
+    rOut = m.bin<AddOp>(mm(*a, C), mm(*b, S));
+    iOut = m.bin<SubOp>(mm(*b, C), mm(*a, S));
+  }
+  if (failed(rOut) || failed(iOut))
+    return failure();
+  auto rBack = imp.swapDims(*rOut, axis, last, loc);
+  FailureOr<Value> iBack =
+      *iOut ? imp.swapDims(*iOut, axis, last, loc) : FailureOr<Value>(Value());
+  if (failed(rBack) || failed(iBack))
+    return failure();
+  return std::make_pair(*rBack, *iBack);
+}
+} // namespace
+
+LogicalResult TSImporter::convertFFT(Node *n, Location loc, StringRef op) {
+  // fft_X(self, n, dim, norm) / fft_Xn(self, s, dim, norm) /
+  // fft_X2(self, s, dim=[-2, -1], norm).
+  StringRef base = op.drop_front(4); // "fft", "rfft2", "irfftn", ...
+  bool nd = base.ends_with("n") || base.ends_with("2");
+  StringRef kindName = nd ? base.drop_back() : base;
+  if (kindName != "fft" && kindName != "ifft" && kindName != "rfft" &&
+      kindName != "irfft")
+    return error(n, loc) << "unsupported TorchScript op 'aten::" << op
+                         << "' (of torch.fft: fft, ifft, rfft, irfft and "
+                            "their 2-D and n-D forms)";
+  bool inverse = kindName.starts_with("i");
+  bool real = kindName.contains("rfft");
+  const TSValue &self = lookup(n->input(0));
+  Value re, im;
+  if (isComplexTensor(self)) {
+    if (kindName == "rfft")
+      return operandError(n, 0, loc, "a real tensor (rfft of a complex one)");
+    auto c = complexTensor(self, loc);
+    if (failed(c))
+      return failure();
+    auto r = complexPart(*this, *c, 0, loc, n),
+         i = complexPart(*this, *c, 1, loc, n);
+    if (failed(r) || failed(i))
+      return failure();
+    re = *r;
+    im = *i;
+  } else {
+    auto x = tensorArg(n, 0, loc);
+    if (failed(x))
+      return failure();
+    Type et = isFloatType(tensorType(*x).getElementType())
+                  ? tensorType(*x).getElementType()
+                  : b().getF32Type();
+    re = cast(*x, et, loc);
+  }
+  int64_t rank = tensorType(re).getRank();
+  // The transformed dimensions, and the signal length along each (the
+  // output's for irfft: n or s, else 2 (size - 1) along the last).
+  SmallVector<int64_t> dims;
+  SmallVector<std::optional<int64_t>> lengths;
+  if (!nd) {
+    auto d = intArg(n, 2, loc);
+    auto len = optArg(n, 1, loc, &TSImporter::intArg, int64_t(-1));
+    if (failed(d) || failed(len))
+      return failure();
+    auto a = normIndex(n, *d, rank, loc);
+    if (failed(a))
+      return failure();
+    dims.push_back(*a);
+    lengths.push_back(*len < 0 ? std::nullopt : std::optional<int64_t>(*len));
+  } else {
+    SmallVector<int64_t> given;
+    if (!isNoneArg(n, 2)) {
+      auto l = intListArg(n, 2, loc);
+      if (failed(l))
+        return failure();
+      given = *l;
+    } else if (base.ends_with("2")) {
+      given = {-2, -1};
+    } else {
+      for (int64_t i = 0; i < rank; ++i)
+        given.push_back(i);
+    }
+    for (int64_t g : given) {
+      auto a = normIndex(n, g, rank, loc);
+      if (failed(a))
+        return failure();
+      dims.push_back(*a);
+    }
+    SmallVector<int64_t> s;
+    if (!isNoneArg(n, 1)) {
+      auto l = intListArg(n, 1, loc);
+      if (failed(l))
+        return failure();
+      s = *l;
+      if (s.size() != dims.size())
+        return error(n, loc) << "s has " << s.size() << " sizes for "
+                             << dims.size() << " dimensions";
+    }
+    for (size_t i = 0; i < dims.size(); ++i)
+      lengths.push_back(s.empty() ? std::nullopt
+                                  : std::optional<int64_t>(s[i]));
+  }
+  std::string norm = "backward";
+  if (!isNoneArg(n, 3)) {
+    auto s = strArg(n, 3, loc);
+    if (failed(s))
+      return failure();
+    norm = *s;
+  }
+  if (norm != "backward" && norm != "forward" && norm != "ortho")
+    return error(n, loc) << "unknown FFT norm '" << norm << "'";
+  // The last dimension is the real one of rfft / irfft: rfft transforms it
+  // first, irfft last.
+  SmallVector<size_t> order;
+  for (size_t i = 0; i < dims.size(); ++i)
+    order.push_back(i);
+  if (real && !inverse)
+    std::reverse(order.begin(), order.end());
+  for (size_t i : order) {
+    bool realStep = real && i + 1 == dims.size();
+    SymInt size = dimsOf(re)[dims[i]];
+    int64_t length =
+        lengths[i] ? *lengths[i]
+        : !size.isStatic()
+            ? -1
+            : (realStep && inverse ? 2 * (size.constant - 1) : size.constant);
+    if (length < 1)
+      return error(n, loc) << "an FFT over dimension " << dims[i] << " of size "
+                           << size.str()
+                           << " is not supported (the size must be static)";
+    double scale = norm == "ortho" ? 1 / std::sqrt(double(length))
+                   : (norm == "forward") != inverse ? 1 / double(length)
+                                                    : 1.0;
+    Dft kind = realStep ? (inverse ? Dft::RealInverse : Dft::RealForward)
+                        : (inverse ? Dft::Inverse : Dft::Forward);
+    auto r = dft(*this, re, im, dims[i], kind, length, scale, loc, n);
+    if (failed(r))
+      return failure();
+    std::tie(re, im) = *r;
+  }
+  if (!im) // irfft: a real result
+    return bindResult(n, re);
+  auto c = complexOf(*this, re, im, loc, n);
+  if (failed(c))
+    return failure();
+  bind(n->output(), *c);
+  return success();
+}
+
 bool TSImporter::touchesComplex(Node *n) {
   // prim:: nodes (lists, tuples) carry values without reading them.
   if (!n->kind().is_aten())
     return false;
   StringRef op = n->kind().toUnqualString();
-  if (op == "view_as_complex" || op == "polar" || op == "complex")
+  if (op == "view_as_complex" || op == "polar" || op == "complex" ||
+      op.starts_with("fft_"))
+    return true;
+  if (op == "to" && llvm::any_of(n->inputs(), [&](JitValue *v) {
+        return isComplexDtype(lookup(v));
+      }))
     return true;
   return llvm::any_of(n->inputs(),
                       [&](JitValue *v) { return isComplexTensor(lookup(v)); });
@@ -89,40 +364,11 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     return error(n, loc) << "in-place '" << op
                          << "' on a complex tensor is not supported (write "
                             "x = x op y)";
-  // Part k (0 real, 1 imaginary) of a complex tensor value: its slice of
-  // the trailing axis, without that axis.
-  auto part = [&](Value c, int64_t k) -> FailureOr<Value> {
-    SmallVector<SymInt> dims = dimsOf(c);
-    auto s = sliceOf(c, dims.size() - 1, SymInt(k), SymInt(k + 1), 1, loc, n);
-    if (failed(s))
-      return failure();
-    dims.pop_back();
-    return reshape(*s, dims, loc);
+  auto part = [&](Value c, int64_t k) {
+    return complexPart(*this, c, k, loc, n);
   };
-  // The complex value with parts re and im (same shape).
-  auto complexOf = [&](FailureOr<Value> re,
-                       FailureOr<Value> im) -> FailureOr<TSValue> {
-    if (failed(re) || failed(im))
-      return failure();
-    SmallVector<SymInt> dims = dimsOf(*re);
-    if (dims != dimsOf(*im))
-      return error(n, loc) << "the real and imaginary parts have different "
-                              "shapes, "
-                           << dimsStr(dims) << " and " << dimsStr(dimsOf(*im)),
-             failure();
-    dims.push_back(SymInt(1));
-    Type et = tensorType(*re).getElementType();
-    auto r = reshape(*re, dims, loc);
-    auto i = reshape(cast(*im, et, loc), dims, loc);
-    if (failed(r) || failed(i))
-      return failure();
-    auto c =
-        make<ConcatOp>(loc, {*r, *i}, {i64("axis", int64_t(dims.size()) - 1)});
-    if (failed(c))
-      return failure();
-    TSValue out = TSValue::ofTensor(*c);
-    out.complex = true;
-    return out;
+  auto complexOf = [&](FailureOr<Value> re, FailureOr<Value> im) {
+    return ::varuna::ts::complexOf(*this, re, im, loc, n);
   };
   auto fromParts = [&](FailureOr<Value> re,
                        FailureOr<Value> im) -> LogicalResult {
@@ -244,7 +490,19 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
            isDevice(t1->castRaw<c10::OptionalType>()->getElementType()));
       const TSValue *d = operand(n, device ? 2 : 1);
       if (d && d->kind == K::Int && d->i.isStatic())
-        toComplex = c10::isComplexType(c10::ScalarType(d->i.constant));
+        toComplex = isComplexDtype(*d);
+    }
+    if (!isComplexTensor(lookup(n->input(0)))) { // a real tensor made complex
+      auto x = tensorArg(n, 0, loc);
+      if (failed(x))
+        return failure();
+      Type et = isFloatType(tensorType(*x).getElementType())
+                    ? tensorType(*x).getElementType()
+                    : b().getF32Type();
+      Value re = cast(*x, et, loc);
+      return fromParts(
+          re, b().create<FullOp>(loc, tensorType(re), b().getFloatAttr(et, 0.0))
+                  .getResult());
     }
     if (!toComplex)
       return error(n, loc) << "'" << op
@@ -254,17 +512,37 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     bind(n->output(), lookup(n->input(0)));
     return success();
   }
-  if (!partwiseOps().contains(op))
+  if (op.starts_with("fft_"))
+    return convertFFT(n, loc, op);
+  // Bilinear ops of two complex operands: (a + ib)(c + id) by the op's own
+  // handler on the four products of parts (mul by formula, above).
+  int64_t complexOperands = 0;
+  for (JitValue *v : n->inputs()) {
+    const TSValue &t = lookup(v);
+    complexOperands += t.kind == K::List
+                           ? llvm::count_if(t.list, isComplexTensor)
+                           : isComplexTensor(t);
+  }
+  bool bilinear = bilinearOps().contains(op) && complexOperands == 2;
+  if (bilinear && llvm::any_of(n->inputs(), [&](JitValue *v) {
+        return llvm::count(n->inputs(), v) > 1 && isComplexTensor(lookup(v));
+      }))
+    return error(n, loc) << "'" << op
+                         << "' of a complex tensor with itself is not "
+                            "supported";
+  if (!partwiseOps().contains(op) && !bilinearOps().contains(op))
     return error(n, loc) << "'" << op
                          << "' on a complex tensor is not supported; "
                             "complex tensors may be made by view_as_complex, "
-                            "polar or complex, multiplied, added, reshaped, "
-                            "sliced and concatenated, and turned back by "
-                            "view_as_real, real or imag";
+                            "polar, complex or an FFT, multiplied, added, "
+                            "reshaped, sliced and concatenated, and turned "
+                            "back by view_as_real, real, imag or an inverse "
+                            "FFT";
 
-  // Through the op's own handler on each part. Operands are rebound to their
-  // parts for the call and restored after; a real operand of add / sub
-  // joins the real part only.
+  // Through the op's own handler on parts: the j-th complex tensor among
+  // the operands (lists flattened) is rebound to its part which[j] for the
+  // call, and restored after. In the imaginary pass of add / sub a real
+  // operand is 0 (it joins the real part only).
   bool additive = op == "add" || op == "sub" || op == "rsub";
   llvm::SmallVector<JitValue *> inputs;
   for (JitValue *v : n->inputs())
@@ -273,41 +551,42 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
   llvm::SmallVector<TSValue> saved;
   for (JitValue *v : inputs)
     saved.push_back(lookup(v));
-  std::function<FailureOr<TSValue>(const TSValue &, int64_t)> partOf =
-      [&](const TSValue &v, int64_t k) -> FailureOr<TSValue> {
-    if (v.kind == K::List) {
-      TSValue out = v;
-      for (TSValue &e : out.list) {
-        auto p = partOf(e, k);
-        if (failed(p))
-          return failure();
-        e = *p;
-      }
-      return out;
-    }
-    if (v.kind != K::Tensor || !v.complex)
-      return v;
-    auto c = complexTensor(v, loc);
-    if (failed(c))
-      return failure();
-    auto p = part(*c, k);
-    if (failed(p))
-      return failure();
-    return TSValue::ofTensor(*p);
-  };
-  llvm::SmallVector<llvm::SmallVector<TSValue>> results(2);
   auto it = handlers.find(("aten::" + op).str());
   if (it == handlers.end())
     return error(n, loc) << "unsupported TorchScript op 'aten::" << op << "'";
-  for (int64_t k = 0; k < 2; ++k) {
+  auto runOnParts =
+      [&](llvm::ArrayRef<int64_t> which,
+          bool imaginaryPass) -> FailureOr<llvm::SmallVector<TSValue>> {
+    size_t next = 0;
+    std::function<FailureOr<TSValue>(const TSValue &)> partOf =
+        [&](const TSValue &v) -> FailureOr<TSValue> {
+      if (v.kind == K::List) {
+        TSValue out = v;
+        for (TSValue &e : out.list) {
+          auto p = partOf(e);
+          if (failed(p))
+            return failure();
+          e = *p;
+        }
+        return out;
+      }
+      if (v.kind != K::Tensor || !v.complex)
+        return v;
+      int64_t k = which[std::min(next++, which.size() - 1)];
+      auto c = complexTensor(v, loc);
+      auto p = failed(c) ? c : part(*c, k);
+      if (failed(p))
+        return failure();
+      return TSValue::ofTensor(*p);
+    };
     LogicalResult ok = success();
     for (auto [v, s] : llvm::zip(inputs, saved)) {
       // The 1 of add(x, y, alpha=1) is no tensor: only operands 0 and 1 of
       // add / sub are parts.
       bool operandOfSum = additive && (v == n->input(0) || v == n->input(1));
-      if (additive && k == 1 && operandOfSum && !isComplexTensor(s))
+      if (imaginaryPass && operandOfSum && !isComplexTensor(s))
         bind(v, TSValue::ofFloat(0));
-      else if (auto p = partOf(s, k); succeeded(p))
+      else if (auto p = partOf(s); succeeded(p))
         bind(v, *p);
       else
         ok = failure();
@@ -318,8 +597,31 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
       bind(v, s);
     if (failed(ok))
       return failure();
+    llvm::SmallVector<TSValue> outs;
     for (JitValue *o : n->outputs())
-      results[k].push_back(lookup(o));
+      outs.push_back(lookup(o));
+    return outs;
+  };
+  if (bilinear) {
+    auto rr = runOnParts({0, 0}, false), ii = runOnParts({1, 1}, false);
+    auto ri = runOnParts({0, 1}, false), ir = runOnParts({1, 0}, false);
+    if (failed(rr) || failed(ii) || failed(ri) || failed(ir))
+      return failure();
+    auto t = [&](FailureOr<llvm::SmallVector<TSValue>> &r) {
+      return asTensor(r->front(), Type(), loc, n);
+    };
+    auto a = t(rr), bd = t(ii), c = t(ri), d = t(ir);
+    if (failed(a))
+      return failure();
+    MathBuilder m{*this, loc, tensorType(*a).getElementType()};
+    return fromParts(m.bin<SubOp>(a, bd), m.bin<AddOp>(c, d));
+  }
+  llvm::SmallVector<llvm::SmallVector<TSValue>> results;
+  for (int64_t k = 0; k < 2; ++k) {
+    auto r = runOnParts({k}, k == 1);
+    if (failed(r))
+      return failure();
+    results.push_back(std::move(*r));
   }
   // Outputs: tensors (or lists of them) become complex again; anything else
   // (a size) is the real part's.

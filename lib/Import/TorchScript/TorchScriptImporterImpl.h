@@ -346,6 +346,9 @@ public:
   /// takes and how are listed at the top of TorchScriptComplex.cpp.
   mlir::LogicalResult convertComplex(Node *n, mlir::Location loc,
                                      llvm::StringRef op);
+  /// torch.fft's fft / ifft / rfft / irfft (1-D, 2-D, n-D) as DFT matmuls.
+  mlir::LogicalResult convertFFT(Node *n, mlir::Location loc,
+                                 llvm::StringRef op);
   /// The real tensor (trailing axis of 2) behind a complex value.
   mlir::FailureOr<mlir::Value> complexTensor(const TSValue &v,
                                              mlir::Location loc);

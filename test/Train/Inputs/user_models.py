@@ -101,6 +101,15 @@ complex_ops     TorchScript: complex arithmetic -- polar of learned
                 frequencies, complex(), conj, abs, exp, real / imag, a
                 complex plus a real tensor, division by a number, sums,
                 transpose and concatenation of complex tensors
+gfnet           TorchScript: GFNet's global filter -- rfft2 over the patch
+                grid (norm="ortho"), times a learned filter (a real
+                parameter viewed as complex), irfft2 back
+ffttour         TorchScript: fft / ifft (norm="forward") / rfft / irfft (n
+                given; odd and even lengths) / fftn, abs, a complex matmul
+                by a learned complex matrix, a complex einsum with conj
+fnet            TorchScript: Hugging Face's FNetForSequenceClassification
+                (torch.fft.fftn over the sequence and hidden dimensions,
+                .real)
 """
 import torch
 import torch.nn as nn
@@ -914,3 +923,66 @@ class Distances(nn.Module):
 
 def distances():
     return Distances(), (torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 8), torch.randn(2, 4))
+
+
+class GlobalFilter(nn.Module):
+    def __init__(self, dim=8, h=4, w=4):
+        super().__init__()
+        self.complex_weight = nn.Parameter(torch.randn(h, w // 2 + 1, dim, 2) * 0.02)
+        self.inp = nn.Linear(3, dim)
+        self.head = nn.Linear(dim, C)
+        self.h, self.w = h, w
+
+    def forward(self, x, labels):  # x [B, h * w, 3]
+        h = self.inp(x)
+        B, N, D = h.shape
+        f = torch.fft.rfft2(h.view(B, self.h, self.w, D), dim=(1, 2), norm="ortho")
+        f = f * torch.view_as_complex(self.complex_weight)
+        g = torch.fft.irfft2(f, s=(self.h, self.w), dim=(1, 2), norm="ortho")
+        return F.cross_entropy(self.head((h + g.reshape(B, N, D)).mean(1)), labels)
+
+
+def gfnet():
+    return GlobalFilter(), (torch.randn(2, 16, 3), torch.randint(0, C, (2,)))
+
+
+class FFTTour(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(4, 6)
+        self.mix = nn.Parameter(torch.randn(6, 6, 2) * 0.3)
+        self.head = nn.Linear(6 + 7 + 6, C)
+
+    def forward(self, x, labels):  # x [B, 7, 4]
+        h = self.inp(x)  # [B, 7, 6]
+        f = torch.fft.fft(h, dim=1) @ torch.view_as_complex(self.mix)
+        back = torch.fft.ifft(f, dim=1, norm="forward").real
+        r = torch.fft.rfft(h, dim=-1, norm="ortho")  # [B, 7, 4]
+        energy = torch.einsum("btk,btk->bt", r, r.conj()).real  # [B, 7]
+        g = torch.fft.irfft(r, n=6, dim=-1, norm="ortho")
+        odd = torch.fft.irfft(torch.fft.rfft(h, dim=1), n=7, dim=1)
+        spectrum = torch.fft.fftn(h, dim=(1, 2)).abs().mean(1)  # [B, 6]
+        feats = torch.cat([(back + g + odd).mean(1), energy, spectrum / 10], -1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+def ffttour():
+    return FFTTour(), (torch.randn(2, 7, 4), torch.randint(0, C, (2,)))
+
+
+class FNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        import transformers as T
+        self.m = T.FNetForSequenceClassification(T.FNetConfig(
+            vocab_size=64, hidden_size=16, num_hidden_layers=2, intermediate_size=32,
+            max_position_embeddings=16, type_vocab_size=2, hidden_dropout_prob=0.0))
+
+    def forward(self, ids, cls):
+        return self.m(input_ids=ids, labels=cls).loss
+
+
+def fnet():
+    ids = torch.randint(0, 64, (2, 12))
+    ids[0, 0], ids[1, 0] = 0, 63  # the range the oracle draws from
+    return FNet(), (ids, torch.tensor([0, 1]))
