@@ -1258,7 +1258,7 @@ LogicalResult TSImporter::hScatter(Node *n, Location loc) {
     Node *src = n->inputs().size() > 3 ? n->input(3)->node() : nullptr;
     if (op != "scatter" || order.b || *dim != 0 || !src ||
         src->kind() != c10::Symbol::fromQualString("aten::arange"))
-      return asTensor(order, Type(), loc, n), failure();
+      return (void)asTensor(order, Type(), loc, n), failure(); // its error
     TSValue inverse = order;
     inverse.b = true;
     bind(n->output(), inverse);

@@ -490,17 +490,46 @@ LogicalResult TSImporter::hAdaptiveAvgPool(Node *n, Location loc) {
     return bindFirst(reduce(reduceKind, *x, axes, true, loc));
   }
   SmallVector<int64_t> k;
+  bool divides = true;
   for (int64_t i = 0; i < sp; ++i) {
     SymInt in = t.getDim(i + 2);
-    if (!in.isStatic() || o[i] <= 0 || in.constant % o[i] != 0)
+    if (!in.isStatic() || o[i] <= 0)
       return error(n, loc) << "adaptive pooling from " << in.str() << " to "
-                           << o[i]
-                           << " is supported only when the size divides";
+                           << o[i] << " is supported only for static sizes";
+    divides &= in.constant % o[i] == 0;
     k.push_back(in.constant / o[i]);
   }
-  return bindFirst(makePool(*this, loc, *x, poolKind, k, k,
-                            SmallVector<int64_t>(2 * sp, 0),
-                            SmallVector<int64_t>(sp, 1), false, true));
+  if (divides)
+    return bindFirst(makePool(*this, loc, *x, poolKind, k, k,
+                              SmallVector<int64_t>(2 * sp, 0),
+                              SmallVector<int64_t>(sp, 1), false, true));
+  // Windows of uneven sizes: output j of a dimension of size I pools
+  // [floor(j I / O), ceil((j + 1) I / O)), as torch. The windows are
+  // rectangles, so the dimensions pool one after the other (a mean of equal
+  // rows' means, a max of maxes): per dimension, a reduce of each window's
+  // slice, concatenated.
+  Value v = *x;
+  for (int64_t i = 0; i < sp; ++i) {
+    int64_t axis = i + 2, in = t.getDim(axis).constant;
+    if (in == o[i])
+      continue;
+    SmallVector<Value> parts;
+    for (int64_t j = 0; j < o[i]; ++j) {
+      int64_t start = j * in / o[i], end = ((j + 1) * in + o[i] - 1) / o[i];
+      auto s = sliceOf(v, axis, SymInt(start), SymInt(end), 1, loc, n);
+      auto r = failed(s) ? s : reduce(reduceKind, *s, {axis}, true, loc);
+      if (failed(r))
+        return failure();
+      parts.push_back(*r);
+    }
+    auto c = parts.size() == 1
+                 ? FailureOr<Value>(parts[0])
+                 : make<ConcatOp>(loc, parts, {i64("axis", axis)});
+    if (failed(c))
+      return failure();
+    v = *c;
+  }
+  return bindFirst(v);
 }
 
 FailureOr<SmallVector<int64_t>> TSImporter::axesArg(Node *n, unsigned i,

@@ -1001,7 +1001,8 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::repeat"}, &TSImporter::hRepeat);
   reg({"aten::repeat_interleave"}, &TSImporter::hRepeatInterleave);
   reg({"aten::broadcast_tensors"}, &TSImporter::hBroadcastTensors);
-  reg({"aten::pixel_shuffle", "aten::pixel_unshuffle"},
+  reg({"aten::pixel_shuffle", "aten::pixel_unshuffle", "aten::channel_shuffle",
+       "aten::native_channel_shuffle"},
       &TSImporter::hPixelShuffle);
   reg({"aten::upsample_nearest1d", "aten::upsample_nearest2d",
        "aten::upsample_nearest3d"},

@@ -750,13 +750,25 @@ LogicalResult TSImporter::hBroadcastTensors(Node *n, Location loc) {
 
 /// pixel_shuffle(x, r): [N, C*r*r, H, W] -> [N, C, H*r, W*r] as reshape to
 /// [N, C, r, r, H, W], transpose to [N, C, H, r, W, r], reshape;
-/// pixel_unshuffle the inverse.
+/// pixel_unshuffle the inverse. channel_shuffle(x, g) (ShuffleNet):
+/// [N, C, *] as [N, g, C/g, *], the two group axes swapped, merged back.
 LogicalResult TSImporter::hPixelShuffle(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   auto r = intArg(n, 1, loc);
   if (failed(x) || failed(r))
     return failure();
   SmallVector<SymInt> d = dimsOf(*x);
+  if (opName(n) == "channel_shuffle") {
+    if (d.size() < 3 || !d[1].isStatic() || *r < 1 || d[1].constant % *r)
+      return error(n, loc) << "channel_shuffle needs an input [N, C, *] "
+                              "with a static C that "
+                           << *r << " groups divide, got " << dimsStr(d);
+    SmallVector<SymInt> split = {d[0], SymInt(*r), SymInt(d[1].constant / *r)};
+    split.append(d.begin() + 2, d.end());
+    auto a = reshape(*x, split, loc);
+    auto t = failed(a) ? a : swapDims(*a, 1, 2, loc);
+    return bindResult(n, failed(t) ? t : reshape(*t, d, loc));
+  }
   bool shuffle = opName(n) == "pixel_shuffle";
   if (d.size() != 4 || !d[1].isStatic() || !d[2].isStatic() ||
       !d[3].isStatic() || *r < 1)

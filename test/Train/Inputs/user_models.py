@@ -93,6 +93,11 @@ distances       TorchScript: metric learning -- triplet_margin_loss (default,
                 feature, GaussianNLLLoss, KL divergence with log targets,
                 multilabel_soft_margin_loss; torch.mv and torch.dot of
                 parameters
+uneven_pools    TorchScript: adaptive average and max pooling to sizes that
+                do not divide the input (5 x 7 to 3 x 3 and 2 x 2: windows
+                of uneven sizes, as torch)
+shuffled        TorchScript: nn.ChannelShuffle (ShuffleNet), softmin,
+                Softmax2d, tanhshrink, threshold, hardtanh, logsigmoid
 rotary          TorchScript: a LLaMA-style decoder with rotary embeddings
                 as Meta's reference code writes them -- a complex64 buffer
                 made by torch.polar, view_as_complex, complex products,
@@ -986,3 +991,38 @@ def fnet():
     ids = torch.randint(0, 64, (2, 12))
     ids[0, 0], ids[1, 0] = 0, 63  # the range the oracle draws from
     return FNet(), (ids, torch.tensor([0, 1]))
+
+
+class UnevenPools(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.head = nn.Linear(6 * 9 + 6 * 4, C)
+
+    def forward(self, x, labels):  # x [B, 3, 5, 7]
+        h = self.conv(x)
+        a = F.adaptive_avg_pool2d(h, (3, 3))
+        m = F.adaptive_max_pool2d(h, (2, 2))
+        return F.cross_entropy(self.head(torch.cat([a.flatten(1), m.flatten(1)], 1)), labels)
+
+
+def uneven_pools():
+    return UnevenPools(), (torch.randn(2, 3, 5, 7), torch.randint(0, C, (2,)))
+
+
+class Shuffled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(4, 8, 3, padding=1)
+        self.shuffle = nn.ChannelShuffle(2)
+        self.head = nn.Linear(8, C)
+
+    def forward(self, x, labels):
+        h = self.shuffle(self.conv(x))
+        h = (F.softmin(h, dim=1) + nn.Softmax2d()(h) + F.tanhshrink(h)
+             + F.threshold(h, 0.1, -1.0) + F.hardtanh(h, -0.5, 0.5))
+        return F.cross_entropy(self.head(h.mean((2, 3)) + F.logsigmoid(h.amax((2, 3)))), labels)
+
+
+def shuffled():
+    return Shuffled(), (torch.randn(2, 4, 4, 4), torch.randint(0, C, (2,)))
