@@ -19,7 +19,8 @@
 //    exp, to / type a complex dtype (of a real tensor: imaginary part 0);
 //  - the FFTs (torch.fft.fft / ifft / rfft / irfft and their 2-D and n-D
 //    forms, each norm): a DFT along each transformed (static) dimension as
-//    a matmul by constant cosine and sine matrices -- exact to rounding,
+//    a matmul by constant cosine and sine matrices (n / s trimming or
+//    zero-padding as torch) -- exact to rounding,
 //    O(N^2) per transformed row, meant for the sequence and feature sizes
 //    of FNet-style mixing and global filters;
 //  - ops bilinear in two complex operands (mul, matmul, mm, bmm, mv,
@@ -132,10 +133,11 @@ FailureOr<TSValue> complexOf(TSImporter &imp, FailureOr<Value> re,
 enum class Dft { Forward, Inverse, RealForward, RealInverse };
 
 /// One DFT of (re, im) -- im null: a real input -- along static `axis`, for
-/// a signal of length `length` (of the output for RealInverse), scaled by
-/// `scale`: a matmul of the axis moved last by constant [N_in, K] cosine
-/// and sine matrices. Forward: (a C + b S, b C - a S) for C, S = cos, sin
-/// of 2 pi n k / N; Inverse: (a C - b S, b C + a S); RealForward: the first
+/// a signal of length `length` (of the output for RealInverse; an input
+/// longer than that is trimmed, a shorter one padded with zeros, as torch's
+/// n), scaled by `scale`: a matmul of the axis moved last by constant [N_in, K]
+/// cosine and sine matrices. Forward: (a C + b S, b C - a S) for C, S = cos,
+/// sin of 2 pi n k / N; Inverse: (a C - b S, b C + a S); RealForward: the first
 /// N/2 + 1 outputs; RealInverse: the real a C' - b S' where C', S' weigh
 /// each of the N/2 + 1 inputs by how often it appears in the Hermitian
 /// spectrum (1 for k = 0 and k = N/2, else 2). The second result is null
@@ -153,14 +155,23 @@ FailureOr<std::pair<Value, Value>> dft(TSImporter &imp, Value re, Value im,
   SymInt size = dimsOf(*a)[last];
   int64_t in = size.isStatic() ? size.constant : -1;
   int64_t out = kind == Dft::RealForward ? length / 2 + 1 : length;
-  if (in != (kind == Dft::RealInverse ? length / 2 + 1 : length))
+  if (in < 0)
     return imp.error(n, loc)
                << "an FFT over dimension " << axis << " of size " << size.str()
-               << " for a signal of length " << length
-               << " is not supported (the size must be static; n or s, if "
-                  "given, the dimension's own size -- no padding or "
-                  "trimming)",
+               << " is not supported (the size must be static)",
            failure();
+  // n / s other than the size: torch trims the input, or pads it with zeros
+  // (rows of the matrices that meet no input).
+  int64_t expected = kind == Dft::RealInverse ? length / 2 + 1 : length;
+  if (in > expected) {
+    auto trim = [&](Value v) {
+      return imp.sliceOf(v, last, SymInt(0), SymInt(expected), 1, loc, n);
+    };
+    a = trim(*a);
+    if (failed(a) || (*b && failed(b = trim(*b))))
+      return failure();
+    in = expected;
+  }
   std::vector<double> cs(in * out), sn(in * out);
   for (int64_t r = 0; r < in; ++r)
     for (int64_t k = 0; k < out; ++k) {
@@ -257,7 +268,15 @@ LogicalResult TSImporter::convertFFT(Node *n, Location loc, StringRef op) {
     dims.push_back(*a);
     lengths.push_back(*len < 0 ? std::nullopt : std::optional<int64_t>(*len));
   } else {
-    SmallVector<int64_t> given;
+    // s alone names the last len(s) dimensions; neither: all (n-D) or the
+    // last two (2-D).
+    SmallVector<int64_t> s, given;
+    if (!isNoneArg(n, 1)) {
+      auto l = intListArg(n, 1, loc);
+      if (failed(l))
+        return failure();
+      s = *l;
+    }
     if (!isNoneArg(n, 2)) {
       auto l = intListArg(n, 2, loc);
       if (failed(l))
@@ -266,7 +285,7 @@ LogicalResult TSImporter::convertFFT(Node *n, Location loc, StringRef op) {
     } else if (base.ends_with("2")) {
       given = {-2, -1};
     } else {
-      for (int64_t i = 0; i < rank; ++i)
+      for (int64_t i = s.empty() ? 0 : rank - int64_t(s.size()); i < rank; ++i)
         given.push_back(i);
     }
     for (int64_t g : given) {
@@ -275,16 +294,9 @@ LogicalResult TSImporter::convertFFT(Node *n, Location loc, StringRef op) {
         return failure();
       dims.push_back(*a);
     }
-    SmallVector<int64_t> s;
-    if (!isNoneArg(n, 1)) {
-      auto l = intListArg(n, 1, loc);
-      if (failed(l))
-        return failure();
-      s = *l;
-      if (s.size() != dims.size())
-        return error(n, loc) << "s has " << s.size() << " sizes for "
-                             << dims.size() << " dimensions";
-    }
+    if (!s.empty() && s.size() != dims.size())
+      return error(n, loc) << "s has " << s.size() << " sizes for "
+                           << dims.size() << " dimensions";
     for (size_t i = 0; i < dims.size(); ++i)
       lengths.push_back(s.empty() ? std::nullopt
                                   : std::optional<int64_t>(s[i]));

@@ -111,7 +111,9 @@ gfnet           TorchScript: GFNet's global filter -- rfft2 over the patch
                 parameter viewed as complex), irfft2 back
 ffttour         TorchScript: fft / ifft (norm="forward") / rfft / irfft (n
                 given; odd and even lengths) / fftn, abs, a complex matmul
-                by a learned complex matrix, a complex einsum with conj
+                by a learned complex matrix, a complex einsum with conj, a
+                long convolution through rfft / irfft zero-padded by n, n
+                and s that trim
 fnet            TorchScript: Hugging Face's FNetForSequenceClassification
                 (torch.fft.fftn over the sequence and hidden dimensions,
                 .real)
@@ -956,6 +958,7 @@ class FFTTour(nn.Module):
         super().__init__()
         self.inp = nn.Linear(4, 6)
         self.mix = nn.Parameter(torch.randn(6, 6, 2) * 0.3)
+        self.kernel = nn.Parameter(torch.randn(6, 7) * 0.3)
         self.head = nn.Linear(6 + 7 + 6, C)
 
     def forward(self, x, labels):  # x [B, 7, 4]
@@ -967,7 +970,13 @@ class FFTTour(nn.Module):
         g = torch.fft.irfft(r, n=6, dim=-1, norm="ortho")
         odd = torch.fft.irfft(torch.fft.rfft(h, dim=1), n=7, dim=1)
         spectrum = torch.fft.fftn(h, dim=(1, 2)).abs().mean(1)  # [B, 6]
-        feats = torch.cat([(back + g + odd).mean(1), energy, spectrum / 10], -1)
+        # A long convolution (S4 / Hyena): zero-padded to 2L by n, cut back.
+        u = h.transpose(1, 2)  # [B, 6, 7]
+        conv = torch.fft.irfft(torch.fft.rfft(u, n=14) * torch.fft.rfft(self.kernel, n=14),
+                               n=14)[..., :7]
+        trimmed = torch.fft.ifftn(torch.fft.fft(h, n=5, dim=1), s=(4, 6)).real.mean(1)
+        feats = torch.cat([(back + g + odd).mean(1) + trimmed + conv.mean(-1), energy,
+                           spectrum / 10], -1)
         return F.cross_entropy(self.head(feats), labels)
 
 

@@ -43,7 +43,7 @@ maxnorm.pt      nn.Embedding(max_norm=1.0), which rescales the weight in place
 complexdiv.pt   division by a complex tensor
 complexcast.pt  a complex tensor converted to float (drops the imaginary part)
 complexop.pt    sigmoid of a complex tensor
-complexfftpad.pt torch.fft.fft with n larger than the dimension (padding)
+complexfftbatch.pt torch.fft.fft over the batch dimension
 """
 import os
 import sys
@@ -293,8 +293,8 @@ class ComplexUse(nn.Module):
             r = torch.view_as_real(z / (z + 1)).flatten(1)
         elif self.use == "cast":
             r = z.to(torch.float32)
-        elif self.use == "fftpad":
-            r = torch.fft.fft(z, n=4, dim=1).real
+        elif self.use == "fftbatch":
+            r = torch.fft.fft(z, dim=0).real.flatten(1)
         else:
             r = torch.view_as_real(torch.sigmoid(z)).flatten(1)
         return F.cross_entropy(r, y)
@@ -358,7 +358,7 @@ export(Spectral(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, 
        input_names=["x", "y"])
 export(MaxNorm(), (torch.tensor([[1, 2], [3, 1]]), torch.tensor([1, 0])),
        os.path.join(out, "maxnorm.pt"), input_names=["x", "y"])
-for use in ("div", "cast", "op", "fftpad"):
+for use in ("div", "cast", "op", "fftbatch"):
     export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
            os.path.join(out, f"complex{use}.pt"), input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
