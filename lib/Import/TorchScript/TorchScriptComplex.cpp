@@ -63,7 +63,8 @@ const llvm::StringSet<> &partwiseOps() {
       "index",      "cat",       "stack",   "chunk",     "split",
       "unbind",     "flip",      "roll",    "sum",       "mean",
       "cumsum",     "neg",       "size",    "dim",       "numel",
-      "add",        "sub",       "rsub",    "mul",       "div"};
+      "add",        "sub",       "rsub",    "mul",       "div",
+      "zeros_like"};
   return ops;
 }
 
@@ -356,9 +357,10 @@ bool TSImporter::touchesComplex(Node *n) {
   if (op == "view_as_complex" || op == "polar" || op == "complex" ||
       op.starts_with("fft_"))
     return true;
-  if (op == "to" && llvm::any_of(n->inputs(), [&](JitValue *v) {
-        return isComplexDtype(lookup(v));
-      }))
+  // A cast to a complex dtype, or zeros of one.
+  if ((op == "to" || op == "zeros" || op == "new_zeros" || op == "empty") &&
+      llvm::any_of(n->inputs(),
+                   [&](JitValue *v) { return isComplexDtype(lookup(v)); }))
     return true;
   return llvm::any_of(n->inputs(),
                       [&](JitValue *v) { return isComplexTensor(lookup(v)); });
@@ -371,8 +373,10 @@ FailureOr<Value> TSImporter::complexTensor(const TSValue &v, Location loc) {
 }
 
 LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
+  // In place, only copy_ (a slice of a complex tensor written:
+  // convertNode writes it back); the result here, the new value.
   bool inplace = op.ends_with("_") && !op.ends_with("__");
-  if (inplace)
+  if (inplace && op != "copy_")
     return error(n, loc) << "in-place '" << op
                          << "' on a complex tensor is not supported (write "
                             "x = x op y)";
@@ -410,6 +414,60 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     return tensorArg(n, i, loc);
   };
 
+  if (op == "zeros" || op == "new_zeros" || op == "empty") {
+    // The op's own handler with the dtype's real type; zeros both parts.
+    JitValue *dtype = *llvm::find_if(
+        n->inputs(), [&](JitValue *v) { return isComplexDtype(lookup(v)); });
+    TSValue saved = lookup(dtype);
+    bind(dtype, TSValue::ofInt(int64_t(
+                    c10::toRealValueType(c10::ScalarType(saved.i.constant)))));
+    auto it = handlers.find(("aten::" + op).str());
+    LogicalResult ok = it == handlers.end()
+                           ? (error(n, loc) << "unsupported TorchScript op "
+                                               "'aten::"
+                                            << op << "'",
+                              failure())
+                           : (this->*(it->second))(n, loc);
+    bind(dtype, saved);
+    if (failed(ok))
+      return failure();
+    Value zeros = lookup(n->output()).tensor;
+    return fromParts(zeros, zeros);
+  }
+  if (op == "copy_") {
+    // copy_(target, src): src (complex, or a real one with imaginary part
+    // 0) broadcast to the target's shape.
+    if (!isComplexTensor(lookup(n->input(0))))
+      return error(n, loc) << "copying a complex tensor into a real one "
+                              "drops the imaginary part: copy .real";
+    auto target = complexTensor(lookup(n->input(0)), loc);
+    if (failed(target))
+      return failure();
+    FailureOr<Value> src = failure();
+    if (isComplexTensor(lookup(n->input(1)))) {
+      src = complexTensor(lookup(n->input(1)), loc);
+    } else {
+      auto r = tensorArg(n, 1, loc);
+      if (failed(r))
+        return failure();
+      Type et = tensorType(*target).getElementType();
+      Value re = cast(*r, et, loc);
+      auto c = complexOf(
+          re, b().create<FullOp>(loc, tensorType(re), b().getFloatAttr(et, 0.0))
+                  .getResult());
+      src =
+          failed(c) ? FailureOr<Value>(failure()) : FailureOr<Value>(c->tensor);
+    }
+    if (failed(src))
+      return failure();
+    Value v = cast(*src, tensorType(*target).getElementType(), loc);
+    if (dimsOf(v) != dimsOf(*target))
+      v = b().create<ExpandOp>(loc, tensorType(*target), v);
+    TSValue out = TSValue::ofTensor(v);
+    out.complex = true;
+    bind(n->output(), out);
+    return success();
+  }
   if (op == "view_as_complex") {
     auto x = realTensor(0);
     if (failed(x))

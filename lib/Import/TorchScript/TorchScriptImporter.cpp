@@ -635,10 +635,9 @@ LogicalResult TSImporter::convertNode(Node *n) {
       }
   if (!inplace && foldConstant(n, loc))
     return success();
-  if (touchesComplex(n))
-    return convertComplex(n, loc, n->kind().toUnqualString());
+  bool complex = touchesComplex(n);
   auto it = handlers.find(functional);
-  if (it == handlers.end()) {
+  if (!complex && it == handlers.end()) {
     std::string src = where(n);
     return emitError(loc) << "unsupported TorchScript op '" << kind
                           << "' at " << src;
@@ -651,7 +650,8 @@ LogicalResult TSImporter::convertNode(Node *n) {
       d.attachNote() << "while importing '" << kind << "' at " << where(n);
     return failure(); // keep propagating to the tool's handler
   });
-  if (failed((this->*(it->second))(n, loc)))
+  if (failed(complex ? convertComplex(n, loc, n->kind().toUnqualString())
+                     : (this->*(it->second))(n, loc)))
     return failure();
   if (inplace && n->outputs().size() == 1) {
     bind(n->input(0), lookup(n->output()));
@@ -694,6 +694,12 @@ LogicalResult TSImporter::writeBack(JitValue *target, Node *n, Location loc) {
                            << baseValue.param << "' is not supported";
     Value baseTensor = baseValue.tensor;
     Value part = lookup(target).tensor;
+    if (baseValue.complex != lookup(target).complex)
+      return error(n, loc) << "in-place write of a "
+                           << (lookup(target).complex ? "complex" : "real")
+                           << " value into a "
+                           << (baseValue.complex ? "complex" : "real")
+                           << " tensor is not supported";
     if (baseValue.kind != K::Tensor || !baseTensor || !part)
       return error(n, loc) << "in-place write into a value that is not a "
                               "tensor";
@@ -736,7 +742,9 @@ LogicalResult TSImporter::writeBack(JitValue *target, Node *n, Location loc) {
         updated = *c;
       }
     }
-    bindTensor(view.base, updated);
+    TSValue written = TSValue::ofTensor(updated);
+    written.complex = baseValue.complex; // the same layout either way
+    bind(view.base, written);
     target = view.base;
     chain.insert(target);
   }

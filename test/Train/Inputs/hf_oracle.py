@@ -113,7 +113,11 @@ if args.clip:
 json.dump(config, open(os.path.join(args.outdir, "train.json"), "w"))
 
 losses = []
-max_grad = {n: torch.zeros_like(p) for n, p in model.named_parameters()}
+def real(t):  # a complex tensor as (real, imaginary) pairs
+    return torch.view_as_real(t) if t.is_complex() else t
+
+
+max_grad = {n: torch.zeros_like(real(p)) for n, p in model.named_parameters()}
 for step in range(args.steps):
     idx = [(step * args.batch + j) % N for j in range(args.batch)]
     loss = model(*(t[idx] for t in data))
@@ -121,7 +125,7 @@ for step in range(args.steps):
     loss.backward()
     for n, p in model.named_parameters():
         if p.grad is not None:
-            max_grad[n] = torch.maximum(max_grad[n], p.grad.abs())
+            max_grad[n] = torch.maximum(max_grad[n], real(p.grad).abs())
     if args.clip:
         torch.nn.utils.clip_grad_norm_(params, args.clip)
     opt.step()
@@ -131,6 +135,7 @@ os.makedirs(os.path.join(args.outdir, "params"), exist_ok=True)
 trained = [n for n, p in model.named_parameters() if p.requires_grad]
 for n, p in model.named_parameters():
     if p.requires_grad:
-        np.save(os.path.join(args.outdir, "params", n + ".npy"), p.detach().numpy())
+        # A complex parameter as (real, imaginary) pairs: how varuna holds it.
+        np.save(os.path.join(args.outdir, "params", n + ".npy"), real(p.detach()).numpy())
 write_degenerate(args.outdir, max_grad, trained)
 print("oracle", args.name, "losses", losses[0], "->", losses[-1])

@@ -114,6 +114,10 @@ ffttour         TorchScript: fft / ifft (norm="forward") / rfft / irfft (n
                 by a learned complex matrix, a complex einsum with conj, a
                 long convolution through rfft / irfft zero-padded by n, n
                 and s that trim
+fno             TorchScript: a Fourier neural operator as its reference code
+                writes it -- rfft2, complex64 parameters, a complex einsum
+                over the lowest modes written in place into slices of a
+                complex zeros tensor, irfft2 back
 fnet            TorchScript: Hugging Face's FNetForSequenceClassification
                 (torch.fft.fftn over the sequence and hidden dimensions,
                 .real)
@@ -1035,3 +1039,41 @@ class Shuffled(nn.Module):
 
 def shuffled():
     return Shuffled(), (torch.randn(2, 4, 4, 4), torch.randint(0, C, (2,)))
+
+
+class SpectralConv2d(nn.Module):
+    def __init__(self, cin, cout, m1, m2):
+        super().__init__()
+        scale = 1 / (cin * cout)
+        self.m1, self.m2, self.cout = m1, m2, cout
+        self.weights1 = nn.Parameter(scale * torch.rand(cin, cout, m1, m2, dtype=torch.cfloat))
+        self.weights2 = nn.Parameter(scale * torch.rand(cin, cout, m1, m2, dtype=torch.cfloat))
+
+    def forward(self, x):
+        x_ft = torch.fft.rfft2(x)
+        out_ft = torch.zeros(x.shape[0], self.cout, x.size(-2), x.size(-1) // 2 + 1,
+                             dtype=torch.cfloat, device=x.device)
+        out_ft[:, :, :self.m1, :self.m2] = torch.einsum(
+            "bixy,ioxy->boxy", x_ft[:, :, :self.m1, :self.m2], self.weights1)
+        out_ft[:, :, -self.m1:, :self.m2] = torch.einsum(
+            "bixy,ioxy->boxy", x_ft[:, :, -self.m1:, :self.m2], self.weights2)
+        return torch.fft.irfft2(out_ft, s=(x.size(-2), x.size(-1)))
+
+
+class FNO(nn.Module):
+    def __init__(self, width=6):
+        super().__init__()
+        self.lift = nn.Linear(3, width)
+        self.conv0, self.conv1 = SpectralConv2d(width, width, 2, 2), SpectralConv2d(width, width, 2, 2)
+        self.w0, self.w1 = nn.Conv2d(width, width, 1), nn.Conv2d(width, width, 1)
+        self.proj = nn.Linear(width, 1)
+
+    def forward(self, a, u):  # a [B, 8, 8, 3] -> u [B, 8, 8]
+        x = self.lift(a).permute(0, 3, 1, 2)
+        x = F.gelu(self.conv0(x) + self.w0(x))
+        x = self.conv1(x) + self.w1(x)
+        return F.mse_loss(self.proj(x.permute(0, 2, 3, 1)).squeeze(-1), u)
+
+
+def fno():
+    return FNO(), (torch.randn(2, 8, 8, 3), torch.randn(2, 8, 8))
