@@ -1,5 +1,4 @@
-//===- TorchScriptComplex.cpp - Complex tensors
-//----------------------------===//
+//===- TorchScriptComplex.cpp - Complex tensors and torch.fft -------------===//
 //
 // Complex tensors (complex64 / complex128), as rotary position embeddings
 // in LLaMA's reference code use them:
@@ -33,10 +32,14 @@
 //    and dim read the real part's), add and sub (a real operand joins the
 //    real part), mul by a real tensor or number and div by one;
 //  - to / type_as another complex type: the value as it is (complex128 is
-//    not narrowed to complex64);
-//  - anything else (in place, div by a complex tensor, a conversion to a
-//    real dtype, which in torch drops the imaginary part): an error naming
-//    the op.
+//    not narrowed to complex64); zeros / new_zeros / empty of a complex
+//    dtype: zeros in both parts;
+//  - in place, copy_ only (a slice of a complex tensor written, as the
+//    Fourier neural operator writes its low modes): the new value, which
+//    convertNode writes back through the slices as for real tensors;
+//  - anything else (other in-place ops, div by a complex tensor, a
+//    conversion to a real dtype, which in torch drops the imaginary part):
+//    an error naming the op.
 //
 // Complex model inputs and losses are not supported (a graph input's dtype
 // must be real: addInputs says so).
@@ -89,9 +92,7 @@ bool isComplexTensor(const TSValue &v) {
     return llvm::any_of(v.list, isComplexTensor);
   return false;
 }
-} // namespace
 
-namespace {
 /// Part k (0 real, 1 imaginary) of the real tensor behind a complex value:
 /// its slice of the trailing axis, without that axis.
 FailureOr<Value> complexPart(TSImporter &imp, Value c, int64_t k, Location loc,
@@ -129,6 +130,20 @@ FailureOr<TSValue> complexOf(TSImporter &imp, FailureOr<Value> re,
   TSValue out = TSValue::ofTensor(*c);
   out.complex = true;
   return out;
+}
+
+/// A real tensor as a complex one (imaginary part 0) of floating-point type
+/// `et` (null: its own, f32 for integers).
+FailureOr<TSValue> realAsComplex(TSImporter &imp, Value x, Type et,
+                                 Location loc, TSImporter::Node *n) {
+  if (!et)
+    et = isFloatType(tensorType(x).getElementType())
+             ? tensorType(x).getElementType()
+             : imp.b().getF32Type();
+  Value re = imp.cast(x, et, loc);
+  Value zeros = imp.b().create<FullOp>(loc, tensorType(re),
+                                       imp.b().getFloatAttr(et, 0.0));
+  return complexOf(imp, re, zeros, loc, n);
 }
 
 enum class Dft { Forward, Inverse, RealForward, RealInverse };
@@ -418,16 +433,13 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     // The op's own handler with the dtype's real type; zeros both parts.
     JitValue *dtype = *llvm::find_if(
         n->inputs(), [&](JitValue *v) { return isComplexDtype(lookup(v)); });
+    auto it = handlers.find(("aten::" + op).str());
+    if (it == handlers.end())
+      return error(n, loc) << "unsupported TorchScript op 'aten::" << op << "'";
     TSValue saved = lookup(dtype);
     bind(dtype, TSValue::ofInt(int64_t(
                     c10::toRealValueType(c10::ScalarType(saved.i.constant)))));
-    auto it = handlers.find(("aten::" + op).str());
-    LogicalResult ok = it == handlers.end()
-                           ? (error(n, loc) << "unsupported TorchScript op "
-                                               "'aten::"
-                                            << op << "'",
-                              failure())
-                           : (this->*(it->second))(n, loc);
+    LogicalResult ok = (this->*(it->second))(n, loc);
     bind(dtype, saved);
     if (failed(ok))
       return failure();
@@ -448,13 +460,10 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
       src = complexTensor(lookup(n->input(1)), loc);
     } else {
       auto r = tensorArg(n, 1, loc);
-      if (failed(r))
-        return failure();
-      Type et = tensorType(*target).getElementType();
-      Value re = cast(*r, et, loc);
-      auto c = complexOf(
-          re, b().create<FullOp>(loc, tensorType(re), b().getFloatAttr(et, 0.0))
-                  .getResult());
+      auto c = failed(r) ? FailureOr<TSValue>(failure())
+                         : realAsComplex(*this, *r,
+                                         tensorType(*target).getElementType(),
+                                         loc, n);
       src =
           failed(c) ? FailureOr<Value>(failure()) : FailureOr<Value>(c->tensor);
     }
@@ -564,15 +573,12 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     }
     if (!isComplexTensor(lookup(n->input(0)))) { // a real tensor made complex
       auto x = tensorArg(n, 0, loc);
-      if (failed(x))
+      auto c = failed(x) ? FailureOr<TSValue>(failure())
+                         : realAsComplex(*this, *x, Type(), loc, n);
+      if (failed(c))
         return failure();
-      Type et = isFloatType(tensorType(*x).getElementType())
-                    ? tensorType(*x).getElementType()
-                    : b().getF32Type();
-      Value re = cast(*x, et, loc);
-      return fromParts(
-          re, b().create<FullOp>(loc, tensorType(re), b().getFloatAttr(et, 0.0))
-                  .getResult());
+      bind(n->output(), *c);
+      return success();
     }
     if (!toComplex)
       return error(n, loc) << "'" << op
