@@ -561,7 +561,8 @@ LogicalResult TSImporter::hGetAttr(Node *n, Location loc) {
       return failure();
     TSValue t = TSValue::make(TSValue::Kind::Tensor);
     t.param = *canonical;
-    t.complex = paramsByName[*canonical].tensor.is_complex();
+    auto p = paramsByName.find(*canonical);
+    t.complex = p != paramsByName.end() && p->second.tensor.is_complex();
     bind(n->output(), t);
     return success();
   }

@@ -758,7 +758,7 @@ LogicalResult TSImporter::hPixelShuffle(Node *n, Location loc) {
   if (failed(x) || failed(r))
     return failure();
   SmallVector<SymInt> d = dimsOf(*x);
-  if (opName(n) == "channel_shuffle") {
+  if (StringRef(opName(n)).ends_with("channel_shuffle")) { // or native_
     if (d.size() < 3 || !d[1].isStatic() || *r < 1 || d[1].constant % *r)
       return error(n, loc) << "channel_shuffle needs an input [N, C, *] "
                               "with a static C that "
