@@ -233,10 +233,20 @@ std::string varuna::metricsJsonLine(const StepMetrics &m) {
     scaling = llvm::formatv(", \"loss_scale\": {0}, \"skipped\": {1}",
                             *m.lossScale, m.skipped ? "true" : "false")
                   .str();
-  return llvm::formatv("{{\"step\": {0}, \"loss\": {1:e9}, "
+  // JSON has no infinities or NaN: such a loss is null, and what it was
+  // ("inf", "-inf", "nan") is named beside it.
+  std::string loss =
+      std::isfinite(m.loss)
+          ? llvm::formatv("{0:e9}", m.loss).str()
+          : llvm::formatv("null, \"loss_nonfinite\": \"{0}\"",
+                          std::isnan(m.loss) ? "nan"
+                          : m.loss > 0       ? "inf"
+                                             : "-inf")
+                .str();
+  return llvm::formatv("{{\"step\": {0}, \"loss\": {1}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
                        "{3:f6}{4}}\n",
-                       m.step, m.loss, m.examplesPerSecond, m.seconds, scaling)
+                       m.step, loss, m.examplesPerSecond, m.seconds, scaling)
       .str();
 }
 
