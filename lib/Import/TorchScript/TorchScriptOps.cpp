@@ -986,12 +986,17 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::pad", "aten::constant_pad_nd"}, &TSImporter::hPad);
   reg({"aten::cumsum"}, &TSImporter::hCumsum);
   reg({"aten::numpy_T"}, &TSImporter::hNumpyT);
-  reg({"aten::full", "aten::zeros", "aten::ones", "aten::new_zeros",
-       "aten::new_ones"},
+  reg({"aten::full", "aten::zeros", "aten::ones", "aten::empty",
+       "aten::new_zeros", "aten::new_ones", "aten::new_empty",
+       "aten::new_full"},
       &TSImporter::hFull);
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like",
        "aten::empty_like"},
       &TSImporter::hFullLike);
+  reg({"aten::rand", "aten::randn", "aten::rand_like", "aten::randn_like",
+       "aten::randint", "aten::randint_like", "aten::normal", "aten::uniform",
+       "aten::exponential", "aten::bernoulli"},
+      &TSImporter::hRandom);
   reg({"aten::arange"}, &TSImporter::hArange);
   reg({"aten::linspace"}, &TSImporter::hLinspace);
   reg({"aten::hann_window", "aten::hamming_window", "aten::blackman_window",

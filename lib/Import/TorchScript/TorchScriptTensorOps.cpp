@@ -224,21 +224,25 @@ static FailureOr<std::pair<double, Type>> fillArgs(TSImporter &imp,
 
 LogicalResult TSImporter::hFull(Node *n, Location loc) {
   std::string op = opName(n);
-  // x.new_zeros(size, dtype, ...) / new_ones: as zeros / ones after the
-  // tensor, whose dtype they default to.
-  bool fromTensor = op == "new_zeros" || op == "new_ones";
+  // empty / new_empty: zeros (their values are undefined until written,
+  // e.g. by normal_ or bernoulli_).
+  if (op == "empty" || op == "new_empty")
+    op = op == "empty" ? "zeros" : "new_zeros";
+  // x.new_zeros(size, dtype, ...) / new_ones / new_full(size, value, ...):
+  // as zeros / ones / full after the tensor, whose dtype they default to.
+  bool fromTensor = op == "new_zeros" || op == "new_ones" || op == "new_full";
   Type natural = b().getF32Type();
   if (fromTensor) {
     auto x = tensorArg(n, 0, loc);
     if (failed(x))
       return failure();
     natural = tensorType(*x).getElementType();
-    op = op == "new_ones" ? "ones" : "zeros";
+    op = op == "new_ones" ? "ones" : op == "new_full" ? "full" : "zeros";
   }
   auto dims = symIntListArg(n, fromTensor ? 1 : 0, loc);
   if (failed(dims))
     return failure();
-  if (op == "full") {
+  if (op == "full" && !fromTensor) {
     K kind = lookup(n->input(1)).kind;
     if (kind == K::Int)
       natural = b().getI64Type();
@@ -246,11 +250,14 @@ LogicalResult TSImporter::hFull(Node *n, Location loc) {
       natural = b().getI1Type();
   }
   FailureOr<std::pair<double, Type>> fill = failure();
-  if (fromTensor) { // (self, size, dtype, ...)
-    auto dtype = dtypeArg(n, 2, loc);
-    if (failed(dtype))
+  if (fromTensor) { // (self, size, [fill_value,] dtype, ...)
+    bool full = op == "full";
+    auto value = full ? floatArg(n, 2, loc)
+                      : FailureOr<double>(op == "ones" ? 1.0 : 0.0);
+    auto dtype = dtypeArg(n, full ? 3 : 2, loc);
+    if (failed(value) || failed(dtype))
       return failure();
-    fill = std::make_pair(op == "ones" ? 1.0 : 0.0, *dtype);
+    fill = std::make_pair(*value, *dtype);
   } else {
     fill = fillArgs(*this, n, loc, op == "full", op == "ones" ? 1.0 : 0.0);
   }
@@ -286,6 +293,230 @@ LogicalResult TSImporter::hFullLike(Node *n, Location loc) {
   Value r = b().create<FullOp>(loc, t.withElementType(elt),
                                fillAttr(elt, value));
   return bindResult(n, r);
+}
+
+//===----------------------------------------------------------------------===//
+// Random numbers
+//===----------------------------------------------------------------------===//
+
+/// The operand index of the schema argument `name`, if the node has it.
+static std::optional<unsigned> argIndex(TSImporter::Node *n, StringRef name) {
+  if (const c10::FunctionSchema *s = n->maybeSchema())
+    if (auto i = s->argumentIndexWithName(name.str()))
+      if (static_cast<size_t>(*i) < n->inputs().size())
+        return static_cast<unsigned>(*i);
+  return std::nullopt;
+}
+
+LogicalResult TSImporter::hRandom(Node *n, Location loc) {
+  // Every draw is a varuna.random from the stage's generator (seeded per
+  // rank; a recompute replays it), so a run repeats itself under any
+  // schedule, but the numbers are not torch's: the draws of a user-passed
+  // torch.Generator are not reproduced either.
+  std::string op = opName(n);
+  bool inplace = StringRef(n->kind().toUnqualString()).ends_with("_");
+  auto draw = [&](VTensorType t, RandomDistribution d, double lo,
+                  double hi) -> Value {
+    return b().create<RandomOp>(loc, t, RandomDistributionAttr::get(ctx, d),
+                                b().getF64FloatAttr(lo),
+                                b().getF64FloatAttr(hi));
+  };
+  // The dtype argument's type, or `natural`; random values need a float
+  // type except where they are rounded to integers (randint).
+  auto resultElem = [&](Type natural, bool anyType) -> FailureOr<Type> {
+    Type elt = natural;
+    if (auto i = argIndex(n, "dtype")) {
+      auto d = dtypeArg(n, *i, loc);
+      if (failed(d))
+        return failure();
+      if (*d)
+        elt = *d;
+    }
+    if (!anyType && !isFloatType(elt))
+      return error(n, loc) << "draws random numbers into a tensor of "
+                           << elt << " (a floating-point type is needed)",
+             failure();
+    return elt;
+  };
+  auto numberArg = [&](StringRef name, double dflt) -> FailureOr<double> {
+    auto i = argIndex(n, name);
+    if (!i || isNoneArg(n, *i))
+      return dflt;
+    return floatArg(n, *i, loc);
+  };
+  auto sizeType = [&](unsigned i, Type elt) -> FailureOr<VTensorType> {
+    auto dims = symIntListArg(n, i, loc);
+    if (failed(dims))
+      return failure();
+    return typeFromDims(*dims, elt, loc);
+  };
+  auto self = [&]() -> FailureOr<VTensorType> {
+    auto x = tensorArg(n, 0, loc);
+    if (failed(x))
+      return failure();
+    return tensorType(*x);
+  };
+
+  if (op == "rand" || op == "randn" || op == "rand_like" ||
+      op == "randn_like" || (op == "normal" && inplace) || op == "uniform" ||
+      op == "exponential") {
+    bool like = op.ends_with("_like") || inplace;
+    FailureOr<VTensorType> t = failure();
+    if (like) {
+      t = self();
+      if (failed(t))
+        return failure();
+      auto elt = resultElem(t->getElementType(), false);
+      if (failed(elt))
+        return failure();
+      t = t->withElementType(*elt);
+    } else {
+      auto elt = resultElem(b().getF32Type(), false);
+      if (failed(elt))
+        return failure();
+      t = sizeType(0, *elt);
+    }
+    if (failed(t))
+      return failure();
+    bool normal = op == "randn" || op == "randn_like" || op == "normal";
+    auto lo = numberArg(normal ? "mean" : "from", 0.0);
+    auto hi = numberArg(normal ? "std" : "to", 1.0);
+    auto lambd = numberArg("lambd", 1.0);
+    if (failed(lo) || failed(hi) || failed(lambd))
+      return failure();
+    if (normal && *hi < 0)
+      return error(n, loc) << "standard deviation " << *hi
+                           << " is negative";
+    if (op == "exponential" && !(*lambd > 0))
+      return error(n, loc) << "exponential rate " << *lambd
+                           << " is not positive";
+    Value u = draw(*t, normal ? RandomDistribution::normal
+                              : RandomDistribution::uniform,
+                   op == "exponential" ? 0.0 : *lo,
+                   op == "exponential" ? 1.0 : *hi);
+    if (op != "exponential")
+      return bindResult(n, u);
+    // -log(1 - u) / lambda for u in [0, 1): finite and non-negative.
+    auto oneMinus = binary("sub", TSValue::ofFloat(1.0), TSValue::ofTensor(u),
+                           loc, n);
+    if (failed(oneMinus))
+      return failure();
+    auto logs = unary(UnaryKind::log, *oneMinus, loc);
+    if (failed(logs))
+      return failure();
+    return bindResult(n, binary("mul", TSValue::ofTensor(*logs),
+                                TSValue::ofFloat(-1.0 / *lambd), loc, n));
+  }
+
+  if (op == "normal") {
+    // normal(mean, std) with a tensor for either (or both): mean + std * z
+    // over their broadcast shape; normal(mean, std, size) with numbers.
+    TSValue mean = *operand(n, 0), std = *operand(n, 1);
+    bool tm = mean.kind == TSValue::Kind::Tensor,
+         ts = std.kind == TSValue::Kind::Tensor;
+    FailureOr<Value> shape = failure();
+    if (tm || ts) {
+      // The broadcast shape (and promoted type) of the two operands.
+      shape = binary("add", mean, std, loc, n);
+    } else {
+      auto elt = resultElem(b().getF32Type(), false);
+      auto t = failed(elt) ? FailureOr<VTensorType>(failure())
+                           : sizeType(2, *elt);
+      if (failed(t))
+        return failure();
+      shape = Value(b().create<FullOp>(
+          loc, *t, FloatAttr::get(t->getElementType(), 0.0)));
+    }
+    if (failed(shape))
+      return failure();
+    VTensorType t = tensorType(*shape);
+    if (!isFloatType(t.getElementType()))
+      return operandError(n, 0, loc, "a floating-point mean");
+    Value z = draw(t, RandomDistribution::normal, 0.0, 1.0);
+    auto scaled = binary("mul", TSValue::ofTensor(z), std, loc, n);
+    if (failed(scaled))
+      return failure();
+    return bindResult(n, binary("add", mean, TSValue::ofTensor(*scaled), loc,
+                                n));
+  }
+
+  if (op == "bernoulli") {
+    // 1 where a uniform draw falls below p, else 0, in self's type: p is
+    // operand 1 (a number or a tensor) or, without it, self's values.
+    auto t = self();
+    if (failed(t))
+      return failure();
+    TSValue p = isNoneArg(n, 1) || lookup(n->input(1)).kind ==
+                                       TSValue::Kind::Other
+                    ? *operand(n, 0)
+                    : *operand(n, 1);
+    if (p.kind == TSValue::Kind::Float && (p.f < 0 || p.f > 1))
+      return error(n, loc) << "probability " << p.f
+                           << " is not in [0, 1]";
+    VTensorType ut = t->withElementType(
+        isFloatType(t->getElementType()) ? t->getElementType()
+                                         : Type(b().getF32Type()));
+    Value u = draw(ut, RandomDistribution::uniform, 0.0, 1.0);
+    auto below = binary("lt", TSValue::ofTensor(u), p, loc, n);
+    if (failed(below))
+      return failure();
+    if (tensorType(*below) != ut.withElementType(b().getI1Type()))
+      return error(n, loc) << "probabilities of shape "
+                           << tensorType(*below)
+                           << " do not match the tensor filled "
+                           << *t;
+    return bindResult(n, cast(*below, t->getElementType(), loc));
+  }
+
+  if (op == "randint" || op == "randint_like") {
+    // floor of a uniform draw in [low, high), clamped below high (float
+    // rounding), as the dtype (int64 by default, self's for randint_like).
+    bool like = op == "randint_like";
+    auto lowIdx = argIndex(n, "low"), highIdx = argIndex(n, "high");
+    if (!highIdx)
+      return error(n, loc) << "has no 'high' operand";
+    auto low = lowIdx ? intArg(n, *lowIdx, loc) : FailureOr<int64_t>(0);
+    auto high = intArg(n, *highIdx, loc);
+    if (failed(low) || failed(high))
+      return failure();
+    if (*high <= *low)
+      return error(n, loc) << "random integers in [" << *low << ", " << *high
+                           << ") form an empty range";
+    if (*high - *low > (int64_t(1) << 24))
+      return error(n, loc) << "random integers in [" << *low << ", " << *high
+                           << ") span more than 2^24 values (drawn as float32)";
+    FailureOr<VTensorType> t = failure();
+    if (like) {
+      t = self();
+      if (failed(t))
+        return failure();
+      auto elt = resultElem(t->getElementType(), true);
+      if (failed(elt))
+        return failure();
+      t = t->withElementType(*elt);
+    } else {
+      auto size = argIndex(n, "size");
+      auto elt = resultElem(b().getI64Type(), true);
+      if (!size || failed(elt))
+        return failed(elt) ? failure()
+                           : (error(n, loc) << "has no 'size' operand",
+                              failure());
+      t = sizeType(*size, *elt);
+    }
+    if (failed(t))
+      return failure();
+    Value u = draw(t->withElementType(b().getF32Type()),
+                   RandomDistribution::uniform, double(*low), double(*high));
+    auto fl = unary(UnaryKind::floor, u, loc);
+    if (failed(fl))
+      return failure();
+    auto capped = binary("minimum", TSValue::ofTensor(*fl),
+                         TSValue::ofFloat(double(*high - 1)), loc, n);
+    if (failed(capped))
+      return failure();
+    return bindResult(n, cast(*capped, t->getElementType(), loc));
+  }
+  return error(n, loc) << "is not a random op";
 }
 
 LogicalResult TSImporter::hArange(Node *n, Location loc) {

@@ -44,6 +44,7 @@ complexdiv.pt   division by a complex tensor
 complexcast.pt  a complex tensor converted to float (drops the imaginary part)
 complexop.pt    sigmoid of a complex tensor
 complexfftbatch.pt torch.fft.fft over the batch dimension
+randbig.pt      torch.randint over 2^25 values (drawn as float32: not exact)
 """
 import os
 import sys
@@ -300,6 +301,12 @@ class ComplexUse(nn.Module):
         return F.cross_entropy(r, y)
 
 
+class RandBig(nn.Module):
+    def forward(self, x, y):
+        noise = torch.randint(0, 2 ** 25, x.shape).float() * 1e-8
+        return F.cross_entropy(x + noise, y)
+
+
 class Spectral(nn.Module):
     def __init__(self):
         super().__init__()
@@ -361,6 +368,8 @@ export(MaxNorm(), (torch.tensor([[1, 2], [3, 1]]), torch.tensor([1, 0])),
 for use in ("div", "cast", "op", "fftbatch"):
     export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
            os.path.join(out, f"complex{use}.pt"), input_names=["x", "y"])
+export(RandBig(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "randbig.pt"),
+       input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
 os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
