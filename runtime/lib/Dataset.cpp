@@ -19,6 +19,12 @@
 
 namespace varuna::rt {
 
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 namespace {
 
 [[noreturn]] void fail(const std::string &name, const std::string &what) {
@@ -132,12 +138,6 @@ NpyHeader readNpyHeader(int fd, const std::string &path) {
 //===----------------------------------------------------------------------===//
 // Synthetic values
 //===----------------------------------------------------------------------===//
-
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t fnv1a(const std::string &s) {
   uint64_t h = 0xCBF29CE484222325ull;

@@ -9,6 +9,7 @@
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/Transforms/GraphUtils.h"
+#include "varuna/runtime/Dataset.h"
 #include "varuna/runtime/ParamData.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -55,6 +56,14 @@ ATenEvaluator::ATenEvaluator(ModuleOp module, func::FuncOp graph,
   if (dataDir.empty())
     if (auto src = module->getAttrOfType<StringAttr>(kSourceAttr))
       dataDir = llvm::sys::path::parent_path(src.getValue()).str();
+}
+
+void ATenEvaluator::seedStep(int64_t step, int64_t stage, int64_t replica) {
+  uint64_t h = rt::mix64(options.seed);
+  for (int64_t v : {step, stage, replica})
+    h = rt::mix64(h ^ static_cast<uint64_t>(v));
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_current_seed(h);
 }
 
 FailureOr<ATenEvaluator> ATenEvaluator::create(ModuleOp module,

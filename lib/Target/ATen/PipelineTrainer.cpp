@@ -445,6 +445,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
                          const TrainingConfig &config,
                          rt::Optimizer &optimizer, StepMetrics &m) {
   auto start = std::chrono::steady_clock::now();
+  evaluator.seedStep(s, stage, replica);
   // The global batch's micro-batches, dealt out in contiguous runs: when D
   // does not divide their number the first replicas take one more (the loss
   // and the gradients are normalized by the global count, so the step is

@@ -496,6 +496,7 @@ LogicalResult varuna::trainReference(
   rt::Trace trace(!options.tracePath.empty());
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
+    evaluator->seedStep(step, 0, 0); // as the pipeline's one rank
     for (at::Tensor &p : leaves)
       p.mutable_grad() = at::Tensor();
     double lossSum = 0, total = 0;

@@ -121,6 +121,21 @@ fno             TorchScript: a Fourier neural operator as its reference code
 fnet            TorchScript: Hugging Face's FNetForSequenceClassification
                 (torch.fft.fftn over the sequence and hidden dimensions,
                 .real)
+random_moments  TorchScript: random numbers drawn inside forward -- randn,
+                rand_like, new_empty().normal_, empty().uniform_,
+                exponential_, Gumbel noise, bernoulli_ and bernoulli,
+                randint (two forms), randint_like, normal(tensor, std), the
+                first draws of two blocks multiplied (independent stages) --
+                each term a sample mean times its own weight (1 at the
+                start; random_moments.py reads the means off the weights)
+diffusion       TorchScript: DDPM's training objective -- torch.randint
+                timesteps, torch.randn_like noise, the schedule's buffers
+                indexed by the timesteps, a sinusoidal embedding, an MLP
+                predicting the noise, MSE
+stochastic      TorchScript: a VAE's reparameterization (randn_like), timm's
+                drop_path (x.new_empty(shape).bernoulli_(keep).div_(keep))
+                around residual blocks, and a Gumbel-softmax (hard=True)
+                codebook lookup
 """
 import torch
 import torch.nn as nn
@@ -1077,3 +1092,169 @@ class FNO(nn.Module):
 
 def fno():
     return FNO(), (torch.randn(2, 8, 8, 3), torch.randn(2, 8, 8))
+
+
+# Each random term of RandomMoments: (expectation, variance) of one draw.
+MOMENTS = {
+    "randn_sq": (1.0, 2.0), "rand_like": (0.5, 1 / 12),
+    "normal_": (2.0, 9.0), "normal_sq": (13.0, 306.0), "uniform_": (1.0, 16 / 12),
+    "exponential_": (0.5, 0.25), "gumbel": (0.5772156649, 3.14159265 ** 2 / 6),
+    "bernoulli_": (0.3, 0.21), "bernoulli": (0.8, 0.16),
+    "randint": (4.5, 99 / 12), "randint_low": (4.0, 2.0), "randint_like": (2.0, 2.0),
+    "normal_tensor": (-1.0, 0.25), "independent": (2.0, 8.0), "corr": (0.0, 1.0),
+}
+# "corr": block 0's first draw times another block's first draw (0 unless
+# two stages draw the same numbers).
+MOMENT_BLOCKS = [["randn_sq", "rand_like"], ["corr", "normal_", "normal_sq", "uniform_"],
+                 ["corr", "exponential_", "gumbel", "bernoulli_", "bernoulli"],
+                 ["corr", "randint", "randint_low", "randint_like", "normal_tensor",
+                  "independent"]]
+MOMENT_DRAWS = 4096
+
+
+def _draw(name, h, z0):
+    B, N = h.shape[0], MOMENT_DRAWS
+    big = h[:, :1].expand(B, N)
+    if name == "randn_sq":
+        return z0.pow(2)
+    if name == "corr":
+        return z0 * torch.randn(B, N)
+    if name == "rand_like":
+        return torch.rand_like(big)
+    if name == "normal_":
+        return h.new_empty(B, N).normal_(2.0, 3.0)
+    if name == "normal_sq":
+        return h.new_empty(B, N).normal_(2.0, 3.0).pow(2)
+    if name == "uniform_":
+        return torch.empty(B, N).uniform_(-1.0, 3.0)
+    if name == "exponential_":
+        return torch.empty_like(big).exponential_(2.0)
+    if name == "gumbel":  # as F.gumbel_softmax draws it
+        return -torch.empty_like(big).exponential_().log()
+    if name == "bernoulli_":
+        return big.new_empty(B, N).bernoulli_(0.3)
+    if name == "bernoulli":
+        return torch.bernoulli(torch.full_like(big, 0.8))
+    if name == "randint":
+        return torch.randint(0, 10, (B, N)).float()
+    if name == "randint_low":
+        return torch.randint(2, 7, (B, N)).float()
+    if name == "randint_like":
+        return torch.randint_like(big, 5)
+    if name == "normal_tensor":
+        return torch.normal(torch.full_like(big, -1.0), 0.5)
+    if name == "independent":
+        return (torch.randn(B, N) - torch.randn(B, N)).pow(2)
+    raise KeyError(name)
+
+
+class MomentBlock(nn.Module):
+    def __init__(self, names):
+        super().__init__()
+        self.names = names
+        self.lin = nn.Linear(8, 8)
+        self.w = nn.Parameter(torch.ones(len(names)))
+
+    def forward(self, h, acc, z0):
+        h = torch.tanh(self.lin(h))
+        if z0 is None:
+            z0 = torch.randn(h.shape[0], MOMENT_DRAWS)
+        for i, name in enumerate(self.names):
+            acc = acc + self.w[i] * _draw(name, h, z0).mean(1)
+        return h, acc, z0
+
+
+class RandomMoments(nn.Module):
+    """Sample means of random draws made inside forward, each times its
+    own weight: after one SGD step a weight has moved by lr x its mean."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(MomentBlock(n) for n in MOMENT_BLOCKS)
+
+    def forward(self, x):
+        h, acc, z0 = x, torch.zeros_like(x[:, 0]), None
+        for blk in self.blocks:
+            h, acc, z0 = blk(h, acc, z0)
+        return acc.mean() + 0.01 * h.pow(2).mean()
+
+
+def random_moments():
+    return RandomMoments(), (torch.randn(2, 8),)
+
+
+class Diffusion(nn.Module):
+    def __init__(self, d=12, width=32, T=100):
+        super().__init__()
+        self.T = T
+        betas = torch.linspace(1e-4, 0.02, T)
+        cum = torch.cumprod(1 - betas, 0)
+        self.register_buffer("sqrt_cum", cum.sqrt())
+        self.register_buffer("sqrt_one_minus_cum", (1 - cum).sqrt())
+        self.time = nn.Sequential(nn.Linear(16, width), nn.SiLU(), nn.Linear(width, width))
+        self.inp = nn.Linear(d, width)
+        self.blocks = nn.ModuleList(nn.Linear(width, width) for _ in range(3))
+        self.out = nn.Linear(width, d)
+
+    def embed(self, t):
+        half = 8
+        freqs = torch.exp(-torch.log(torch.tensor(10000.0)) * torch.arange(half) / half)
+        args = t[:, None].float() * freqs[None]
+        return torch.cat([args.sin(), args.cos()], -1)
+
+    def forward(self, x):
+        t = torch.randint(0, self.T, (x.shape[0],), device=x.device)
+        noise = torch.randn_like(x)
+        xt = self.sqrt_cum[t][:, None] * x + self.sqrt_one_minus_cum[t][:, None] * noise
+        temb = self.time(self.embed(t))
+        h = self.inp(xt)
+        for blk in self.blocks:
+            h = h + F.silu(blk(h + temb))
+        return F.mse_loss(self.out(h), noise)
+
+
+def diffusion():
+    return Diffusion(), (torch.randn(2, 12),)
+
+
+def _drop_path(x, p, training):
+    if p == 0.0 or not training:
+        return x
+    keep = 1 - p
+    shape = (x.shape[0],) + (1,) * (x.ndim - 1)
+    mask = x.new_empty(shape).bernoulli_(keep)
+    mask.div_(keep)
+    return x * mask
+
+
+class PathBlock(nn.Module):
+    def __init__(self, d, p):
+        super().__init__()
+        self.norm, self.fc, self.p = nn.LayerNorm(d), nn.Linear(d, d), p
+
+    def forward(self, x):
+        return x + _drop_path(F.gelu(self.fc(self.norm(x))), self.p, self.training)
+
+
+class Stochastic(nn.Module):
+    def __init__(self, d=16, latent=8, codes=12):
+        super().__init__()
+        self.enc = nn.Linear(d, 2 * latent)
+        self.dec = nn.Linear(latent, d)
+        self.blocks = nn.Sequential(*(PathBlock(d, 0.25) for _ in range(4)))
+        self.logits = nn.Linear(d, codes)
+        self.codebook = nn.Parameter(torch.randn(codes, d) * 0.1)
+        self.head = nn.Linear(d, C)
+
+    def forward(self, x, labels):
+        mu, logvar = self.enc(x).chunk(2, -1)
+        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
+        kld = -0.5 * torch.mean(torch.sum(1 + logvar - mu.pow(2) - logvar.exp(), -1))
+        h = self.blocks(self.dec(z))
+        onehot = F.gumbel_softmax(self.logits(h), tau=0.7, hard=True)
+        h = h + onehot @ self.codebook
+        return F.cross_entropy(self.head(h), labels) + 0.1 * kld
+
+
+def stochastic():
+    return Stochastic(), (torch.randn(2, 16), torch.randint(0, C, (2,)))

@@ -195,6 +195,13 @@ public:
   /// The generator dropout and random ops draw from (its state can be saved
   /// and restored so a recomputed forward draws the same numbers).
   at::Generator &getGenerator() { return generator; }
+  /// Reseeds the generator for training step `step` of the rank at
+  /// (`stage`, `replica`) from (seed, step, stage, replica): each stage and
+  /// replica draws its own numbers (two stages never repeat each other's
+  /// dropout masks, nor two replicas their noise), and a step's draws do not
+  /// depend on the steps before, so a run resumed from a checkpoint draws
+  /// what the uninterrupted run drew.
+  void seedStep(int64_t step, int64_t stage, int64_t replica);
   /// The parameter's tensor: read from its #varuna.data on first use, then
   /// the cached one. Throws ATenEvalError (naming it) when it cannot be read.
   at::Tensor loadParam(ParamOp param);

@@ -116,6 +116,10 @@ private:
   int64_t samples;
 };
 
+/// SplitMix64's finalizer: a well-mixed 64-bit hash of `z` (seeds derived
+/// from several numbers, synthetic values).
+uint64_t mix64(uint64_t z);
+
 /// Deterministic pseudo-random samples: each value is a function of (seed,
 /// input name, global sample index, position) only, so every P x D sees the
 /// same data. Integer inputs (and bool, as 0/1) are uniform in [0, vocab);
