@@ -356,26 +356,31 @@ LogicalResult TSImporter::hRandom(Node *n, Location loc) {
       return failure();
     return tensorType(*x);
   };
+  // The type of operand 0 with the dtype argument's element type, or of a
+  // new tensor of the size at operand `sizeIdx` (element type `natural`
+  // unless the dtype argument names one).
+  auto likeType = [&](bool anyType) -> FailureOr<VTensorType> {
+    auto t = self();
+    if (failed(t))
+      return failure();
+    auto elt = resultElem(t->getElementType(), anyType);
+    if (failed(elt))
+      return failure();
+    return t->withElementType(*elt);
+  };
+  auto newType = [&](unsigned sizeIdx, Type natural,
+                     bool anyType) -> FailureOr<VTensorType> {
+    auto elt = resultElem(natural, anyType);
+    if (failed(elt))
+      return failure();
+    return sizeType(sizeIdx, *elt);
+  };
 
   if (op == "rand" || op == "randn" || op == "rand_like" ||
       op == "randn_like" || (op == "normal" && inplace) || op == "uniform" ||
       op == "exponential") {
     bool like = op.ends_with("_like") || inplace;
-    FailureOr<VTensorType> t = failure();
-    if (like) {
-      t = self();
-      if (failed(t))
-        return failure();
-      auto elt = resultElem(t->getElementType(), false);
-      if (failed(elt))
-        return failure();
-      t = t->withElementType(*elt);
-    } else {
-      auto elt = resultElem(b().getF32Type(), false);
-      if (failed(elt))
-        return failure();
-      t = sizeType(0, *elt);
-    }
+    auto t = like ? likeType(false) : newType(0, b().getF32Type(), false);
     if (failed(t))
       return failure();
     bool normal = op == "randn" || op == "randn_like" || op == "normal";
@@ -414,25 +419,21 @@ LogicalResult TSImporter::hRandom(Node *n, Location loc) {
     TSValue mean = *operand(n, 0), std = *operand(n, 1);
     bool tm = mean.kind == TSValue::Kind::Tensor,
          ts = std.kind == TSValue::Kind::Tensor;
-    FailureOr<Value> shape = failure();
+    FailureOr<VTensorType> t = failure();
     if (tm || ts) {
       // The broadcast shape (and promoted type) of the two operands.
-      shape = binary("add", mean, std, loc, n);
-    } else {
-      auto elt = resultElem(b().getF32Type(), false);
-      auto t = failed(elt) ? FailureOr<VTensorType>(failure())
-                           : sizeType(2, *elt);
-      if (failed(t))
+      auto sum = binary("add", mean, std, loc, n);
+      if (failed(sum))
         return failure();
-      shape = Value(b().create<FullOp>(
-          loc, *t, FloatAttr::get(t->getElementType(), 0.0)));
+      t = tensorType(*sum);
+    } else {
+      t = newType(2, b().getF32Type(), false);
     }
-    if (failed(shape))
+    if (failed(t))
       return failure();
-    VTensorType t = tensorType(*shape);
-    if (!isFloatType(t.getElementType()))
+    if (!isFloatType(t->getElementType()))
       return operandError(n, 0, loc, "a floating-point mean");
-    Value z = draw(t, RandomDistribution::normal, 0.0, 1.0);
+    Value z = draw(*t, RandomDistribution::normal, 0.0, 1.0);
     auto scaled = binary("mul", TSValue::ofTensor(z), std, loc, n);
     if (failed(scaled))
       return failure();
@@ -485,24 +486,10 @@ LogicalResult TSImporter::hRandom(Node *n, Location loc) {
     if (*high - *low > (int64_t(1) << 24))
       return error(n, loc) << "random integers in [" << *low << ", " << *high
                            << ") span more than 2^24 values (drawn as float32)";
-    FailureOr<VTensorType> t = failure();
-    if (like) {
-      t = self();
-      if (failed(t))
-        return failure();
-      auto elt = resultElem(t->getElementType(), true);
-      if (failed(elt))
-        return failure();
-      t = t->withElementType(*elt);
-    } else {
-      auto size = argIndex(n, "size");
-      auto elt = resultElem(b().getI64Type(), true);
-      if (!size || failed(elt))
-        return failed(elt) ? failure()
-                           : (error(n, loc) << "has no 'size' operand",
-                              failure());
-      t = sizeType(*size, *elt);
-    }
+    auto size = argIndex(n, "size");
+    if (!like && !size)
+      return error(n, loc) << "has no 'size' operand";
+    auto t = like ? likeType(true) : newType(*size, b().getI64Type(), true);
     if (failed(t))
       return failure();
     Value u = draw(t->withElementType(b().getF32Type()),
