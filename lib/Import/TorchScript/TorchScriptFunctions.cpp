@@ -1293,6 +1293,333 @@ LogicalResult TSImporter::hScatter(Node *n, Location loc) {
                            *self, *axis, *index, src, op == "scatter_add"));
 }
 
+/// `index` [K] (integers) viewed along `axis` of a tensor of `like`'s rank
+/// and expanded to `like`'s shape: the per-element index scatterAlong takes.
+FailureOr<Value> TSImporter::indexAlong(Value index, int64_t axis, Value like,
+                                        Location loc) {
+  VTensorType it = tensorType(index), lt = tensorType(like);
+  SmallVector<SymInt> dims(lt.getRank(), SymInt(1));
+  dims[axis] = it.getDim(0);
+  auto shaped = reshape(index, dims, loc);
+  if (failed(shaped))
+    return failure();
+  return Value(b().create<ExpandOp>(
+      loc, lt.withElementType(it.getElementType()), *shaped));
+}
+
+/// Checks that `index` is a 1-D integer index for dimension `axis` of
+/// `self` (a dimension that does not depend on the batch).
+static LogicalResult checkSliceIndex(TSImporter &imp, TSImporter::Node *n,
+                                     Value index, Value self, int64_t axis,
+                                     Location loc) {
+  VTensorType it = tensorType(index), st = tensorType(self);
+  if (it.getRank() != 1 || !it.getElementType().isSignlessInteger() ||
+      it.getElementType().isInteger(1))
+    return imp.error(n, loc) << "the index must be a 1-D integer tensor, got "
+                             << it;
+  if (st.getBatchDim() == axis)
+    return imp.error(n, loc)
+           << "indexes dimension " << axis
+           << ", whose size depends on the batch (a write there would mix "
+              "micro-batches)";
+  return success();
+}
+
+/// Operand `i` checked by checkSliceIndex.
+static FailureOr<Value> sliceIndex(TSImporter &imp, TSImporter::Node *n,
+                                   unsigned i, Value self, int64_t axis,
+                                   Location loc) {
+  auto index = imp.tensorArg(n, i, loc);
+  if (failed(index) ||
+      failed(checkSliceIndex(imp, n, *index, self, axis, loc)))
+    return failure();
+  return *index;
+}
+
+/// index_add(self, dim, index [K], source, alpha) / index_copy(self, dim,
+/// index, source): source's slices added to (written into) self's slices
+/// `index` along dim -- graph message passing (`out.index_add_(0, dst,
+/// msg)`). Through Decomposer::scatterAlong; index_copy with a repeated
+/// index adds the slices up (torch leaves which one wins undefined).
+LogicalResult TSImporter::hIndexAdd(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto self = tensorArg(n, 0, loc);
+  auto dim = intArg(n, 1, loc);
+  auto source = tensorArg(n, 3, loc);
+  if (failed(self) || failed(dim) || failed(source))
+    return failure();
+  Type et = tensorType(*self).getElementType();
+  auto axis = normIndex(n, *dim, tensorType(*self).getRank(), loc);
+  if (failed(axis))
+    return failure();
+  auto index = sliceIndex(*this, n, 2, *self, *axis, loc);
+  if (failed(index))
+    return failure();
+  Value src = cast(*source, et, loc);
+  if (op == "index_add") {
+    auto alpha = optArg(n, 4, loc, &TSImporter::floatArg, 1.0);
+    if (failed(alpha))
+      return failure();
+    if (*alpha != 1.0) {
+      auto scaled = binary("mul", TSValue::ofTensor(src),
+                           TSValue::ofFloat(*alpha), loc, n);
+      if (failed(scaled))
+        return failure();
+      src = *scaled;
+    }
+  }
+  auto idx = indexAlong(*index, *axis, src, loc);
+  if (failed(idx))
+    return failure();
+  return bindResult(n, Decomposer(b(), loc).scatterAlong(
+                           *self, *axis, *idx, src, op == "index_add"));
+}
+
+/// Whether each position of dimension `axis` (size `size`) is named by
+/// `index` [K]: an i1 tensor of rank `rank`, `size` along `axis`, 1
+/// elsewhere.
+FailureOr<Value> TSImporter::indexMask(Value index, int64_t axis,
+                                       int64_t size, int64_t rank,
+                                       Location loc, Node *n) {
+  Decomposer d(b(), loc);
+  SmallVector<double> positions;
+  for (int64_t j = 0; j < size; ++j)
+    positions.push_back(double(j));
+  Type it = tensorType(index).getElementType();
+  Value row = d.constant({1, size}, it, positions);
+  auto col = reshape(index, {tensorType(index).getDim(0), SymInt(1)}, loc);
+  if (failed(col))
+    return failure();
+  auto hits = binary("eq", TSValue::ofTensor(*col), TSValue::ofTensor(row),
+                     loc, n); // [K, size]
+  if (failed(hits))
+    return failure();
+  auto any = reduce(ReduceKind::max, cast(*hits, b().getF32Type(), loc), {0},
+                    false, loc);
+  if (failed(any))
+    return failure();
+  SmallVector<SymInt> dims(rank, SymInt(1));
+  dims[axis] = SymInt(size);
+  auto shaped = reshape(cast(*any, b().getI1Type(), loc), dims, loc);
+  return shaped;
+}
+
+/// index_fill(self, dim, index [K], value): the slices `index` along dim
+/// set to value (`h[:, idx] = 1.0` traces to it).
+LogicalResult TSImporter::hIndexFill(Node *n, Location loc) {
+  auto self = tensorArg(n, 0, loc);
+  auto dim = intArg(n, 1, loc);
+  if (failed(self) || failed(dim))
+    return failure();
+  VTensorType st = tensorType(*self);
+  auto axis = normIndex(n, *dim, st.getRank(), loc);
+  if (failed(axis))
+    return failure();
+  auto index = sliceIndex(*this, n, 2, *self, *axis, loc);
+  if (failed(index))
+    return failure();
+  auto value = asTensor(lookup(n->input(3)), st.getElementType(), loc, n);
+  if (failed(value))
+    return failure();
+  if (tensorType(*value).getRank() != 0)
+    return operandError(n, 3, loc, "a number or a 0-d tensor");
+  auto mask = indexMask(*index, *axis, st.getDim(*axis).constant,
+                        st.getRank(), loc, n);
+  if (failed(mask))
+    return failure();
+  return bindResult(n, make<WhereOp>(loc, {*mask, cast(*value, st.getElementType(), loc),
+                                           *self}));
+}
+
+/// index_put(self, indices, values, accumulate): `x[mask] = v` (a boolean
+/// mask over leading dimensions, v a number or a 0-d tensor) and `x[..,
+/// idx] = v` / `+=` (one 1-D integer index after leading Nones, v
+/// broadcast to the indexed slices). Several index tensors, and a mask
+/// with values per selected element (their number depends on the data),
+/// are refused.
+LogicalResult TSImporter::hIndexPut(Node *n, Location loc) {
+  auto self = tensorArg(n, 0, loc);
+  auto accumulate = optArg(n, 3, loc, &TSImporter::boolArg, false);
+  if (failed(self) || failed(accumulate))
+    return failure();
+  VTensorType st = tensorType(*self);
+  Type et = st.getElementType();
+  TSValue list = lookup(n->input(1));
+  if (list.kind != TSValue::Kind::List)
+    return operandError(n, 1, loc, "a list of indices");
+  int64_t axis = -1;
+  TSValue index;
+  for (auto [i, v] : llvm::enumerate(list.list)) {
+    if (v.kind == TSValue::Kind::None)
+      continue;
+    if (axis >= 0)
+      return error(n, loc) << "writes through several index tensors; only "
+                              "one (after leading ':') is supported";
+    axis = static_cast<int64_t>(i);
+    index = v;
+  }
+  if (axis < 0)
+    return error(n, loc) << "writes without an index tensor";
+  auto idx = asTensor(index, Type(), loc, n);
+  auto values = asTensor(lookup(n->input(2)), et, loc, n);
+  if (failed(idx) || failed(values))
+    return failure();
+  Value v = cast(*values, et, loc);
+  VTensorType it = tensorType(*idx);
+  if (it.getElementType().isInteger(1)) {
+    // A mask over dimensions axis .. axis + rank(mask) - 1 of self.
+    SmallVector<SymInt> md = dimsOf(*idx), sd = dimsOf(*self);
+    if (axis + md.size() > sd.size() ||
+        !std::equal(md.begin(), md.end(), sd.begin() + axis))
+      return error(n, loc) << "a mask of shape " << dimsStr(md)
+                           << " does not match dimensions " << axis
+                           << " onwards of " << dimsStr(sd);
+    if (tensorType(v).getRank() != 0)
+      return error(n, loc) << "writes a tensor of values through a mask (as "
+                              "many values as the mask selects, a number "
+                              "that depends on the data); write a number, or "
+                              "use torch.where(mask, values, x)";
+    SmallVector<SymInt> dims(axis, SymInt(1));
+    dims.append(md.begin(), md.end());
+    dims.append(sd.size() - dims.size(), SymInt(1));
+    auto mask = reshape(*idx, dims, loc);
+    if (failed(mask))
+      return failure();
+    if (!*accumulate)
+      return bindResult(n, make<WhereOp>(loc, {*mask, v, *self}));
+    Value zero = scalarConstant(0.0, et, loc);
+    auto added = make<WhereOp>(loc, {*mask, v, zero});
+    if (failed(added))
+      return failure();
+    return bindResult(n, binary("add", TSValue::ofTensor(*self),
+                                TSValue::ofTensor(*added), loc, n));
+  }
+  if (failed(checkSliceIndex(*this, n, *idx, *self, axis, loc)))
+    return failure();
+  // The slices written: self's shape with K along the axis.
+  SmallVector<SymInt> sd = dimsOf(*self);
+  sd[axis] = it.getDim(0);
+  auto srcType = typeFromDims(sd, et, loc);
+  if (failed(srcType))
+    return failure();
+  Value src = b().create<ExpandOp>(loc, *srcType, v);
+  auto along = indexAlong(*idx, axis, src, loc);
+  if (failed(along))
+    return failure();
+  return bindResult(n, Decomposer(b(), loc).scatterAlong(*self, axis, *along,
+                                                          src, *accumulate));
+}
+
+/// diagonal(self, offset, dim1, dim2): the elements [i, i + offset] of the
+/// two (static) dimensions, as a last dimension -- x times a constant 0/1
+/// mask, summed over dim2, sliced to the diagonal's length (adding zeros is
+/// exact). diag(x [n, m], k) is diagonal(x, k); diag(v [n], 0) and
+/// diag_embed(v [.., n]) make a matrix with v on its diagonal; trace(x) sums
+/// the diagonal.
+LogicalResult TSImporter::hDiagonal(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  VTensorType t = tensorType(*x);
+  int64_t rank = t.getRank();
+  Decomposer d(b(), loc);
+  auto offsetArg = optArg(n, 1, loc, &TSImporter::intArg, 0);
+  if (failed(offsetArg))
+    return failure();
+  int64_t off = op == "trace" ? 0 : *offsetArg;
+  if ((op == "diag" && rank == 1) || op == "diag_embed") {
+    // v [.., n] -> [.., n, n] (diag: [n, n]) with v on the diagonal.
+    if (off != 0 || rank < 1 || t.getBatchDim() == rank - 1)
+      return error(n, loc) << op << " supports offset 0 of a last dimension "
+                                    "that does not depend on the batch";
+    if (op == "diag_embed" && n->inputs().size() > 3) {
+      auto d1 = intArg(n, 2, loc), d2 = intArg(n, 3, loc);
+      if (failed(d1) || failed(d2))
+        return failure();
+      if (normAxis(*d1, rank + 1) != rank - 1 || normAxis(*d2, rank + 1) != rank)
+        return error(n, loc) << "diag_embed into dimensions other than the "
+                                "last two is not supported";
+    }
+    int64_t size = t.getDim(rank - 1).constant;
+    SmallVector<double> eye;
+    for (int64_t i = 0; i < size; ++i)
+      for (int64_t j = 0; j < size; ++j)
+        eye.push_back(i == j);
+    SmallVector<SymInt> dims = dimsOf(*x);
+    dims.push_back(SymInt(1));
+    auto col = reshape(*x, dims, loc);
+    if (failed(col))
+      return failure();
+    return bindResult(n, binary("mul", TSValue::ofTensor(*col),
+                                TSValue::ofTensor(d.constant(
+                                    {size, size}, t.getElementType(), eye)),
+                                loc, n));
+  }
+  int64_t d1 = 0, d2 = 1;
+  if (op == "diagonal") {
+    auto a = optArg(n, 2, loc, &TSImporter::intArg, 0);
+    auto c = optArg(n, 3, loc, &TSImporter::intArg, 1);
+    if (failed(a) || failed(c))
+      return failure();
+    auto na = normIndex(n, *a, rank, loc), nc = normIndex(n, *c, rank, loc);
+    if (failed(na) || failed(nc))
+      return failure();
+    d1 = *na;
+    d2 = *nc;
+  } else if (rank != 2) {
+    return error(n, loc) << op << " of a tensor of rank " << rank
+                         << " (expected a matrix)";
+  }
+  if (d1 == d2 || rank < 2)
+    return error(n, loc) << "diagonal of dimensions " << d1 << " and " << d2;
+  if (t.getBatchDim() == d1 || t.getBatchDim() == d2)
+    return error(n, loc) << "a diagonal over the batch-dependent dimension "
+                         << t.getBatchDim() << " is not supported";
+  int64_t n1 = t.getDim(d1).constant, n2 = t.getDim(d2).constant;
+  int64_t start = std::max<int64_t>(0, -off),
+          end = std::min<int64_t>(n1, n2 - off);
+  if (end <= start)
+    return error(n, loc) << "the diagonal at offset " << off << " of " << n1
+                         << " x " << n2 << " is empty";
+  SmallVector<int64_t> shape(rank, 1);
+  shape[d1] = n1;
+  shape[d2] = n2;
+  SmallVector<double> mask;
+  for (int64_t i = 0; i < n1; ++i)
+    for (int64_t j = 0; j < n2; ++j)
+      mask.push_back(j - i == off);
+  // The mask laid out over (d1, d2) in that order of dimensions.
+  if (d1 > d2) {
+    SmallVector<double> swapped(mask.size());
+    for (int64_t i = 0; i < n1; ++i)
+      for (int64_t j = 0; j < n2; ++j)
+        swapped[j * n1 + i] = mask[i * n2 + j];
+    mask = swapped;
+  }
+  auto masked = binary("mul", TSValue::ofTensor(*x),
+                       TSValue::ofTensor(d.constant(shape, t.getElementType(),
+                                                    mask)),
+                       loc, n);
+  if (failed(masked))
+    return failure();
+  auto summed = reduce(ReduceKind::sum, *masked, {d2}, false, loc);
+  if (failed(summed))
+    return failure();
+  int64_t a1 = d1 < d2 ? d1 : d1 - 1;
+  auto diag = sliceOf(*summed, a1, SymInt(start), SymInt(end), 1, loc, n);
+  if (failed(diag))
+    return failure();
+  if (op == "trace")
+    return bindResult(n, reduce(ReduceKind::sum, *diag, {0}, false, loc));
+  SmallVector<int64_t> perm;
+  for (int64_t i = 0; i < rank - 1; ++i)
+    if (i != a1)
+      perm.push_back(i);
+  perm.push_back(a1);
+  return bindResult(n, transpose(*diag, perm, loc));
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise and small functions as compositions (hMath)
 //===----------------------------------------------------------------------===//

@@ -311,6 +311,17 @@ public:
   mlir::FailureOr<mlir::Value> stepsWithin(mlir::Value x, mlir::Value lengths,
                                            mlir::Location loc);
 
+  /// `index` [K] viewed along `axis` of `like`'s rank and expanded to its
+  /// shape (scatterAlong's per-element index).
+  mlir::FailureOr<mlir::Value> indexAlong(mlir::Value index, int64_t axis,
+                                          mlir::Value like,
+                                          mlir::Location loc);
+  /// i1 of rank `rank`, `size` along `axis` (1 elsewhere): whether `index`
+  /// [K] names each position.
+  mlir::FailureOr<mlir::Value> indexMask(mlir::Value index, int64_t axis,
+                                         int64_t size, int64_t rank,
+                                         mlir::Location loc, Node *n);
+
 #define VARUNA_TS_HANDLER(NAME)                                                \
   mlir::LogicalResult NAME(Node *n, mlir::Location loc);
 #include "TorchScriptHandlers.def"

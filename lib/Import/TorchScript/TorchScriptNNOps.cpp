@@ -1041,6 +1041,11 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::prelu", "aten::_prelu_kernel"}, &TSImporter::hPrelu);
   reg({"aten::topk", "aten::sort", "aten::argsort"}, &TSImporter::hTopK);
   reg({"aten::scatter", "aten::scatter_add"}, &TSImporter::hScatter);
+  reg({"aten::index_add", "aten::index_copy"}, &TSImporter::hIndexAdd);
+  reg({"aten::index_fill"}, &TSImporter::hIndexFill);
+  reg({"aten::index_put"}, &TSImporter::hIndexPut);
+  reg({"aten::diagonal", "aten::diag", "aten::diag_embed", "aten::trace"},
+      &TSImporter::hDiagonal);
   reg({"aten::exp2", "aten::log2", "aten::log10", "aten::square",
        "aten::frac", "aten::hypot", "aten::lerp", "aten::addcmul",
        "aten::addcdiv", "aten::logaddexp", "aten::xlogy", "aten::nan_to_num",

@@ -132,6 +132,17 @@ diffusion       TorchScript: DDPM's training objective -- torch.randint
                 timesteps, torch.randn_like noise, the schedule's buffers
                 indexed by the timesteps, a sinusoidal embedding, an MLP
                 predicting the noise, MSE
+gcn             TorchScript: graph convolution as plain torch writes it --
+                messages gathered at the edges' sources, summed at their
+                targets with index_add_ over a fixed edge list (a buffer)
+barlow          TorchScript: Barlow Twins' loss -- the cross-correlation of
+                the batch's embeddings, torch.diagonal and the
+                off_diagonal trick (flatten, view, slice); a function of the
+                whole batch (exact with one micro-batch)
+index_writes    TorchScript: x[mask] = 0, x[:, idx] = 1 (index_fill_),
+                x[:, :, idx] = tensor (index_put_), index_put with
+                accumulate, index_copy, diag, diag_embed, trace,
+                diagonal with an offset
 stochastic      TorchScript: a VAE's reparameterization (randn_like), timm's
                 drop_path (x.new_empty(shape).bernoulli_(keep).div_(keep))
                 around residual blocks, and a Gumbel-softmax (hard=True)
@@ -1258,3 +1269,79 @@ class Stochastic(nn.Module):
 
 def stochastic():
     return Stochastic(), (torch.randn(2, 16), torch.randint(0, C, (2,)))
+
+
+class GCN(nn.Module):
+    def __init__(self, n=6, d=8):
+        super().__init__()
+        src = torch.tensor([0, 1, 2, 3, 4, 5, 0, 2])
+        dst = torch.tensor([1, 2, 3, 4, 5, 0, 3, 5])
+        self.register_buffer("src", src)
+        self.register_buffer("dst", dst)
+        deg = torch.zeros(n).index_add_(0, dst, torch.ones(8)) + 1
+        self.register_buffer("norm", deg.rsqrt())
+        self.layers = nn.ModuleList([nn.Linear(d, 16), nn.Linear(16, 16), nn.Linear(16, 16)])
+        self.head = nn.Linear(16, C)
+
+    def propagate(self, h):  # h [B, nodes, d]
+        msg = h[:, self.src] * self.norm[self.src][None, :, None]
+        out = torch.zeros_like(h).index_add_(1, self.dst, msg, alpha=0.5)
+        return (out + h) * self.norm[None, :, None]
+
+    def forward(self, x, labels):
+        for layer in self.layers:
+            x = F.relu(self.propagate(layer(x)))
+        return F.cross_entropy(self.head(x.mean(1)), labels)
+
+
+def gcn():
+    return GCN(), (torch.randn(2, 6, 8), torch.randint(0, C, (2,)))
+
+
+def _off_diagonal(x):
+    n, m = x.shape
+    return x.flatten()[:-1].view(n - 1, n + 1)[:, 1:].flatten()
+
+
+class Barlow(nn.Module):
+    def __init__(self, d=8, e=12):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(),
+                                 nn.Linear(16, e))
+        self.proj = nn.Linear(e, e)
+
+    def forward(self, x, x2):
+        z1, z2 = self.proj(self.net(x)), self.proj(self.net(x2))
+        c = z1.T @ z2 / 8.0  # the batch size, a constant as in the reference code
+        on = torch.diagonal(c).add(-1).pow(2).sum()
+        return on + 0.005 * _off_diagonal(c).pow(2).sum()
+
+
+def barlow():
+    return Barlow(), (torch.randn(2, 8), torch.randn(2, 8))
+
+
+class IndexWrites(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 4)
+        self.sq = nn.Parameter(torch.randn(4, 4) * 0.5)
+        self.head = nn.Linear(12, C)
+
+    def forward(self, x, labels):
+        h = self.a(x).clone()
+        h[h < 0] = 0.0
+        h[:, torch.tensor([1, 3])] = 1.0
+        g = self.b(h).view(-1, 2, 4)
+        g[:, :, torch.tensor([0, 2])] = self.c(x).view(-1, 2, 2)
+        k = g.index_copy(2, torch.tensor([3, 0]), g[:, :, :2] * 2)
+        sq = torch.index_put(self.sq, (torch.tensor([1, 0, 1]),), self.c.bias[None, :],
+                             accumulate=True)
+        m = torch.diag(sq) + torch.diagonal(sq, 1).sum() + torch.trace(sq)
+        e = torch.diag_embed(k[:, 0])            # [B, 4, 4]
+        feats = (e @ m).flatten(1)[:, :4] + torch.diag(torch.diag(self.sq)).sum(0)
+        return F.cross_entropy(self.head(torch.cat([k.flatten(1), feats], 1)), labels)
+
+
+def index_writes():
+    return IndexWrites(), (torch.randn(2, 8), torch.randint(0, C, (2,)))

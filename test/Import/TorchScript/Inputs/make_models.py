@@ -45,6 +45,7 @@ complexcast.pt  a complex tensor converted to float (drops the imaginary part)
 complexop.pt    sigmoid of a complex tensor
 complexfftbatch.pt torch.fft.fft over the batch dimension
 randbig.pt      torch.randint over 2^25 values (drawn as float32: not exact)
+batchwrite.pt   x[idx] = 0 (index_fill_) with idx indexing the examples (dimension 0)
 """
 import os
 import sys
@@ -307,6 +308,13 @@ class RandBig(nn.Module):
         return F.cross_entropy(x + noise, y)
 
 
+class BatchWrite(nn.Module):
+    def forward(self, x, y):
+        x = x.clone()
+        x[torch.tensor([0])] = 0.0
+        return F.cross_entropy(x, y)
+
+
 class Spectral(nn.Module):
     def __init__(self):
         super().__init__()
@@ -369,6 +377,8 @@ for use in ("div", "cast", "op", "fftbatch"):
     export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
            os.path.join(out, f"complex{use}.pt"), input_names=["x", "y"])
 export(RandBig(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "randbig.pt"),
+       input_names=["x", "y"])
+export(BatchWrite(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "batchwrite.pt"),
        input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
