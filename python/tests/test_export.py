@@ -229,6 +229,33 @@ def test_frozen_parameters_and_embedding_padding_metadata(tmp_path):
     assert "wpe.weight" not in info["parameters"] and "wpe.weight" in info["buffers"]
 
 
+class _UnusedLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(4, 3)
+        self.unused = nn.Linear(4, 2).to(torch.bfloat16)  # whose output the loss drops
+
+    def forward(self, x, y):
+        self.unused(x.to(torch.bfloat16))
+        return F.cross_entropy(self.used(x), y)
+
+
+def test_unused_parameters_kept_as_initializers(tmp_path):
+    # torch's exporter drops parameters no node reads; varuna.export adds
+    # them back with their values, so that the job holds (and keeps
+    # unchanged, as torch's optimizers would) every parameter.
+    torch.manual_seed(0)
+    model = _UnusedLayer()
+    varuna.export(model, (torch.randn(2, 4), torch.tensor([0, 2])), tmp_path / "u.onnx")
+    proto = onnx.load(str(tmp_path / "u.onnx"))
+    inits = {t.name: t for t in proto.graph.initializer}
+    assert {"unused.weight", "unused.bias", "used.weight", "used.bias"} <= set(inits)
+    w = inits["unused.weight"]
+    assert w.data_type == onnx.TensorProto.BFLOAT16 and list(w.dims) == [2, 4]
+    got = torch.frombuffer(bytearray(w.raw_data), dtype=torch.bfloat16).reshape(2, 4)
+    assert torch.equal(got, model.unused.weight.detach())
+
+
 def test_export_restores_buffers_and_stores_pre_export_values(tmp_path):
     model, inputs, _ = models.make("resnet")
     before = {n: b.clone() for n, b in model.named_buffers()}

@@ -356,6 +356,34 @@ def _patch_buffers(proto, snapshot: Dict[str, torch.Tensor]) -> None:
         _set_tensor_bytes(t, raw)
 
 
+# torch dtypes of parameters -> onnx.TensorProto data types.
+_ONNX_TYPES = {torch.float32: 1, torch.float16: 10, torch.float64: 11, torch.bfloat16: 16}
+
+
+def _keep_unused_parameters(proto, model: torch.nn.Module, params) -> None:
+    """Adds each trainable parameter that no node reads (the exporter drops
+    it: a WaveNet's last residual projection, whose output the loss never
+    uses) back as an initializer, so the job holds every parameter: varuna
+    keeps it unchanged, as torch's optimizers skip a parameter without a
+    gradient, and checkpoints and dumps have it, as with TorchScript."""
+    have = {t.name for t in proto.graph.initializer}
+    have.update(o for node in proto.graph.node for o in node.output)
+    have.update(i.name for i in proto.graph.input)
+    named = dict(model.named_parameters())
+    for name in params:
+        if name in have or name not in named:
+            continue
+        p = named[name].detach().cpu().contiguous()
+        if p.dtype not in _ONNX_TYPES:
+            continue
+        t = proto.graph.initializer.add()
+        t.name = name
+        t.dims.extend(p.shape)
+        t.data_type = _ONNX_TYPES[p.dtype]
+        _set_tensor_bytes(t, p.reshape(-1).view(torch.uint8).numpy().tobytes() if p.numel()
+                          else b"")
+
+
 def _set_metadata(proto, entries: Dict[str, str]) -> None:
     keep = [p for p in proto.metadata_props if p.key not in entries]
     del proto.metadata_props[:]
@@ -449,6 +477,8 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
                                do_constant_folding=do_constant_folding)
         proto = onnx.load(tmp_path, load_external_data=False)
         _patch_buffers(proto, snapshot)
+        if training and not do_constant_folding:  # else folded into constants
+            _keep_unused_parameters(proto, model, params)
         meta = {
             "varuna.parameters": json.dumps(params),
             "varuna.buffers": json.dumps(buffers),

@@ -143,6 +143,12 @@ index_writes    TorchScript: x[mask] = 0, x[:, idx] = 1 (index_fill_),
                 x[:, :, idx] = tensor (index_put_), index_put with
                 accumulate, index_copy, diag, diag_embed, trace,
                 diagonal with an offset
+wavenet         ONNX and TorchScript: WaveNet's gated dilated causal
+                convolutions (tanh x sigmoid, left padding, residual and
+                skip sums); the last residual projection's output is never
+                used, so torch's ONNX exporter drops its parameters
+                (varuna.export adds them back: kept unchanged, as torch's
+                SGD skips a parameter without a gradient)
 stochastic      TorchScript: a VAE's reparameterization (randn_like), timm's
                 drop_path (x.new_empty(shape).bernoulli_(keep).div_(keep))
                 around residual blocks, and a Gumbel-softmax (hard=True)
@@ -1345,3 +1351,27 @@ class IndexWrites(nn.Module):
 
 def index_writes():
     return IndexWrites(), (torch.randn(2, 8), torch.randint(0, C, (2,)))
+
+
+class WaveNet(nn.Module):
+    def __init__(self, ch=8, layers=4):
+        super().__init__()
+        self.inp = nn.Conv1d(1, ch, 1)
+        self.filt = nn.ModuleList(nn.Conv1d(ch, ch, 2, dilation=2 ** i) for i in range(layers))
+        self.gate = nn.ModuleList(nn.Conv1d(ch, ch, 2, dilation=2 ** i) for i in range(layers))
+        self.res = nn.ModuleList(nn.Conv1d(ch, ch, 1) for _ in range(layers))
+        self.skip = nn.ModuleList(nn.Conv1d(ch, ch, 1) for _ in range(layers))
+        self.out = nn.Conv1d(ch, 16, 1)
+
+    def forward(self, x, y):  # x [B, 1, T], y [B, T] in [0, 16)
+        h, skips = self.inp(x), 0
+        for i in range(len(self.filt)):
+            p = F.pad(h, (2 ** i, 0))
+            z = torch.tanh(self.filt[i](p)) * torch.sigmoid(self.gate[i](p))
+            skips = skips + self.skip[i](z)
+            h = h + self.res[i](z)
+        return F.cross_entropy(self.out(F.relu(skips)), y)
+
+
+def wavenet():
+    return WaveNet(), (torch.randn(2, 1, 16), torch.randint(0, 16, (2, 16)))
