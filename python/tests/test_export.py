@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 import zipfile
 
 import numpy as np
@@ -254,6 +255,57 @@ def test_unused_parameters_kept_as_initializers(tmp_path):
     assert w.data_type == onnx.TensorProto.BFLOAT16 and list(w.dims) == [2, 4]
     got = torch.frombuffer(bytearray(w.raw_data), dtype=torch.bfloat16).reshape(2, 4)
     assert torch.equal(got, model.unused.weight.detach())
+
+
+class _Reverse(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class _Square(torch.autograd.Function):  # backward = the forward's derivative
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+class _CustomBackward(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fc, self.fn = nn.Linear(4, 3), fn
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fn.apply(self.fc(x)), y)
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".pt"])
+def test_custom_autograd_function_refused(tmp_path, suffix):
+    # A Python backward cannot be exported: torch's ONNX exporter keeps the
+    # forward's ops, whose gradient is not a gradient reversal's (it was
+    # silently trained as the identity); TorchScript holds no Python.
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    with pytest.raises(ValueError, match=r"custom autograd.Function .*_Reverse.*: its backward"):
+        varuna.export(_CustomBackward(_Reverse), (x, y), tmp_path / ("m" + suffix))
+    assert not os.path.exists(tmp_path / ("m" + suffix))
+    square = _CustomBackward(_Square)
+    if suffix == ".pt":
+        with pytest.raises(ValueError, match=r"_Square: its backward is Python code"):
+            varuna.export(square, (x, y), tmp_path / "s.pt")
+    else:  # the forward's derivative is the backward: the ONNX file trains alike
+        with warnings.catch_warnings():  # nor is its no_grad forward a gradient cut
+            warnings.simplefilter("error")
+            varuna.export(square, (x, y), tmp_path / "s.onnx")
+        assert "fc.weight" in {t.name for t in onnx.load(str(tmp_path / "s.onnx")).graph.initializer}
 
 
 def test_export_restores_buffers_and_stores_pre_export_values(tmp_path):

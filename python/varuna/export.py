@@ -172,9 +172,21 @@ class _GradientWatch(torch.overrides.TorchFunctionMode):
                 self.detach.append(self._site())
             elif func == torch.Tensor.data.__get__:
                 self.data.append(self._site())
-            elif not torch.is_grad_enabled():
+            elif not torch.is_grad_enabled() and not self._in_function_forward():
                 self.no_grad.append(self._site())
         return func(*args, **kwargs)
+
+    @staticmethod
+    def _in_function_forward():
+        """Whether a custom autograd.Function's forward (which runs without
+        gradients; _check_custom_functions judges it) is on the stack."""
+        frame = inspect.currentframe()
+        while frame is not None:
+            if frame.f_code.co_name == "forward" and isinstance(
+                    frame.f_locals.get("ctx"), torch.autograd.function.FunctionCtx):
+                return True
+            frame = frame.f_back
+        return False
 
 
 def _gradient_cut_warnings(watch, fmt):
@@ -198,6 +210,112 @@ def _gradient_cut_warnings(watch, fmt):
             "training the ONNX file would send gradients where PyTorch stops them; export "
             "to TorchScript (a .pt path or format='torchscript'), which keeps it")
     return out
+
+
+def _custom_functions(loss: torch.Tensor) -> List[str]:
+    """The custom autograd.Functions on the loss's autograd graph (each
+    once, by qualified name)."""
+    from torch.autograd.function import BackwardCFunction
+    names, seen, stack = [], set(), [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if isinstance(fn, BackwardCFunction):
+            cls = getattr(fn, "_forward_cls", None)
+            if cls is not None:
+                name = f"{cls.__module__}.{cls.__qualname__}"
+                if name not in names:
+                    names.append(name)
+        stack.extend(f for f, _ in fn.next_functions)
+    return names
+
+
+class _ForwardCtx:
+    """A ctx for calling a Function's forward directly, outside apply."""
+    needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_dirty(self, *args):
+        pass
+
+    def mark_non_differentiable(self, *args):
+        pass
+
+    def set_materialize_grads(self, value):
+        pass
+
+
+@contextlib.contextmanager
+def _inlined_functions():
+    """Every custom autograd.Function runs its forward's ops under autograd
+    instead of its own backward: what torch's ONNX exporter keeps."""
+    base = torch.autograd.Function.__dict__["apply"]
+    plain_setup = inspect.getattr_static(torch.autograd.Function, "setup_context")
+
+    def apply(cls, *args, **kwargs):
+        if inspect.getattr_static(cls, "setup_context") is not plain_setup:
+            return cls.forward(*args, **kwargs)  # forward without ctx
+        return cls.forward(_ForwardCtx(), *args, **kwargs)
+
+    torch.autograd.Function.apply = classmethod(apply)
+    try:
+        yield
+    finally:
+        torch.autograd.Function.apply = base
+
+
+def _loss_of(out) -> torch.Tensor:
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def _custom_gradient_mismatch(model, inputs) -> Optional[str]:
+    """None when the parameters' gradients through the custom Functions'
+    forward ops equal those through their own backwards (e.g. a GeLU written
+    as a Function for speed); else what differs, or why it cannot be told."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    if not params:
+        return None
+    with _preserved_state(model, True), torch.enable_grad():
+        rng = torch.get_rng_state()
+        want = torch.autograd.grad(_loss_of(model(*inputs)), [p for _, p in params],
+                                   allow_unused=True)
+        torch.set_rng_state(rng)
+        try:
+            with _inlined_functions():
+                got = torch.autograd.grad(_loss_of(model(*inputs)), [p for _, p in params],
+                                          allow_unused=True)
+        except Exception as e:  # noqa: BLE001 - any failure means "cannot export"
+            return f"its forward does not run outside apply ({type(e).__name__}: {e})"
+    for (name, _), a, b in zip(params, got, want):
+        a = torch.zeros(()) if a is None else a.detach().double()
+        b = torch.zeros(()) if b is None else b.detach().double()
+        diff, scale = float((a - b).norm()), float(b.norm())
+        if diff > 1e-3 * scale + 1e-12:
+            return (f"the gradient of '{name}' through its forward ops differs from its "
+                    f"backward's by {diff / max(scale, 1e-30):.2g} (relative)")
+    return None
+
+
+def _check_custom_functions(model, inputs, out, fmt) -> None:
+    custom = _custom_functions(_loss_of(out))
+    if not custom:
+        return
+    what = f"the model calls the custom autograd.Function {', '.join(custom)}"
+    hint = ("Write the custom gradient with ops, e.g. a gradient reversal as x * -alpha + "
+            "(x * (1 + alpha)).detach() (value x, gradient -alpha; TorchScript keeps detach)")
+    if fmt == "torchscript":
+        raise ValueError(f"{what}: its backward is Python code, which a TorchScript file "
+                         f"cannot hold. {hint}, or export to ONNX, whose exporter keeps the "
+                         "forward's ops (correct when the backward is their derivative)")
+    mismatch = _custom_gradient_mismatch(model, inputs)
+    if mismatch:
+        raise ValueError(f"{what}: its backward is Python code, which an ONNX file cannot "
+                         "hold; torch's exporter keeps the forward's ops, whose gradient is "
+                         f"not the backward's here: {mismatch}. {hint}")
 
 
 def _check_loss(out) -> None:
@@ -550,8 +668,14 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
         when parameters+buffers exceed 1 GiB, else embed; True/False force it.
       loss_name: name of the loss output.
 
-    Returns the path written. Raises ``ValueError`` for invalid arguments or a
-    forward that does not return a scalar floating-point loss. Warns when the
+    Returns the path written. Raises ``ValueError`` for invalid arguments, a
+    forward that does not return a scalar floating-point loss, or one that
+    calls a custom ``torch.autograd.Function`` whose Python backward the file
+    cannot hold: always in TorchScript; in ONNX, whose exporter keeps the
+    forward's ops, when their gradient is not the backward's (a gradient
+    reversal, a straight-through estimator; a GeLU written as a Function for
+    speed exports). Parameters no node reads, which torch's ONNX exporter
+    drops, are added back as initializers. Warns when the
     forward cuts gradients in a way the file cannot keep: ``torch.no_grad()``
     or ``.data`` on values that need gradients (either format), ``detach()``
     of such values (ONNX only: TorchScript keeps it as a stop-gradient).
@@ -582,6 +706,7 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     with _preserved_state(model, True), torch.enable_grad(), watch:
         out = model(*inputs)
     _check_loss(out)
+    _check_custom_functions(model, inputs, out, fmt)
     del out
     for message in _gradient_cut_warnings(watch, fmt):
         warnings.warn(message, stacklevel=2)
