@@ -308,6 +308,36 @@ def test_custom_autograd_function_refused(tmp_path, suffix):
         assert "fc.weight" in {t.name for t in onnx.load(str(tmp_path / "s.onnx")).graph.initializer}
 
 
+class _HookedForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        h.register_hook(lambda g: g.clamp(-0.1, 0.1))
+        return F.cross_entropy(h, y)
+
+
+@pytest.mark.parametrize("where", ["parameter", "module", "forward"])
+def test_gradient_hooks_warned(tmp_path, where):
+    # The exported graph has no hooks: a hook that clips or scales a
+    # gradient would silently not apply.
+    torch.manual_seed(0)
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    model = _HookedForward() if where == "forward" else _UnusedLayer()
+    if where == "parameter":
+        model.used.weight.register_hook(lambda g: g * 0.5)
+    elif where == "module":
+        model.used.register_full_backward_hook(lambda m, gi, go: None)
+    expect = {"parameter": "parameter 'used.weight'", "module": "module 'used'",
+              "forward": "a tensor of the forward"}[where]
+    # (torch.jit.trace refuses a module with backward hooks itself.)
+    path = tmp_path / ("h.onnx" if where == "module" else "h.pt")
+    with pytest.warns(UserWarning, match=f"gradient hooks are registered on {expect}"):
+        varuna.export(model, (x, y), path)
+
+
 def test_export_restores_buffers_and_stores_pre_export_values(tmp_path):
     model, inputs, _ = models.make("resnet")
     before = {n: b.clone() for n, b in model.named_buffers()}

@@ -152,7 +152,7 @@ class _GradientWatch(torch.overrides.TorchFunctionMode):
 
     def __init__(self):
         super().__init__()
-        self.detach, self.no_grad, self.data = [], [], []
+        self.detach, self.no_grad, self.data, self.hooks = [], [], [], []
 
     @staticmethod
     def _site():
@@ -167,12 +167,17 @@ class _GradientWatch(torch.overrides.TorchFunctionMode):
         tensors = [a for a in list(args) + list(kwargs.values())
                    if isinstance(a, torch.Tensor)]
         needs_grad = any(t.requires_grad for t in tensors)
+        if func is torch.Tensor.register_hook:
+            self.hooks.append(self._site())
         if needs_grad:
             if func in (torch.Tensor.detach, torch.detach, torch.Tensor.detach_):
                 self.detach.append(self._site())
             elif func == torch.Tensor.data.__get__:
                 self.data.append(self._site())
-            elif not torch.is_grad_enabled() and not self._in_function_forward():
+            elif (not torch.is_grad_enabled() and func is not torch.Tensor.view_as
+                  and not self._in_function_forward()):
+                # (view_as: autograd.Function.apply's C++ part views the
+                # inputs a Function returns as they are, without gradients.)
                 self.no_grad.append(self._site())
         return func(*args, **kwargs)
 
@@ -189,9 +194,26 @@ class _GradientWatch(torch.overrides.TorchFunctionMode):
         return False
 
 
-def _gradient_cut_warnings(watch, fmt):
-    """What an export in `fmt` would lose (see _GradientWatch)."""
+def _gradient_cut_warnings(watch, fmt, model=None):
+    """What an export in `fmt` would lose (see _GradientWatch), and the
+    gradient hooks of `model`'s parameters and modules."""
     out = []
+    hooked = []
+    if model is not None:
+        hooked = [f"parameter '{n}'" for n, p in model.named_parameters()
+                  if getattr(p, "_backward_hooks", None)]
+        hooked += [f"module '{n or type(m).__name__}'" for n, m in model.named_modules()
+                   if getattr(m, "_backward_hooks", None)
+                   or getattr(m, "_backward_pre_hooks", None)]
+    if watch.hooks:
+        hooked.append(f"a tensor of the forward (first at {watch.hooks[0]})")
+    if hooked:
+        out.append(
+            f"gradient hooks are registered on {', '.join(hooked[:4])}"
+            f"{', ...' if len(hooked) > 4 else ''}: the exported graph does not keep them, so "
+            "where a hook changes the gradient (clipping, scaling) varuna trains with the "
+            "unchanged one; use the training config's clip_grad_norm, or write the change "
+            "into the forward")
     if watch.no_grad:
         out.append(
             f"the forward computes under torch.no_grad() from values that need gradients "
@@ -212,9 +234,18 @@ def _gradient_cut_warnings(watch, fmt):
     return out
 
 
+def _backward_hook_function():
+    try:
+        from torch.nn.modules._functions import BackwardHookFunction
+        return BackwardHookFunction
+    except ImportError:
+        return None
+
+
 def _custom_functions(loss: torch.Tensor) -> List[str]:
     """The custom autograd.Functions on the loss's autograd graph (each
-    once, by qualified name)."""
+    once, by qualified name); torch's BackwardHookFunction, which runs module
+    backward hooks (warned about as hooks), excepted."""
     from torch.autograd.function import BackwardCFunction
     names, seen, stack = [], set(), [loss.grad_fn]
     while stack:
@@ -224,7 +255,7 @@ def _custom_functions(loss: torch.Tensor) -> List[str]:
         seen.add(id(fn))
         if isinstance(fn, BackwardCFunction):
             cls = getattr(fn, "_forward_cls", None)
-            if cls is not None:
+            if cls is not None and cls is not _backward_hook_function():
                 name = f"{cls.__module__}.{cls.__qualname__}"
                 if name not in names:
                     names.append(name)
@@ -708,7 +739,7 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     _check_loss(out)
     _check_custom_functions(model, inputs, out, fmt)
     del out
-    for message in _gradient_cut_warnings(watch, fmt):
+    for message in _gradient_cut_warnings(watch, fmt, model):
         warnings.warn(message, stacklevel=2)
 
     if fmt == "onnx":
