@@ -15,7 +15,9 @@
 //
 //  - by formula over the two parts: view_as_complex, view_as_real, polar,
 //    complex, real, imag, conj (resolve_conj, resolve_neg: no-ops), abs,
-//    exp, to / type a complex dtype (of a real tensor: imaginary part 0);
+//    exp, to / type a complex dtype (of a real tensor: imaginary part 0),
+//    div by a complex tensor (of a complex or real one) and reciprocal:
+//    x (c - di) / (c^2 + d^2);
 //  - the FFTs (torch.fft.fft / ifft / rfft / irfft and their 2-D and n-D
 //    forms, each norm): a DFT along each transformed (static) dimension as
 //    a matmul by constant cosine and sine matrices (n / s trimming or
@@ -37,7 +39,7 @@
 //  - in place, copy_ only (a slice of a complex tensor written, as the
 //    Fourier neural operator writes its low modes): the new value, which
 //    convertNode writes back through the slices as for real tensors;
-//  - anything else (other in-place ops, div by a complex tensor, a
+//  - anything else (other in-place ops, a
 //    conversion to a real dtype, which in torch drops the imaginary part):
 //    an error naming the op.
 //
@@ -547,11 +549,43 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     return fromParts(m.bin<SubOp>(m.bin<MulOp>(a, c), m.bin<MulOp>(b, d)),
                      m.bin<AddOp>(m.bin<MulOp>(a, d), m.bin<MulOp>(b, c)));
   }
-  if (op == "div" && n->inputs().size() >= 2 &&
-      isComplexTensor(lookup(n->input(1))))
-    return error(n, loc) << "division by a complex tensor is not supported "
-                            "(multiply by its conjugate over its squared "
-                            "abs)";
+  if ((op == "div" && n->inputs().size() >= 2 &&
+       isComplexTensor(lookup(n->input(1)))) ||
+      op == "reciprocal") {
+    // x / (c + di) = x (c - di) / (c^2 + d^2), x complex (a + bi) or real
+    // (b = 0); reciprocal: x = 1. S4D's `C * (exp(dtA) - 1) / A`.
+    bool div = op == "div";
+    if (div && n->inputs().size() > 2 && !isNoneArg(n, 2))
+      return error(n, loc) << "division of complex tensors with a rounding "
+                              "mode";
+    auto y = parts(div ? 1 : 0);
+    if (failed(y))
+      return failure();
+    auto [c, d] = *y;
+    MathBuilder m{*this, loc, tensorType(c).getElementType()};
+    FailureOr<Value> a = m.c(1.0), bi = Value();
+    if (div && isComplexTensor(lookup(n->input(0)))) {
+      auto x = parts(0);
+      if (failed(x))
+        return failure();
+      a = x->first;
+      bi = x->second;
+    } else if (div) {
+      a = asTensor(lookup(n->input(0)), m.et, loc, n);
+      if (succeeded(a))
+        a = cast(*a, m.et, loc);
+    }
+    if (failed(a))
+      return failure();
+    auto den = m.bin<AddOp>(m.bin<MulOp>(c, c), m.bin<MulOp>(d, d));
+    FailureOr<Value> re = m.bin<MulOp>(*a, c), im = m.un(UnaryKind::neg,
+                                                        m.bin<MulOp>(*a, d));
+    if (*bi) { // + b d, + b c
+      re = m.bin<AddOp>(re, m.bin<MulOp>(*bi, d));
+      im = m.bin<AddOp>(im, m.bin<MulOp>(*bi, c));
+    }
+    return fromParts(m.bin<DivOp>(re, den), m.bin<DivOp>(im, den));
+  }
   if (op == "to" || op == "type_as") {
     // The target: another tensor's type, or a dtype (None: a device only).
     // Between complex types the value stays as it is.

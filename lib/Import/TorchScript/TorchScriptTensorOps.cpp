@@ -143,8 +143,10 @@ LogicalResult TSImporter::hNumpyT(Node *n, Location loc) {
 
 /// F.pad in constant mode: aten::pad(x, pad, mode="constant", value=None)
 /// and aten::constant_pad_nd(x, pad, value=0). `pad` lists (begin, end)
-/// pairs from the last dimension backwards; negative pads (cropping) and
-/// the reflect / replicate / circular modes are refused.
+/// pairs from the last dimension backwards; a negative pad crops (in
+/// constant mode, as torch: RWKV's token shift `F.pad(x, (0, 0, 1, -1))`):
+/// a slice, before the positive pads. reflect / replicate / circular pad
+/// through Decomposer::padIndexed.
 LogicalResult TSImporter::hPad(Node *n, Location loc) {
   auto x = tensorArg(n, 0, loc);
   auto raw = intListArg(n, 1, loc);
@@ -178,10 +180,26 @@ LogicalResult TSImporter::hPad(Node *n, Location loc) {
   for (size_t i = 0; i < raw->size() / 2; ++i) {
     int64_t dim = rank - 1 - static_cast<int64_t>(i);
     int64_t begin = (*raw)[2 * i], end = (*raw)[2 * i + 1];
-    if (begin < 0 || end < 0)
-      return error(n, loc) << "negative pads (cropping) are not supported";
-    pads[dim] = begin;
-    pads[dim + rank] = end;
+    if ((begin < 0 || end < 0) && indexed)
+      return error(n, loc) << "negative pads (cropping) are only supported "
+                              "in constant mode";
+    if (begin < 0 || end < 0) {
+      SymInt size = tensorType(*x).getDim(dim);
+      int64_t cut = std::max<int64_t>(-begin, 0) + std::max<int64_t>(-end, 0);
+      if (!size.isStatic() || cut >= size.constant)
+        return error(n, loc) << "negative pads crop " << cut
+                             << " of dimension " << dim << " of "
+                             << dimsStr(dimsOf(*x));
+      auto cropped = sliceOf(*x, dim, SymInt(std::max<int64_t>(-begin, 0)),
+                             SymInt(size.constant -
+                                    std::max<int64_t>(-end, 0)),
+                             1, loc, n);
+      if (failed(cropped))
+        return failure();
+      *x = *cropped;
+    }
+    pads[dim] = std::max<int64_t>(begin, 0);
+    pads[dim + rank] = std::max<int64_t>(end, 0);
   }
   if (llvm::all_of(pads, [](int64_t p) { return p == 0; }))
     return bindResult(n, *x);

@@ -104,7 +104,9 @@ rotary          TorchScript: a LLaMA-style decoder with rotary embeddings
                 view_as_real -- RMSNorm, SwiGLU, causal SDPA
 complex_ops     TorchScript: complex arithmetic -- polar of learned
                 frequencies, complex(), conj, abs, exp, real / imag, a
-                complex plus a real tensor, division by a number, sums,
+                complex plus a real tensor, division by a number, division
+                of a complex and of a real tensor by a complex one,
+                reciprocal, sums,
                 transpose and concatenation of complex tensors
 gfnet           TorchScript: GFNet's global filter -- rfft2 over the patch
                 grid (norm="ortho"), times a learned filter (a real
@@ -149,6 +151,14 @@ wavenet         ONNX and TorchScript: WaveNet's gated dilated causal
                 used, so torch's ONNX exporter drops its parameters
                 (varuna.export adds them back: kept unchanged, as torch's
                 SGD skips a parameter without a gradient)
+rwkv            TorchScript: RWKV-style time mixing -- the token shift as
+                its code writes it, F.pad(x, (0, 0, 1, -1)) (a negative
+                pad crops), and the WKV recurrence with exponential decay
+                unrolled over time
+s4d             TorchScript: an S4D layer -- a diagonal complex state
+                matrix from real parameters, the discretized kernel
+                C (exp(dt A) - 1) / A (complex division) through a
+                Vandermonde einsum of exp, .real, convolution by rfft / irfft
 stochastic      TorchScript: a VAE's reparameterization (randn_like), timm's
                 drop_path (x.new_empty(shape).bernoulli_(keep).div_(keep))
                 around residual blocks, and a Gumbel-softmax (hard=True)
@@ -932,6 +942,7 @@ class ComplexOps(nn.Module):
         rot = torch.polar(torch.ones(x.shape[1], 8), pos * self.freq)
         w = torch.complex(h[..., :8], torch.tanh(h[..., 8:]))
         y = z * rot + 0.5 * w.conj() - w / 3.0 + h[..., :8]
+        y = y + z / (rot + 1.5) + h[..., 8:] / (rot - 1.5) + torch.reciprocal(rot + 2.0)
         y = torch.cat([y, torch.exp(0.1 * z)], dim=-1).transpose(1, 2)  # [B, 16, S]
         s = y.sum(-1) / x.shape[1]
         feats = torch.cat([s.real, s.imag[:, :4], y.abs().mean(-1)[:, :4]], -1)
@@ -1375,3 +1386,70 @@ class WaveNet(nn.Module):
 
 def wavenet():
     return WaveNet(), (torch.randn(2, 1, 16), torch.randint(0, 16, (2, 16)))
+
+
+class S4D(nn.Module):
+    """S4D kernel: diagonal complex state matrix, Vandermonde kernel, FFT conv."""
+    def __init__(self, d=8, N=4, L=16):
+        super().__init__()
+        self.L = L
+        self.log_dt = nn.Parameter(torch.rand(d) * 0.1 - 3)
+        self.log_A_real = nn.Parameter(torch.log(0.5 * torch.ones(d, N)))
+        self.A_imag = nn.Parameter(torch.pi * torch.arange(N).float().repeat(d, 1))
+        self.C = nn.Parameter(torch.randn(d, N, 2) * 0.5)
+        self.D = nn.Parameter(torch.randn(d))
+        self.inp = nn.Linear(1, d)
+        self.out = nn.Linear(d, 1)
+
+    def forward(self, u, y):  # u [B, L], y [B, L]
+        x = self.inp(u.unsqueeze(-1)).transpose(1, 2)  # [B, d, L]
+        dt = torch.exp(self.log_dt)
+        Cc = torch.view_as_complex(self.C)
+        A = -torch.exp(self.log_A_real) + 1j * self.A_imag
+        dtA = A * dt.unsqueeze(-1)
+        K = dtA.unsqueeze(-1) * torch.arange(self.L)
+        Cc = Cc * (torch.exp(dtA) - 1.0) / A
+        k = 2 * torch.einsum("hn,hnl->hl", Cc, torch.exp(K)).real
+        kf = torch.fft.rfft(k, n=2 * self.L)
+        uf = torch.fft.rfft(x, n=2 * self.L)
+        yy = torch.fft.irfft(uf * kf, n=2 * self.L)[..., :self.L] + x * self.D.unsqueeze(-1)
+        return F.mse_loss(self.out(F.gelu(yy).transpose(1, 2)).squeeze(-1), y)
+
+
+def s4d():
+    return S4D(), (torch.randn(2, 16), torch.randn(2, 16))
+
+
+class RWKVish(nn.Module):
+    """RWKV-like time mixing: token shift, exponential decay WKV as a loop."""
+    def __init__(self, d=8, T=6):
+        super().__init__()
+        self.emb = nn.Embedding(20, d)
+        self.mix = nn.Parameter(torch.rand(d))
+        self.k, self.v, self.r = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.w = nn.Parameter(-torch.rand(d))
+        self.u = nn.Parameter(torch.rand(d))
+        self.out = nn.Linear(d, 20)
+
+    def forward(self, ids, labels):
+        x = self.emb(ids)
+        xx = F.pad(x, (0, 0, 1, -1))  # token shift
+        xm = x * self.mix + xx * (1 - self.mix)
+        k, v, r = self.k(xm), self.v(xm), torch.sigmoid(self.r(xm))
+        B, T, D = x.shape
+        num = torch.zeros(B, D)
+        den = torch.zeros(B, D)
+        outs = []
+        w = torch.exp(self.w)
+        for t in range(T):
+            kt, vt = k[:, t], v[:, t]
+            e = torch.exp(self.u + kt)
+            outs.append((num + e * vt) / (den + e))
+            num = num * torch.exp(-w) + torch.exp(kt) * vt
+            den = den * torch.exp(-w) + torch.exp(kt)
+        y = r * torch.stack(outs, 1)
+        return F.cross_entropy(self.out(x + y).flatten(0, 1), labels.flatten())
+
+
+def rwkv():
+    return RWKVish(), (torch.randint(0, 20, (2, 6)), torch.randint(0, 20, (2, 6)))

@@ -40,7 +40,6 @@ contrastive.pt  InfoNCE over the batch (every example against every other)
 spectral.pt     spectral_norm in training mode (its power iteration writes
                 the buffers u and v with out=)
 maxnorm.pt      nn.Embedding(max_norm=1.0), which rescales the weight in place
-complexdiv.pt   division by a complex tensor
 complexcast.pt  a complex tensor converted to float (drops the imaginary part)
 complexop.pt    sigmoid of a complex tensor
 complexfftbatch.pt torch.fft.fft over the batch dimension
@@ -291,9 +290,7 @@ class ComplexUse(nn.Module):
 
     def forward(self, x, y):
         z = torch.view_as_complex(x.reshape(x.shape[0], 2, 2))
-        if self.use == "div":
-            r = torch.view_as_real(z / (z + 1)).flatten(1)
-        elif self.use == "cast":
+        if self.use == "cast":
             r = z.to(torch.float32)
         elif self.use == "fftbatch":
             r = torch.fft.fft(z, dim=0).real.flatten(1)
@@ -373,7 +370,7 @@ export(Spectral(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, 
        input_names=["x", "y"])
 export(MaxNorm(), (torch.tensor([[1, 2], [3, 1]]), torch.tensor([1, 0])),
        os.path.join(out, "maxnorm.pt"), input_names=["x", "y"])
-for use in ("div", "cast", "op", "fftbatch"):
+for use in ("cast", "op", "fftbatch"):
     export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
            os.path.join(out, f"complex{use}.pt"), input_names=["x", "y"])
 export(RandBig(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "randbig.pt"),
