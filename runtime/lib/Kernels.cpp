@@ -179,6 +179,10 @@ at::Tensor unaryKernel(Unary kind, const at::Tensor &x) {
   case Unary::trunc: return at::trunc(x);
   case Unary::expm1: return at::expm1(x);
   case Unary::log1p: return at::log1p(x);
+  case Unary::lgamma: return at::lgamma(x);
+  case Unary::digamma: return at::digamma(x);
+  case Unary::erfinv: return at::erfinv(x);
+  case Unary::erfc: return at::erfc(x);
   case Unary::stop_gradient: return x.detach();
   }
   unsupported("unknown unary kind");

@@ -1620,13 +1620,58 @@ LogicalResult TSImporter::hDiagonal(Node *n, Location loc) {
   return bindResult(n, transpose(*diag, perm, loc));
 }
 
+/// Boolean functions: isnan (x != x), isinf / isposinf / isneginf (|x| or
+/// x equal to inf), isfinite (|x| < inf: false for NaN), logical_xor
+/// (operands as "not zero") and bitwise / operator xor of bool tensors.
+LogicalResult TSImporter::hPredicate(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto x = tensorArg(n, 0, loc);
+  if (failed(x))
+    return failure();
+  Type et = tensorType(*x).getElementType();
+  MathBuilder m{*this, loc, et};
+  if (op == "logical_xor" || op == "bitwise_xor" || op == "__xor__") {
+    auto y = asTensor(lookup(n->input(1)), et, loc, n);
+    if (failed(y))
+      return failure();
+    Type yt = tensorType(*y).getElementType();
+    if (op != "logical_xor" && (!et.isInteger(1) || !yt.isInteger(1)))
+      return error(n, loc) << op << " is supported on bool tensors only";
+    auto truth = [&](Value v) -> FailureOr<Value> {
+      Type t = tensorType(v).getElementType();
+      if (t.isInteger(1))
+        return v;
+      return MathBuilder{*this, loc, t}.cmp(ComparePredicate::ne, v,
+                                             scalarConstant(0, t, loc));
+    };
+    return bindResult(n, m.cmp(ComparePredicate::ne, truth(*x), truth(*y)));
+  }
+  if (!isFloatType(et)) // integers and bools are finite, never NaN
+    return bindResult(
+        n, Value(b().create<FullOp>(
+               loc, tensorType(*x).withElementType(b().getI1Type()),
+               b().getBoolAttr(op == "isfinite"))));
+  double inf = std::numeric_limits<double>::infinity();
+  if (op == "isnan")
+    return bindResult(n, m.cmp(ComparePredicate::ne, *x, *x));
+  if (op == "isfinite")
+    return bindResult(n, m.cmp(ComparePredicate::lt,
+                               m.un(UnaryKind::abs, *x), m.c(inf)));
+  if (op == "isinf")
+    return bindResult(n, m.cmp(ComparePredicate::eq,
+                               m.un(UnaryKind::abs, *x), m.c(inf)));
+  return bindResult(n, m.cmp(ComparePredicate::eq, *x,
+                             m.c(op == "isposinf" ? inf : -inf)));
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise and small functions as compositions (hMath)
 //===----------------------------------------------------------------------===//
 
 
 /// Functions of one or two tensors built from varuna ops: exp2 log2 log10
-/// square frac hypot lerp addcmul addcdiv logaddexp xlogy nan_to_num
+/// square frac hypot lerp addcmul addcdiv logaddexp logaddexp2 copysign
+/// heaviside xlogy nan_to_num
 /// softshrink hardshrink threshold logit sinc float_power rrelu (eval)
 /// bucketize atan2 histc; baddbmm addmm addmv addbmm (beta * self + alpha *
 /// product).
@@ -1674,12 +1719,27 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
       return failure();
     auto prod = op == "addcmul" ? m.bin<MulOp>(t1, t2) : m.bin<DivOp>(t1, t2);
     r = m.bin<AddOp>(*x, m.bin<MulOp>(prod, m.c(*value)));
-  } else if (op == "logaddexp") {
-    // max(a, b) + log1p(exp(-|a - b|))
-    auto y = operand(1);
-    auto gap = m.un(UnaryKind::neg, m.un(UnaryKind::abs, m.bin<SubOp>(*x, y)));
-    r = m.bin<AddOp>(m.bin<MaximumOp>(*x, y),
+  } else if (op == "logaddexp" || op == "logaddexp2") {
+    // max(a, b) + log1p(exp(-|a - b|)); base 2: of a ln 2 and b ln 2, over
+    // ln 2.
+    bool two = op == "logaddexp2";
+    auto a = two ? m.bin<MulOp>(*x, m.c(ln2)) : *x;
+    auto y = two ? m.bin<MulOp>(operand(1), m.c(ln2)) : operand(1);
+    auto gap = m.un(UnaryKind::neg, m.un(UnaryKind::abs, m.bin<SubOp>(a, y)));
+    r = m.bin<AddOp>(m.bin<MaximumOp>(a, y),
                      m.un(UnaryKind::log1p, m.un(UnaryKind::exp, gap)));
+    if (two)
+      r = m.bin<DivOp>(r, m.c(ln2));
+  } else if (op == "copysign") {
+    // |x| with y's sign (a -0.0 in y counts as positive).
+    auto mag = m.un(UnaryKind::abs, *x);
+    r = m.where(m.cmp(ComparePredicate::lt, operand(1), m.c(0)),
+                m.un(UnaryKind::neg, mag), mag);
+  } else if (op == "heaviside") {
+    // 1 above 0, values at 0, 0 below (no gradient, as torch).
+    r = m.where(m.cmp(ComparePredicate::gt, *x, m.c(0)), m.c(1),
+                m.where(m.cmp(ComparePredicate::eq, *x, m.c(0)), operand(1),
+                        m.c(0)));
   } else if (op == "xlogy") {
     // 0 where x is 0 (also its gradient: y is replaced by 1 there).
     auto y = operand(1);

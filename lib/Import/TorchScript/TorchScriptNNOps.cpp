@@ -1052,8 +1052,13 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::softshrink", "aten::hardshrink", "aten::threshold",
        "aten::logit", "aten::sinc", "aten::float_power", "aten::rrelu",
        "aten::bucketize", "aten::histc", "aten::baddbmm", "aten::addmm", "aten::addmv",
-       "aten::addbmm", "aten::atan2", "aten::arctan2"},
+       "aten::addbmm", "aten::atan2", "aten::arctan2", "aten::logaddexp2",
+       "aten::copysign", "aten::heaviside"},
       &TSImporter::hMath);
+  reg({"aten::isnan", "aten::isinf", "aten::isposinf", "aten::isneginf",
+       "aten::isfinite", "aten::logical_xor", "aten::bitwise_xor",
+       "aten::__xor__"},
+      &TSImporter::hPredicate);
   reg({"aten::argmax", "aten::argmin", "aten::aminmax"},
       &TSImporter::hArgExtreme);
   reg({"aten::median"}, &TSImporter::hMedian);

@@ -789,6 +789,11 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
            .Case("arctan", "atan")
            .Case("arcsin", "asin")
            .Case("arccos", "acos")
+           .Case("special_erfc", "erfc")
+           .Case("special_erfinv", "erfinv")
+           .Case("special_digamma", "digamma")
+           .Case("special_psi", "digamma")
+           .Case("special_gammaln", "lgamma")
            .Default(op);
   auto kind = symbolizeUnaryKind(op);
   if (!kind)
@@ -948,7 +953,10 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
        "aten::bitwise_not", "aten::tan", "aten::atan", "aten::asin",
        "aten::acos", "aten::sinh", "aten::cosh", "aten::sign", "aten::round",
        "aten::trunc", "aten::fix", "aten::expm1", "aten::log1p",
-       "aten::arctan", "aten::arcsin", "aten::arccos"},
+       "aten::arctan", "aten::arcsin", "aten::arccos", "aten::lgamma",
+       "aten::digamma", "aten::erfinv", "aten::erfc", "aten::special_erfc",
+       "aten::special_digamma", "aten::special_psi", "aten::special_gammaln",
+       "aten::special_erfinv"},
       &TSImporter::hUnary);
   reg({"aten::gelu"}, &TSImporter::hGelu);
   reg({"aten::detach"}, &TSImporter::hDetach);

@@ -81,7 +81,8 @@ template <typename To, typename From> To code(From v) {
   return static_cast<To>(static_cast<int>(v));
 }
 // The runtime's op codes mirror the dialect's enum attributes.
-static_assert(int(UnaryKind::stop_gradient) == int(rt::Unary::stop_gradient) &&
+static_assert(int(UnaryKind::erfc) == int(rt::Unary::erfc) &&
+              int(UnaryKind::stop_gradient) == int(rt::Unary::stop_gradient) &&
               int(UnaryKind::log1p) == int(rt::Unary::log1p) &&
               int(UnaryKind::ceil) == int(rt::Unary::ceil) &&
               int(UnaryKind::logical_not) == int(rt::Unary::logical_not));

@@ -159,6 +159,11 @@ s4d             TorchScript: an S4D layer -- a diagonal complex state
                 matrix from real parameters, the discretized kernel
                 C (exp(dt A) - 1) / A (complex division) through a
                 Vandermonde einsum of exp, .real, convolution by rfft / irfft
+special         TorchScript: likelihoods from torch.distributions whose
+                log_prob uses lgamma / digamma (Gamma, Beta, StudentT,
+                NegativeBinomial, Dirichlet's entropy), erfc, erfinv,
+                logaddexp2, copysign, heaviside, isnan / isinf /
+                isfinite / logical_xor masks
 stochastic      TorchScript: a VAE's reparameterization (randn_like), timm's
                 drop_path (x.new_empty(shape).bernoulli_(keep).div_(keep))
                 around residual blocks, and a Gumbel-softmax (hard=True)
@@ -1453,3 +1458,33 @@ class RWKVish(nn.Module):
 
 def rwkv():
     return RWKVish(), (torch.randint(0, 20, (2, 6)), torch.randint(0, 20, (2, 6)))
+
+
+class Special(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh())
+        self.params = nn.Linear(16, 10)
+
+    def forward(self, x, counts):
+        p = self.params(self.body(x))
+        pos = F.softplus(p) + 0.5
+        y = torch.sigmoid(x[:, :2]) * 0.9 + 0.05  # in (0, 1)
+        D, v = torch.distributions, False  # (validation would check the data)
+        ll = D.Gamma(pos[:, 0], pos[:, 1], validate_args=v).log_prob(y[:, 0] + 0.5)
+        ll = ll + D.Beta(pos[:, 2], pos[:, 3], validate_args=v).log_prob(y[:, 1])
+        ll = ll + D.StudentT(pos[:, 4], p[:, 5], pos[:, 6], validate_args=v).log_prob(x[:, 2])
+        ll = ll + D.NegativeBinomial(pos[:, 7], logits=p[:, 8],
+                                     validate_args=v).log_prob(counts.float())
+        ll = ll + 0.1 * D.Dirichlet(pos[:, :3], validate_args=v).entropy()
+        ll = ll + torch.digamma(pos[:, 9]) * 0.1
+        z = p[:, :4]
+        extra = torch.erfc(z) + torch.erfinv(torch.tanh(z) * 0.9) + torch.logaddexp2(z, -z)
+        extra = extra + torch.copysign(z, x[:, :4]) + torch.heaviside(x[:, :4], torch.tensor(0.5)) * z
+        bad = torch.isnan(extra) | torch.isinf(extra) | ~torch.isfinite(extra)
+        extra = torch.where(bad | torch.logical_xor(z > 5, z > 6), 0.0, extra)
+        return -ll.mean() + 0.05 * extra.pow(2).mean()
+
+
+def special():
+    return Special(), (torch.randn(2, 6), torch.tensor([0, 5]))

@@ -25,14 +25,14 @@ enum class Unary : int {
   neg, exp, log, sqrt, rsqrt, reciprocal, tanh, erf, sigmoid, relu, gelu,
   gelu_tanh, abs, logical_not, sin, cos, silu, softplus, floor, ceil,
   tan, atan, asin, acos, sinh, cosh, sign, round, trunc, expm1, log1p,
-  stop_gradient
+  stop_gradient, lgamma, digamma, erfinv, erfc
 };
 inline constexpr const char *kUnaryNames[] = {
     "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "tanh",
     "erf", "sigmoid", "relu", "gelu", "gelu_tanh", "abs", "logical_not",
     "sin", "cos", "silu", "softplus", "floor", "ceil", "tan", "atan",
     "asin", "acos", "sinh", "cosh", "sign", "round", "trunc", "expm1",
-    "log1p", "stop_gradient"};
+    "log1p", "stop_gradient", "lgamma", "digamma", "erfinv", "erfc"};
 
 enum class Binary : int { add, sub, mul, div, pow, maximum, minimum, logical_and, logical_or };
 inline constexpr const char *kBinaryNames[] = {

@@ -251,7 +251,9 @@ def Varuna_UnaryKind : I64EnumAttr<"UnaryKind", "elementwise function", [
     I64EnumAttrCase<"sinh", 24>, I64EnumAttrCase<"cosh", 25>,
     I64EnumAttrCase<"sign", 26>, I64EnumAttrCase<"round", 27>,
     I64EnumAttrCase<"trunc", 28>, I64EnumAttrCase<"expm1", 29>,
-    I64EnumAttrCase<"log1p", 30>, I64EnumAttrCase<"stop_gradient", 31>]> {
+    I64EnumAttrCase<"log1p", 30>, I64EnumAttrCase<"stop_gradient", 31>,
+    I64EnumAttrCase<"lgamma", 32>, I64EnumAttrCase<"digamma", 33>,
+    I64EnumAttrCase<"erfinv", 34>, I64EnumAttrCase<"erfc", 35>]> {
   let cppNamespace = "::varuna";
 }
 
