@@ -1620,6 +1620,75 @@ LogicalResult TSImporter::hDiagonal(Node *n, Location loc) {
   return bindResult(n, transpose(*diag, perm, loc));
 }
 
+/// take_along_dim(x, indices, dim): torch.gather when the two have one
+/// shape outside dim (no broadcasting; dim None flattens both).
+LogicalResult TSImporter::hTakeAlongDim(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc), idx = tensorArg(n, 1, loc);
+  if (failed(x) || failed(idx))
+    return failure();
+  int64_t axis = 0;
+  if (isNoneArg(n, 2)) {
+    auto fx = reshape(*x, {tensorType(*x).getNumElements()}, loc);
+    auto fi = reshape(*idx, {tensorType(*idx).getNumElements()}, loc);
+    if (failed(fx) || failed(fi))
+      return failure();
+    *x = *fx;
+    *idx = *fi;
+  } else {
+    auto dim = intArg(n, 2, loc);
+    if (failed(dim))
+      return failure();
+    auto a = normIndex(n, *dim, tensorType(*x).getRank(), loc);
+    if (failed(a))
+      return failure();
+    axis = *a;
+  }
+  SmallVector<SymInt> xd = dimsOf(*x), id = dimsOf(*idx);
+  bool same = xd.size() == id.size();
+  for (size_t i = 0; same && i < xd.size(); ++i)
+    same = static_cast<int64_t>(i) == axis || xd[i] == id[i];
+  if (!same)
+    return error(n, loc) << "take_along_dim of " << dimsStr(xd) << " by "
+                         << dimsStr(id)
+                         << ": only indices of the same shape outside the "
+                            "dimension are supported (no broadcasting)";
+  return bindResult(n, make<GatherElementsOp>(loc, {*x, *idx},
+                                              {i64("axis", axis)}));
+}
+
+/// tensordot(a, b, dims_a, dims_b): the listed dimensions contracted pairwise
+/// (Decomposer::einsum with one letter per dimension).
+LogicalResult TSImporter::hTensordot(Node *n, Location loc) {
+  auto a = tensorArg(n, 0, loc), c = tensorArg(n, 1, loc);
+  auto da = intListArg(n, 2, loc), dc = intListArg(n, 3, loc);
+  if (failed(a) || failed(c) || failed(da) || failed(dc))
+    return failure();
+  int64_t ra = tensorType(*a).getRank(), rc = tensorType(*c).getRank();
+  if (da->size() != dc->size() || ra + rc > 26)
+    return error(n, loc) << "tensordot contracts " << da->size() << " and "
+                         << dc->size() << " dimensions";
+  std::string la, lc, out;
+  for (int64_t i = 0; i < ra; ++i)
+    la += char('a' + i);
+  for (int64_t i = 0; i < rc; ++i)
+    lc += char('a' + ra + i);
+  for (auto [x, y] : llvm::zip(*da, *dc)) {
+    auto i = normIndex(n, x, ra, loc), j = normIndex(n, y, rc, loc);
+    if (failed(i) || failed(j))
+      return failure();
+    lc[*j] = la[*i];
+  }
+  for (char ch : la)
+    if (lc.find(ch) == std::string::npos)
+      out += ch;
+  for (char ch : lc)
+    if (la.find(ch) == std::string::npos)
+      out += ch;
+  Value cc = cast(*c, tensorType(*a).getElementType(), loc);
+  return bindResult(n, Decomposer(b(), loc).einsum(la + "," + lc + "->" + out,
+                                                   {*a, cc}));
+}
+
 /// Boolean functions: isnan (x != x), isinf / isposinf / isneginf (|x| or
 /// x equal to inf), isfinite (|x| < inf: false for NaN), logical_xor
 /// (operands as "not zero") and bitwise / operator xor of bool tensors.
@@ -1673,8 +1742,9 @@ LogicalResult TSImporter::hPredicate(Node *n, Location loc) {
 /// square frac hypot lerp addcmul addcdiv logaddexp logaddexp2 copysign
 /// heaviside xlogy nan_to_num
 /// softshrink hardshrink threshold logit sinc float_power rrelu (eval)
-/// bucketize atan2 histc; baddbmm addmm addmv addbmm (beta * self + alpha *
-/// product).
+/// bucketize searchsorted atan2 histc; baddbmm addmm addmv addbmm (beta *
+/// self + alpha * product); outer / ger (a[:, None] * b), addr (beta * self
+/// + alpha * outer).
 LogicalResult TSImporter::hMath(Node *n, Location loc) {
   std::string op = opName(n);
   // Operands that are tensors here take the first tensor's float type.
@@ -1719,6 +1789,25 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
       return failure();
     auto prod = op == "addcmul" ? m.bin<MulOp>(t1, t2) : m.bin<DivOp>(t1, t2);
     r = m.bin<AddOp>(*x, m.bin<MulOp>(prod, m.c(*value)));
+  } else if (op == "outer" || op == "ger" || op == "addr") {
+    unsigned first = op == "addr" ? 1 : 0;
+    auto a = operand(first), v = operand(first + 1);
+    if (failed(a) || failed(v))
+      return failure();
+    if (tensorType(*a).getRank() != 1 || tensorType(*v).getRank() != 1)
+      return error(n, loc) << op << " takes two vectors";
+    auto col = reshape(*a, {dimsOf(*a)[0], SymInt(1)}, loc);
+    auto prod = m.bin<MulOp>(col, *v);
+    if (op != "addr") {
+      r = prod;
+    } else {
+      auto beta = optArg(n, 3, loc, &TSImporter::floatArg, 1.0);
+      auto alpha = optArg(n, 4, loc, &TSImporter::floatArg, 1.0);
+      if (failed(beta) || failed(alpha))
+        return failure();
+      r = m.bin<AddOp>(m.bin<MulOp>(*x, m.c(*beta)),
+                       m.bin<MulOp>(prod, m.c(*alpha)));
+    }
   } else if (op == "logaddexp" || op == "logaddexp2") {
     // max(a, b) + log1p(exp(-|a - b|)); base 2: of a ln 2 and b ln 2, over
     // ln 2.
@@ -1838,21 +1927,30 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
     for (int64_t a = 0, e = tensorType(*x).getRank(); a < e; ++a)
       axes.push_back(a);
     r = reduce(ReduceKind::sum, cast(*hit, et, loc), axes, false, loc);
-  } else if (op == "bucketize") {
+  } else if (op == "bucketize" || op == "searchsorted") {
     // bucketize(x, boundaries, out_int32, right): the count of boundaries
-    // below x (or at most x with right).
-    auto bounds = tensorArg(n, 1, loc);
+    // below x (or at most x with right); searchsorted(sorted, x, out_int32,
+    // right, side, sorter) is bucketize(x, sorted) for a 1-D sequence.
+    bool search = op == "searchsorted";
+    auto bounds = search ? FailureOr<Value>(*x) : tensorArg(n, 1, loc);
+    if (search)
+      x = operand(1);
     auto right = optArg(n, 3, loc, &TSImporter::boolArg, false);
-    if (failed(bounds) || failed(right))
+    auto side = search ? optArg(n, 4, loc, &TSImporter::strArg, std::string())
+                       : FailureOr<std::string>(std::string());
+    if (failed(bounds) || failed(right) || failed(side) || failed(x))
       return failure();
+    if (search && !isNoneArg(n, 5))
+      return error(n, loc) << "searchsorted with a sorter is not supported";
+    bool upper = *right || *side == "right";
     SmallVector<SymInt> bd = dimsOf(*bounds);
     if (bd.size() != 1 || !bd[0].isStatic())
-      return error(n, loc) << "bucketize needs 1-D static boundaries";
+      return error(n, loc) << op << " needs a 1-D static sequence of boundaries";
     SmallVector<SymInt> xd = dimsOf(*x);
     SmallVector<SymInt> col(xd);
     col.push_back(SymInt(1));
     auto xc = reshape(*x, col, loc);
-    auto below = m.cmp(*right ? ComparePredicate::le : ComparePredicate::lt,
+    auto below = m.cmp(upper ? ComparePredicate::le : ComparePredicate::lt,
                        cast(*bounds, et, loc), xc);
     if (failed(below))
       return failure();

@@ -1053,8 +1053,11 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::logit", "aten::sinc", "aten::float_power", "aten::rrelu",
        "aten::bucketize", "aten::histc", "aten::baddbmm", "aten::addmm", "aten::addmv",
        "aten::addbmm", "aten::atan2", "aten::arctan2", "aten::logaddexp2",
-       "aten::copysign", "aten::heaviside"},
+       "aten::copysign", "aten::heaviside", "aten::searchsorted",
+       "aten::outer", "aten::ger", "aten::addr"},
       &TSImporter::hMath);
+  reg({"aten::take_along_dim"}, &TSImporter::hTakeAlongDim);
+  reg({"aten::tensordot"}, &TSImporter::hTensordot);
   reg({"aten::isnan", "aten::isinf", "aten::isposinf", "aten::isneginf",
        "aten::isfinite", "aten::logical_xor", "aten::bitwise_xor",
        "aten::__xor__"},

@@ -141,6 +141,9 @@ barlow          TorchScript: Barlow Twins' loss -- the cross-correlation of
                 the batch's embeddings, torch.diagonal and the
                 off_diagonal trick (flatten, view, slice); a function of the
                 whole batch (exact with one micro-batch)
+lookups         TorchScript: torch.searchsorted into a sorted buffer (both
+                sides), take_along_dim by an argsort, outer / addr,
+                tensordot (an int and lists of dims)
 index_writes    TorchScript: x[mask] = 0, x[:, idx] = 1 (index_fill_),
                 x[:, :, idx] = tensor (index_put_), index_put with
                 accumulate, index_copy, diag, diag_embed, trace,
@@ -1488,3 +1491,29 @@ class Special(nn.Module):
 
 def special():
     return Special(), (torch.randn(2, 6), torch.tensor([0, 5]))
+
+
+class Lookups(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("edges", torch.linspace(-2, 2, 7))
+        self.fc = nn.Linear(8, 8)
+        self.bins = nn.Embedding(8, 4)
+        self.core = nn.Parameter(torch.randn(8, 4, 3) * 0.3)
+        self.u, self.v = nn.Parameter(torch.randn(8) * 0.3), nn.Parameter(torch.randn(8) * 0.3)
+        self.head = nn.Linear(8 + 4 + 3 + 8, C)
+
+    def forward(self, x, labels):
+        h = self.fc(x)
+        lo = torch.searchsorted(self.edges, h.detach().contiguous())
+        hi = torch.searchsorted(self.edges, h.detach().contiguous(), side="right")
+        b = self.bins(lo).mean(1) + self.bins(hi).mean(1)        # [B, 4]
+        ranked = torch.take_along_dim(h, h.argsort(-1), -1)      # sorted rows
+        t = torch.tensordot(h, self.core, dims=1).sum(1)          # [B, 3]
+        t = t + torch.tensordot(h.view(-1, 2, 4), self.core.view(2, 4, 12), dims=([1, 2], [0, 1]))[:, :3]
+        m = torch.addr(torch.eye(8), self.u, self.v, beta=0.5, alpha=2.0) + torch.outer(self.v, self.u)
+        return F.cross_entropy(self.head(torch.cat([ranked, b, t, h @ m], 1)), labels)
+
+
+def lookups():
+    return Lookups(), (torch.randn(2, 8), torch.randint(0, C, (2,)))
