@@ -1001,6 +1001,12 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like",
        "aten::empty_like"},
       &TSImporter::hFullLike);
+  reg({"aten::nonzero", "aten::argwhere", "aten::masked_select",
+       "aten::unique", "aten::_unique", "aten::_unique2", "aten::unique_dim",
+       "aten::unique_consecutive", "aten::bincount", "aten::multinomial",
+       "aten::poisson", "aten::randperm", "aten::binomial",
+       "aten::_standard_gamma", "aten::_sample_dirichlet"},
+      &TSImporter::hUnsupportedShape);
   reg({"aten::rand", "aten::randn", "aten::rand_like", "aten::randn_like",
        "aten::randint", "aten::randint_like", "aten::normal", "aten::uniform",
        "aten::exponential", "aten::bernoulli"},

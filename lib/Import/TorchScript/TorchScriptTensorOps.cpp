@@ -51,6 +51,24 @@ LogicalResult TSImporter::hClamp(Node *n, Location loc) {
   return success();
 }
 
+/// Ops whose result has a size the data decides (nonzero, masked_select,
+/// unique, bincount, ...) and random ops without a formula on uniform or
+/// normal draws: refused with what to write instead.
+LogicalResult TSImporter::hUnsupportedShape(Node *n, Location loc) {
+  std::string op = opName(n);
+  if (op == "multinomial" || op == "poisson" || op == "randperm" ||
+      op == "binomial" || op == "_standard_gamma" || op == "_sample_dirichlet")
+    return error(n, loc) << "draws random numbers from a distribution that "
+                            "is not supported (rand, randn, randint, "
+                            "bernoulli, normal, uniform_ and exponential_ "
+                            "are, and arithmetic on them)";
+  return error(n, loc)
+         << "returns as many elements as the data decides: every tensor of "
+            "a pipeline stage needs a shape known before the data arrives. "
+            "Keep the shape fixed -- torch.where(mask, x, 0) or a masked sum "
+            "instead of x[mask], one_hot(...).sum(0) instead of bincount";
+}
+
 LogicalResult TSImporter::hWhere(Node *n, Location loc) {
   if (n->inputs().size() != 3)
     return error(n, loc) << "where(condition) (nonzero) is data-dependent "

@@ -45,6 +45,7 @@ complexop.pt    sigmoid of a complex tensor
 complexfftbatch.pt torch.fft.fft over the batch dimension
 randbig.pt      torch.randint over 2^25 values (drawn as float32: not exact)
 batchwrite.pt   x[idx] = 0 (index_fill_) with idx indexing the examples (dimension 0)
+unique.pt       torch.unique of the labels (a data-dependent size)
 """
 import os
 import sys
@@ -312,6 +313,11 @@ class BatchWrite(nn.Module):
         return F.cross_entropy(x, y)
 
 
+class Unique(nn.Module):
+    def forward(self, x, y):
+        return F.cross_entropy(x, y) + torch.unique(y).float().sum() * 0
+
+
 class Spectral(nn.Module):
     def __init__(self):
         super().__init__()
@@ -374,6 +380,8 @@ for use in ("cast", "op", "fftbatch"):
     export(ComplexUse(use), (torch.randn(2, 4), torch.tensor([1, 0])),
            os.path.join(out, f"complex{use}.pt"), input_names=["x", "y"])
 export(RandBig(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "randbig.pt"),
+       input_names=["x", "y"])
+export(Unique(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "unique.pt"),
        input_names=["x", "y"])
 export(BatchWrite(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "batchwrite.pt"),
        input_names=["x", "y"])
