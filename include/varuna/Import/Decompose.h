@@ -280,6 +280,15 @@ public:
   mlir::FailureOr<mlir::Value> scatterAlong(mlir::Value self, int64_t axis,
                                             mlir::Value index, mlir::Value src,
                                             bool add);
+  /// torch.scatter_reduce along static `axis`: each position of self that
+  /// the index names becomes the reduction (`kind`: sum, mean, max or min)
+  /// of the src elements sent to it, and of self's own value with
+  /// `includeSelf`; positions no index names keep self's. (scatterAlong is
+  /// sum: with self for `add`, without it otherwise.) max / min: a one-hot
+  /// mask `where` src, `reduce max/min`; sum / mean: the one-hot `matmul`.
+  mlir::FailureOr<mlir::Value> scatterReduce(mlir::Value self, int64_t axis,
+                                             mlir::Value index, mlir::Value src,
+                                             ReduceKind kind, bool includeSelf);
   /// The index (i64) of the first largest (smallest) element along static
   /// `axis`: the smallest position where x equals the reduction (argmax /
   /// argmin, max / min with indices, ONNX ArgMax / ArgMin).

@@ -1679,6 +1679,12 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
 
 FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
                                           Value index, Value src, bool add) {
+  return scatterReduce(self, axis, index, src, ReduceKind::sum, add);
+}
+
+FailureOr<Value> Decomposer::scatterReduce(Value self, int64_t axis,
+                                           Value index, Value src,
+                                           ReduceKind kind, bool includeSelf) {
   auto st = self.getType().cast<VTensorType>();
   auto it = index.getType().cast<VTensorType>();
   auto vt = src.getType().cast<VTensorType>();
@@ -1688,6 +1694,9 @@ FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
                    << " at " << it << " from " << vt << ": " << why;
     return failure();
   };
+  if (kind != ReduceKind::sum && kind != ReduceKind::mean &&
+      kind != ReduceKind::max && kind != ReduceKind::min)
+    return refuse("only sum, mean, amax and amin reductions");
   if (axis < 0 || axis >= rank || !st.getDim(axis).isStatic() ||
       !it.getDim(axis).isStatic())
     return refuse("the dimension must exist and not depend on the batch size");
@@ -1719,27 +1728,45 @@ FailureOr<Value> Decomposer::scatterAlong(Value self, int64_t axis,
   Type et = st.getElementType();
   Value onehot = b.create<CastOp>(
       loc, hit->getType().cast<VTensorType>().withElementType(et), *hit);
-  auto srcRow = reshape(*v, shaped({SymInt(1), SymInt(m)}));
-  auto spread = failed(srcRow) ? srcRow : make<MatmulOp>({*srcRow, onehot});
-  auto flat = failed(spread) ? spread : reshape(*spread, shaped({SymInt(n)}));
-  if (failed(flat))
+  int64_t mAxis = static_cast<int64_t>(moved.rows.size());
+  auto count = reduce(ReduceKind::sum, onehot, {mAxis}, false); // [.., n]
+  auto covered =
+      failed(count)
+          ? count
+          : make<CompareOp>(
+                {*count, scalar(0, et)},
+                {b.getNamedAttr("predicate",
+                                ComparePredicateAttr::get(
+                                    b.getContext(), ComparePredicate::gt))});
+  if (failed(covered))
     return failure();
   FailureOr<Value> out = failure();
-  if (add) {
-    out = make<AddOp>({*s, *flat});
+  if (kind == ReduceKind::sum || kind == ReduceKind::mean) {
+    auto srcRow = reshape(*v, shaped({SymInt(1), SymInt(m)}));
+    auto spread = failed(srcRow) ? srcRow : make<MatmulOp>({*srcRow, onehot});
+    auto flat = failed(spread) ? spread : reshape(*spread, shaped({SymInt(n)}));
+    if (failed(flat))
+      return failure();
+    FailureOr<Value> total = includeSelf ? make<AddOp>({*s, *flat}) : *flat;
+    if (succeeded(total) && kind == ReduceKind::mean) {
+      // Over the elements sent (and self): at least 1 where not covered.
+      auto den = includeSelf ? make<AddOp>({*count, scalar(1, et)})
+                             : make<MaximumOp>({*count, scalar(1, et)});
+      total = failed(den) ? den : make<DivOp>({*total, *den});
+    }
+    out = failed(total) ? total : make<WhereOp>({*covered, *total, *s});
   } else {
-    auto count = reduce(ReduceKind::sum, onehot,
-                        {static_cast<int64_t>(moved.rows.size())},
-                        false); // [.., n]
-    auto covered =
-        failed(count)
-            ? count
-            : make<CompareOp>(
-                  {*count, scalar(0, et)},
-                  {b.getNamedAttr("predicate",
-                                  ComparePredicateAttr::get(
-                                      b.getContext(), ComparePredicate::gt))});
-    out = failed(covered) ? covered : make<WhereOp>({*covered, *flat, *s});
+    // where(onehot, src, -inf / inf) reduced over the sources.
+    bool max = kind == ReduceKind::max;
+    auto srcCol = reshape(*v, shaped({SymInt(m), SymInt(1)}));
+    double inf = std::numeric_limits<double>::infinity();
+    auto picked = failed(srcCol)
+                      ? srcCol
+                      : make<WhereOp>({*hit, *srcCol, scalar(max ? -inf : inf, et)});
+    auto red = failed(picked) ? picked : reduce(kind, *picked, {mAxis}, false);
+    if (succeeded(red) && includeSelf)
+      red = max ? make<MaximumOp>({*red, *s}) : make<MinimumOp>({*red, *s});
+    out = failed(red) ? red : make<WhereOp>({*covered, *red, *s});
   }
   return failed(out) ? out : transpose(*out, moved.back);
 }

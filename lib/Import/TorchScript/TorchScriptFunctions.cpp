@@ -1244,8 +1244,10 @@ LogicalResult TSImporter::hTopK(Node *n, Location loc) {
 }
 
 /// scatter(self, dim, index, src | value) and scatter_add(self, dim, index,
-/// src) on floating-point tensors (Decomposer::scatterAlong); the reducing
-/// forms (reduce="add"/"multiply", scatter_reduce) are refused.
+/// src) on floating-point tensors (Decomposer::scatterAlong); scatter_reduce
+/// with sum, mean, amax or amin (include_self either way;
+/// Decomposer::scatterReduce); prod and scatter's reduce= forms (torch has
+/// no derivative for them) refused.
 LogicalResult TSImporter::hScatter(Node *n, Location loc) {
   std::string op = opName(n);
   if (const TSValue &order = lookup(n->input(2));
@@ -1264,8 +1266,29 @@ LogicalResult TSImporter::hScatter(Node *n, Location loc) {
     bind(n->output(), inverse);
     return success();
   }
-  if (n->inputs().size() > 4)
-    return error(n, loc) << op << " with a reduction is not supported";
+  // scatter_reduce(self, dim, index, src, reduce, include_self):
+  // Decomposer::scatterReduce.
+  std::optional<ReduceKind> reduceKind;
+  bool includeSelf = true;
+  if (n->inputs().size() > 4) {
+    auto how = strArg(n, 4, loc);
+    if (failed(how))
+      return failure();
+    reduceKind = llvm::StringSwitch<std::optional<ReduceKind>>(*how)
+                     .Case("sum", ReduceKind::sum)
+                     .Case("mean", ReduceKind::mean)
+                     .Case("amax", ReduceKind::max)
+                     .Case("amin", ReduceKind::min)
+                     .Default(std::nullopt);
+    if (!reduceKind || op != "scatter_reduce")
+      return error(n, loc) << op << " with reduce=\"" << *how
+                           << "\" is not supported (scatter_reduce with sum, "
+                              "mean, amax and amin is)";
+    auto inc = optArg(n, 5, loc, &TSImporter::boolArg, true);
+    if (failed(inc))
+      return failure();
+    includeSelf = *inc;
+  }
   auto self = tensorArg(n, 0, loc);
   auto dim = intArg(n, 1, loc);
   auto index = tensorArg(n, 2, loc);
@@ -1289,8 +1312,12 @@ LogicalResult TSImporter::hScatter(Node *n, Location loc) {
     src = b().create<FullOp>(loc, tensorType(*index).withElementType(et),
                              b().getFloatAttr(et, *v));
   }
-  return bindResult(n, Decomposer(b(), loc).scatterAlong(
-                           *self, *axis, *index, src, op == "scatter_add"));
+  Decomposer d(b(), loc);
+  if (reduceKind)
+    return bindResult(n, d.scatterReduce(*self, *axis, *index, src,
+                                         *reduceKind, includeSelf));
+  return bindResult(n, d.scatterAlong(*self, *axis, *index, src,
+                                      op == "scatter_add"));
 }
 
 /// `index` [K] (integers) viewed along `axis` of a tensor of `like`'s rank

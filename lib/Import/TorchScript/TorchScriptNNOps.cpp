@@ -1040,7 +1040,8 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::grid_sampler"}, &TSImporter::hGridSample);
   reg({"aten::prelu", "aten::_prelu_kernel"}, &TSImporter::hPrelu);
   reg({"aten::topk", "aten::sort", "aten::argsort"}, &TSImporter::hTopK);
-  reg({"aten::scatter", "aten::scatter_add"}, &TSImporter::hScatter);
+  reg({"aten::scatter", "aten::scatter_add", "aten::scatter_reduce"},
+      &TSImporter::hScatter);
   reg({"aten::index_add", "aten::index_copy"}, &TSImporter::hIndexAdd);
   reg({"aten::index_fill"}, &TSImporter::hIndexFill);
   reg({"aten::index_put"}, &TSImporter::hIndexPut);

@@ -137,6 +137,9 @@ diffusion       TorchScript: DDPM's training objective -- torch.randint
 gcn             TorchScript: graph convolution as plain torch writes it --
                 messages gathered at the edges' sources, summed at their
                 targets with index_add_ over a fixed edge list (a buffer)
+pooled_graph    TorchScript: message passing pooled as PyG's scatter does
+                it -- scatter_reduce with mean, amax, amin and sum (with and
+                without include_self) over a fixed edge list
 barlow          TorchScript: Barlow Twins' loss -- the cross-correlation of
                 the batch's embeddings, torch.diagonal and the
                 off_diagonal trick (flatten, view, slice); a function of the
@@ -1517,3 +1520,32 @@ class Lookups(nn.Module):
 
 def lookups():
     return Lookups(), (torch.randn(2, 8), torch.randint(0, C, (2,)))
+
+
+class PooledGraph(nn.Module):
+    def __init__(self, nodes=6, d=8):
+        super().__init__()
+        self.register_buffer("src", torch.tensor([0, 1, 2, 3, 4, 5, 0, 2, 1]))
+        self.register_buffer("dst", torch.tensor([1, 2, 3, 4, 5, 0, 3, 5, 2]))
+        self.nodes = nodes
+        self.msg = nn.ModuleList(nn.Linear(d, d) for _ in range(3))
+        self.head = nn.Linear(4 * d, C)
+
+    def forward(self, x, labels):  # x [B, nodes, d]
+        B, N, D = x.shape
+        idx = self.dst[None, :, None].expand(B, -1, D)
+        h = x
+        for layer in self.msg:
+            m = torch.tanh(layer(h))[:, self.src]               # [B, E, D]
+            mean = torch.zeros_like(h).scatter_reduce(1, idx, m, "mean", include_self=False)
+            peak = h.scatter_reduce(1, idx, m, "amax")           # with self
+            low = torch.zeros_like(h).scatter_reduce(1, idx, m, "amin", include_self=False)
+            total = h.scatter_add(1, idx, m)
+            h = h + 0.5 * mean + 0.2 * (peak - low) + 0.1 * total
+        pooled = torch.cat([h.mean(1), h.amax(1), mean.sum(1),
+                            torch.zeros_like(h).scatter_reduce(1, idx, m, "sum").mean(1)], 1)
+        return F.cross_entropy(self.head(pooled), labels)
+
+
+def pooled_graph():
+    return PooledGraph(), (torch.randn(2, 6, 8), torch.randint(0, C, (2,)))
