@@ -1760,9 +1760,10 @@ FailureOr<Value> Decomposer::scatterReduce(Value self, int64_t axis,
     bool max = kind == ReduceKind::max;
     auto srcCol = reshape(*v, shaped({SymInt(m), SymInt(1)}));
     double inf = std::numeric_limits<double>::infinity();
-    auto picked = failed(srcCol)
-                      ? srcCol
-                      : make<WhereOp>({*hit, *srcCol, scalar(max ? -inf : inf, et)});
+    auto picked =
+        failed(srcCol)
+            ? srcCol
+            : make<WhereOp>({*hit, *srcCol, scalar(max ? -inf : inf, et)});
     auto red = failed(picked) ? picked : reduce(kind, *picked, {mAxis}, false);
     if (succeeded(red) && includeSelf)
       red = max ? make<MaximumOp>({*red, *s}) : make<MinimumOp>({*red, *s});

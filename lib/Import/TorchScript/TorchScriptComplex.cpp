@@ -578,8 +578,8 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     if (failed(a))
       return failure();
     auto den = m.bin<AddOp>(m.bin<MulOp>(c, c), m.bin<MulOp>(d, d));
-    FailureOr<Value> re = m.bin<MulOp>(*a, c), im = m.un(UnaryKind::neg,
-                                                        m.bin<MulOp>(*a, d));
+    FailureOr<Value> re = m.bin<MulOp>(*a, c),
+                     im = m.un(UnaryKind::neg, m.bin<MulOp>(*a, d));
     if (*bi) { // + b d, + b c
       re = m.bin<AddOp>(re, m.bin<MulOp>(*bi, d));
       im = m.bin<AddOp>(im, m.bin<MulOp>(*bi, c));

@@ -1314,10 +1314,10 @@ LogicalResult TSImporter::hScatter(Node *n, Location loc) {
   }
   Decomposer d(b(), loc);
   if (reduceKind)
-    return bindResult(n, d.scatterReduce(*self, *axis, *index, src,
-                                         *reduceKind, includeSelf));
-  return bindResult(n, d.scatterAlong(*self, *axis, *index, src,
-                                      op == "scatter_add"));
+    return bindResult(n, d.scatterReduce(*self, *axis, *index, src, *reduceKind,
+                                         includeSelf));
+  return bindResult(
+      n, d.scatterAlong(*self, *axis, *index, src, op == "scatter_add"));
 }
 
 /// `index` [K] (integers) viewed along `axis` of a tensor of `like`'s rank
@@ -1342,8 +1342,8 @@ static LogicalResult checkSliceIndex(TSImporter &imp, TSImporter::Node *n,
   VTensorType it = tensorType(index), st = tensorType(self);
   if (it.getRank() != 1 || !it.getElementType().isSignlessInteger() ||
       it.getElementType().isInteger(1))
-    return imp.error(n, loc) << "the index must be a 1-D integer tensor, got "
-                             << it;
+    return imp.error(n, loc)
+           << "the index must be a 1-D integer tensor, got " << it;
   if (st.getBatchDim() == axis)
     return imp.error(n, loc)
            << "indexes dimension " << axis
@@ -1357,8 +1357,7 @@ static FailureOr<Value> sliceIndex(TSImporter &imp, TSImporter::Node *n,
                                    unsigned i, Value self, int64_t axis,
                                    Location loc) {
   auto index = imp.tensorArg(n, i, loc);
-  if (failed(index) ||
-      failed(checkSliceIndex(imp, n, *index, self, axis, loc)))
+  if (failed(index) || failed(checkSliceIndex(imp, n, *index, self, axis, loc)))
     return failure();
   return *index;
 }
@@ -1403,22 +1402,29 @@ LogicalResult TSImporter::hIndexAdd(Node *n, Location loc) {
 }
 
 /// Whether each position of dimension `axis` (size `size`) is named by
-/// `index` [K]: an i1 tensor of rank `rank`, `size` along `axis`, 1
-/// elsewhere.
-FailureOr<Value> TSImporter::indexMask(Value index, int64_t axis,
-                                       int64_t size, int64_t rank,
-                                       Location loc, Node *n) {
+/// `index` [K] (a negative index counting from the end): an i1 tensor of
+/// rank `rank`, `size` along `axis`, 1 elsewhere.
+FailureOr<Value> TSImporter::indexMask(Value index, int64_t axis, int64_t size,
+                                       int64_t rank, Location loc, Node *n) {
   Decomposer d(b(), loc);
-  SmallVector<double> positions;
-  for (int64_t j = 0; j < size; ++j)
+  SmallVector<double> positions, fromEnd;
+  for (int64_t j = 0; j < size; ++j) {
     positions.push_back(double(j));
+    fromEnd.push_back(double(j - size));
+  }
   Type it = tensorType(index).getElementType();
-  Value row = d.constant({1, size}, it, positions);
   auto col = reshape(index, {tensorType(index).getDim(0), SymInt(1)}, loc);
   if (failed(col))
     return failure();
-  auto hits = binary("eq", TSValue::ofTensor(*col), TSValue::ofTensor(row),
-                     loc, n); // [K, size]
+  auto named = [&](ArrayRef<double> at) {
+    return binary("eq", TSValue::ofTensor(*col),
+                  TSValue::ofTensor(d.constant({1, size}, it, at)), loc, n);
+  };
+  auto ahead = named(positions), behind = named(fromEnd);
+  auto hits = failed(ahead) || failed(behind)
+                  ? FailureOr<Value>(failure())
+                  : binary("or", TSValue::ofTensor(*ahead),
+                           TSValue::ofTensor(*behind), loc, n); // [K, size]
   if (failed(hits))
     return failure();
   auto any = reduce(ReduceKind::max, cast(*hits, b().getF32Type(), loc), {0},
@@ -1450,12 +1456,13 @@ LogicalResult TSImporter::hIndexFill(Node *n, Location loc) {
     return failure();
   if (tensorType(*value).getRank() != 0)
     return operandError(n, 3, loc, "a number or a 0-d tensor");
-  auto mask = indexMask(*index, *axis, st.getDim(*axis).constant,
-                        st.getRank(), loc, n);
+  auto mask =
+      indexMask(*index, *axis, st.getDim(*axis).constant, st.getRank(), loc, n);
   if (failed(mask))
     return failure();
-  return bindResult(n, make<WhereOp>(loc, {*mask, cast(*value, st.getElementType(), loc),
-                                           *self}));
+  return bindResult(
+      n, make<WhereOp>(loc,
+                       {*mask, cast(*value, st.getElementType(), loc), *self}));
 }
 
 /// index_put(self, indices, values, accumulate): `x[mask] = v` (a boolean
@@ -1534,7 +1541,7 @@ LogicalResult TSImporter::hIndexPut(Node *n, Location loc) {
   if (failed(along))
     return failure();
   return bindResult(n, Decomposer(b(), loc).scatterAlong(*self, axis, *along,
-                                                          src, *accumulate));
+                                                         src, *accumulate));
 }
 
 /// diagonal(self, offset, dim1, dim2): the elements [i, i + offset] of the
@@ -1558,13 +1565,15 @@ LogicalResult TSImporter::hDiagonal(Node *n, Location loc) {
   if ((op == "diag" && rank == 1) || op == "diag_embed") {
     // v [.., n] -> [.., n, n] (diag: [n, n]) with v on the diagonal.
     if (off != 0 || rank < 1 || t.getBatchDim() == rank - 1)
-      return error(n, loc) << op << " supports offset 0 of a last dimension "
-                                    "that does not depend on the batch";
+      return error(n, loc) << op
+                           << " supports offset 0 of a last dimension "
+                              "that does not depend on the batch";
     if (op == "diag_embed" && n->inputs().size() > 3) {
       auto d1 = intArg(n, 2, loc), d2 = intArg(n, 3, loc);
       if (failed(d1) || failed(d2))
         return failure();
-      if (normAxis(*d1, rank + 1) != rank - 1 || normAxis(*d2, rank + 1) != rank)
+      if (normAxis(*d1, rank + 1) != rank - 1 ||
+          normAxis(*d2, rank + 1) != rank)
         return error(n, loc) << "diag_embed into dimensions other than the "
                                 "last two is not supported";
     }
@@ -1624,10 +1633,9 @@ LogicalResult TSImporter::hDiagonal(Node *n, Location loc) {
         swapped[j * n1 + i] = mask[i * n2 + j];
     mask = swapped;
   }
-  auto masked = binary("mul", TSValue::ofTensor(*x),
-                       TSValue::ofTensor(d.constant(shape, t.getElementType(),
-                                                    mask)),
-                       loc, n);
+  auto masked = binary(
+      "mul", TSValue::ofTensor(*x),
+      TSValue::ofTensor(d.constant(shape, t.getElementType(), mask)), loc, n);
   if (failed(masked))
     return failure();
   auto summed = reduce(ReduceKind::sum, *masked, {d2}, false, loc);
@@ -1679,8 +1687,8 @@ LogicalResult TSImporter::hTakeAlongDim(Node *n, Location loc) {
                          << dimsStr(id)
                          << ": only indices of the same shape outside the "
                             "dimension are supported (no broadcasting)";
-  return bindResult(n, make<GatherElementsOp>(loc, {*x, *idx},
-                                              {i64("axis", axis)}));
+  return bindResult(
+      n, make<GatherElementsOp>(loc, {*x, *idx}, {i64("axis", axis)}));
 }
 
 /// tensordot(a, b, dims_a, dims_b): the listed dimensions contracted pairwise
@@ -1712,8 +1720,8 @@ LogicalResult TSImporter::hTensordot(Node *n, Location loc) {
     if (la.find(ch) == std::string::npos)
       out += ch;
   Value cc = cast(*c, tensorType(*a).getElementType(), loc);
-  return bindResult(n, Decomposer(b(), loc).einsum(la + "," + lc + "->" + out,
-                                                   {*a, cc}));
+  return bindResult(
+      n, Decomposer(b(), loc).einsum(la + "," + lc + "->" + out, {*a, cc}));
 }
 
 /// Boolean functions: isnan (x != x), isinf / isposinf / isneginf (|x| or
@@ -1738,32 +1746,31 @@ LogicalResult TSImporter::hPredicate(Node *n, Location loc) {
       if (t.isInteger(1))
         return v;
       return MathBuilder{*this, loc, t}.cmp(ComparePredicate::ne, v,
-                                             scalarConstant(0, t, loc));
+                                            scalarConstant(0, t, loc));
     };
     return bindResult(n, m.cmp(ComparePredicate::ne, truth(*x), truth(*y)));
   }
   if (!isFloatType(et)) // integers and bools are finite, never NaN
-    return bindResult(
-        n, Value(b().create<FullOp>(
-               loc, tensorType(*x).withElementType(b().getI1Type()),
-               b().getBoolAttr(op == "isfinite"))));
+    return bindResult(n,
+                      Value(b().create<FullOp>(
+                          loc, tensorType(*x).withElementType(b().getI1Type()),
+                          b().getBoolAttr(op == "isfinite"))));
   double inf = std::numeric_limits<double>::infinity();
   if (op == "isnan")
     return bindResult(n, m.cmp(ComparePredicate::ne, *x, *x));
   if (op == "isfinite")
-    return bindResult(n, m.cmp(ComparePredicate::lt,
-                               m.un(UnaryKind::abs, *x), m.c(inf)));
+    return bindResult(
+        n, m.cmp(ComparePredicate::lt, m.un(UnaryKind::abs, *x), m.c(inf)));
   if (op == "isinf")
-    return bindResult(n, m.cmp(ComparePredicate::eq,
-                               m.un(UnaryKind::abs, *x), m.c(inf)));
-  return bindResult(n, m.cmp(ComparePredicate::eq, *x,
-                             m.c(op == "isposinf" ? inf : -inf)));
+    return bindResult(
+        n, m.cmp(ComparePredicate::eq, m.un(UnaryKind::abs, *x), m.c(inf)));
+  return bindResult(
+      n, m.cmp(ComparePredicate::eq, *x, m.c(op == "isposinf" ? inf : -inf)));
 }
 
 //===----------------------------------------------------------------------===//
 // Elementwise and small functions as compositions (hMath)
 //===----------------------------------------------------------------------===//
-
 
 /// Functions of one or two tensors built from varuna ops: exp2 log2 log10
 /// square frac hypot lerp addcmul addcdiv logaddexp logaddexp2 copysign
@@ -1853,9 +1860,9 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
                 m.un(UnaryKind::neg, mag), mag);
   } else if (op == "heaviside") {
     // 1 above 0, values at 0, 0 below (no gradient, as torch).
-    r = m.where(m.cmp(ComparePredicate::gt, *x, m.c(0)), m.c(1),
-                m.where(m.cmp(ComparePredicate::eq, *x, m.c(0)), operand(1),
-                        m.c(0)));
+    r = m.where(
+        m.cmp(ComparePredicate::gt, *x, m.c(0)), m.c(1),
+        m.where(m.cmp(ComparePredicate::eq, *x, m.c(0)), operand(1), m.c(0)));
   } else if (op == "xlogy") {
     // 0 where x is 0 (also its gradient: y is replaced by 1 there).
     auto y = operand(1);
@@ -1972,7 +1979,8 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
     bool upper = *right || *side == "right";
     SmallVector<SymInt> bd = dimsOf(*bounds);
     if (bd.size() != 1 || !bd[0].isStatic())
-      return error(n, loc) << op << " needs a 1-D static sequence of boundaries";
+      return error(n, loc) << op
+                           << " needs a 1-D static sequence of boundaries";
     SmallVector<SymInt> xd = dimsOf(*x);
     SmallVector<SymInt> col(xd);
     col.push_back(SymInt(1));

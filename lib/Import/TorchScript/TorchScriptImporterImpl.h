@@ -314,8 +314,7 @@ public:
   /// `index` [K] viewed along `axis` of `like`'s rank and expanded to its
   /// shape (scatterAlong's per-element index).
   mlir::FailureOr<mlir::Value> indexAlong(mlir::Value index, int64_t axis,
-                                          mlir::Value like,
-                                          mlir::Location loc);
+                                          mlir::Value like, mlir::Location loc);
   /// i1 of rank `rank`, `size` along `axis` (1 elsewhere): whether `index`
   /// [K] names each position.
   mlir::FailureOr<mlir::Value> indexMask(mlir::Value index, int64_t axis,

@@ -205,12 +205,10 @@ LogicalResult TSImporter::hPad(Node *n, Location loc) {
       SymInt size = tensorType(*x).getDim(dim);
       int64_t cut = std::max<int64_t>(-begin, 0) + std::max<int64_t>(-end, 0);
       if (!size.isStatic() || cut >= size.constant)
-        return error(n, loc) << "negative pads crop " << cut
-                             << " of dimension " << dim << " of "
-                             << dimsStr(dimsOf(*x));
+        return error(n, loc) << "negative pads crop " << cut << " of dimension "
+                             << dim << " of " << dimsStr(dimsOf(*x));
       auto cropped = sliceOf(*x, dim, SymInt(std::max<int64_t>(-begin, 0)),
-                             SymInt(size.constant -
-                                    std::max<int64_t>(-end, 0)),
+                             SymInt(size.constant - std::max<int64_t>(-end, 0)),
                              1, loc, n);
       if (failed(cropped))
         return failure();
@@ -369,8 +367,8 @@ LogicalResult TSImporter::hRandom(Node *n, Location loc) {
         elt = *d;
     }
     if (!anyType && !isFloatType(elt))
-      return error(n, loc) << "draws random numbers into a tensor of "
-                           << elt << " (a floating-point type is needed)",
+      return error(n, loc) << "draws random numbers into a tensor of " << elt
+                           << " (a floating-point type is needed)",
              failure();
     return elt;
   };
@@ -426,20 +424,18 @@ LogicalResult TSImporter::hRandom(Node *n, Location loc) {
     if (failed(lo) || failed(hi) || failed(lambd))
       return failure();
     if (normal && *hi < 0)
-      return error(n, loc) << "standard deviation " << *hi
-                           << " is negative";
+      return error(n, loc) << "standard deviation " << *hi << " is negative";
     if (op == "exponential" && !(*lambd > 0))
       return error(n, loc) << "exponential rate " << *lambd
                            << " is not positive";
-    Value u = draw(*t, normal ? RandomDistribution::normal
-                              : RandomDistribution::uniform,
-                   op == "exponential" ? 0.0 : *lo,
-                   op == "exponential" ? 1.0 : *hi);
+    Value u = draw(
+        *t, normal ? RandomDistribution::normal : RandomDistribution::uniform,
+        op == "exponential" ? 0.0 : *lo, op == "exponential" ? 1.0 : *hi);
     if (op != "exponential")
       return bindResult(n, u);
     // -log(1 - u) / lambda for u in [0, 1): finite and non-negative.
-    auto oneMinus = binary("sub", TSValue::ofFloat(1.0), TSValue::ofTensor(u),
-                           loc, n);
+    auto oneMinus =
+        binary("sub", TSValue::ofFloat(1.0), TSValue::ofTensor(u), loc, n);
     if (failed(oneMinus))
       return failure();
     auto logs = unary(UnaryKind::log, *oneMinus, loc);
@@ -473,8 +469,8 @@ LogicalResult TSImporter::hRandom(Node *n, Location loc) {
     auto scaled = binary("mul", TSValue::ofTensor(z), std, loc, n);
     if (failed(scaled))
       return failure();
-    return bindResult(n, binary("add", mean, TSValue::ofTensor(*scaled), loc,
-                                n));
+    return bindResult(n,
+                      binary("add", mean, TSValue::ofTensor(*scaled), loc, n));
   }
 
   if (op == "bernoulli") {
@@ -483,25 +479,22 @@ LogicalResult TSImporter::hRandom(Node *n, Location loc) {
     auto t = self();
     if (failed(t))
       return failure();
-    TSValue p = isNoneArg(n, 1) || lookup(n->input(1)).kind ==
-                                       TSValue::Kind::Other
-                    ? *operand(n, 0)
-                    : *operand(n, 1);
+    TSValue p =
+        isNoneArg(n, 1) || lookup(n->input(1)).kind == TSValue::Kind::Other
+            ? *operand(n, 0)
+            : *operand(n, 1);
     if (p.kind == TSValue::Kind::Float && (p.f < 0 || p.f > 1))
-      return error(n, loc) << "probability " << p.f
-                           << " is not in [0, 1]";
-    VTensorType ut = t->withElementType(
-        isFloatType(t->getElementType()) ? t->getElementType()
-                                         : Type(b().getF32Type()));
+      return error(n, loc) << "probability " << p.f << " is not in [0, 1]";
+    VTensorType ut = t->withElementType(isFloatType(t->getElementType())
+                                            ? t->getElementType()
+                                            : Type(b().getF32Type()));
     Value u = draw(ut, RandomDistribution::uniform, 0.0, 1.0);
     auto below = binary("lt", TSValue::ofTensor(u), p, loc, n);
     if (failed(below))
       return failure();
     if (tensorType(*below) != ut.withElementType(b().getI1Type()))
-      return error(n, loc) << "probabilities of shape "
-                           << tensorType(*below)
-                           << " do not match the tensor filled "
-                           << *t;
+      return error(n, loc) << "probabilities of shape " << tensorType(*below)
+                           << " do not match the tensor filled " << *t;
     return bindResult(n, cast(*below, t->getElementType(), loc));
   }
 

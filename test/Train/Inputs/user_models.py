@@ -147,7 +147,8 @@ barlow          TorchScript: Barlow Twins' loss -- the cross-correlation of
 lookups         TorchScript: torch.searchsorted into a sorted buffer (both
                 sides), take_along_dim by an argsort, outer / addr,
                 tensordot (an int and lists of dims)
-index_writes    TorchScript: x[mask] = 0, x[:, idx] = 1 (index_fill_),
+index_writes    TorchScript: x[mask] = 0, x[:, idx] = 1 (index_fill_, an index
+                counting from the end),
                 x[:, :, idx] = tensor (index_put_), index_put with
                 accumulate, index_copy, diag, diag_embed, trace,
                 diagonal with an offset
@@ -1359,7 +1360,7 @@ class IndexWrites(nn.Module):
     def forward(self, x, labels):
         h = self.a(x).clone()
         h[h < 0] = 0.0
-        h[:, torch.tensor([1, 3])] = 1.0
+        h[:, torch.tensor([1, -2])] = 1.0  # index_fill_, a negative index
         g = self.b(h).view(-1, 2, 4)
         g[:, :, torch.tensor([0, 2])] = self.c(x).view(-1, 2, 2)
         k = g.index_copy(2, torch.tensor([3, 0]), g[:, :, :2] * 2)
