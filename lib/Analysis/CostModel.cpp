@@ -84,6 +84,15 @@ FailureOr<OpCost> varuna::getOpCost(Operation *op) {
         c.flops = in;
         c.backward = in;
       })
+      .Case<LinalgOp>([&](LinalgOp l) {
+        // About n^3 per matrix (and per right-hand side for solve), the
+        // backward about twice that.
+        VTensorType a = typeOf(l->getOperand(0));
+        int64_t n = a.getDim(a.getRank() - 1).constant;
+        SymInt matrices = a.getNumElements().floorDiv(n * n).value_or(SymInt(1));
+        c.flops = matrices.scaled(n * n * n);
+        c.backward = matrices.scaled(2 * n * n * n);
+      })
       .Case<MatmulOp>([&](MatmulOp m) {
         // 2 * (result elements) * (contraction size); backward computes the
         // gradient of both operands: twice the forward.

@@ -338,6 +338,23 @@ def test_gradient_hooks_warned(tmp_path, where):
         varuna.export(model, (x, y), path)
 
 
+def test_noncontiguous_parameter_saved_contiguous(tmp_path):
+    # A Q from torch.linalg.qr is column-major (Glow's initial 1x1
+    # convolution weight); the TorchScript file stores it row-major, which
+    # varuna-compile reads in place, and the model keeps its own layout.
+    torch.manual_seed(0)
+    model = _UnusedLayer()
+    q = torch.linalg.qr(torch.randn(4, 4))[0][:3]  # [3, 4], not contiguous
+    assert not q.is_contiguous()
+    model.used.weight = nn.Parameter(q)
+    varuna.export(model, (torch.randn(2, 4), torch.tensor([0, 2])), tmp_path / "q.pt")
+    assert not model.used.weight.is_contiguous()
+    loaded = torch.jit.load(str(tmp_path / "q.pt"))
+    w = dict(loaded.named_parameters())["used.weight"]
+    assert w.is_contiguous() and torch.equal(w, q)
+    # (varuna-compile of such a model: test/Train/user-linalg.test, glow.)
+
+
 def test_export_restores_buffers_and_stores_pre_export_values(tmp_path):
     model, inputs, _ = models.make("resnet")
     before = {n: b.clone() for n, b in model.named_buffers()}

@@ -648,6 +648,24 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
 # TorchScript
 # ---------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _contiguous_state(model: torch.nn.Module):
+    """Parameters and buffers laid out contiguously while exporting (the
+    importer reads each tensor's bytes in place: a Q from torch.linalg.qr,
+    Glow's initial 1x1 convolution weight, is column-major), then put back
+    as they were."""
+    moved = []
+    for t in list(model.parameters()) + list(model.buffers()):
+        if not t.is_contiguous():
+            moved.append((t, t.data))
+            t.data = t.data.contiguous()
+    try:
+        yield
+    finally:
+        for t, data in moved:
+            t.data = data
+
+
 def _export_torchscript(model, inputs, path, *, input_names, loss_name, batch_dim):
     params, buffers = _names(model)
     info = {
@@ -658,22 +676,24 @@ def _export_torchscript(model, inputs, path, *, input_names, loss_name, batch_di
         "buffers": buffers,
         "exporter": _exporter_id(),
     }
-    with _preserved_state(model, True):
-        with warnings.catch_warnings():
-            _quiet_torch_internals()
-            warnings.filterwarnings("ignore", category=DeprecationWarning)
-            warnings.filterwarnings("ignore", category=FutureWarning, module=r"torch\.jit")
-            traced = torch.jit.trace(model, inputs, check_trace=False)
-    # _preserved_state restored the buffers in place; the traced module shares
-    # their storage, so it is saved with the pre-export values.
-    out_dir = os.path.dirname(os.path.abspath(path))
-    os.makedirs(out_dir, exist_ok=True)
-    # Save under the final basename (torch names the archive's top folder
-    # after it) in a private temp dir, then rename into place.
-    with tempfile.TemporaryDirectory(prefix=".varuna-export-", dir=out_dir) as tmp_dir:
-        tmp = os.path.join(tmp_dir, os.path.basename(path))
-        traced.save(tmp, _extra_files={"varuna.json": json.dumps(info, indent=1)})
-        os.replace(tmp, path)
+    with _contiguous_state(model):
+        with _preserved_state(model, True):
+            with warnings.catch_warnings():
+                _quiet_torch_internals()
+                warnings.filterwarnings("ignore", category=DeprecationWarning)
+                warnings.filterwarnings("ignore", category=FutureWarning,
+                                        module=r"torch\.jit")
+                traced = torch.jit.trace(model, inputs, check_trace=False)
+        # _preserved_state restored the buffers in place; the traced module
+        # shares their storage, so it is saved with the pre-export values.
+        out_dir = os.path.dirname(os.path.abspath(path))
+        os.makedirs(out_dir, exist_ok=True)
+        # Save under the final basename (torch names the archive's top folder
+        # after it) in a private temp dir, then rename into place.
+        with tempfile.TemporaryDirectory(prefix=".varuna-export-", dir=out_dir) as tmp_dir:
+            tmp = os.path.join(tmp_dir, os.path.basename(path))
+            traced.save(tmp, _extra_files={"varuna.json": json.dumps(info, indent=1)})
+            os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------

@@ -121,6 +121,20 @@ at::Tensor arangeTensor(ElemType type, int64_t n, double start, double step) {
       .to(dtype);
 }
 
+at::Tensor linalgKernel(Linalg kind, const at::Tensor &a, const at::Tensor &b) {
+  switch (kind) {
+  case Linalg::inv: return at::linalg_inv(a);
+  case Linalg::det: return at::linalg_det(a);
+  case Linalg::logabsdet: return std::get<1>(at::linalg_slogdet(a));
+  case Linalg::cholesky: return at::linalg_cholesky(a);
+  case Linalg::solve:
+    if (b.dim() == a.dim() - 1) // one right-hand side per matrix
+      return at::linalg_solve(a, b.unsqueeze(-1)).squeeze(-1);
+    return at::linalg_solve(a, b);
+  }
+  throw std::runtime_error("unknown linalg kind");
+}
+
 at::Tensor randomTensor(at::Generator &gen, ElemType type,
                         c10::IntArrayRef shape, Distribution dist, double a,
                         double b) {

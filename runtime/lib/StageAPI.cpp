@@ -160,6 +160,14 @@ Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
   return guarded("cumsum",
                  [&] { return rt::cumsumKernel(T(x), axis, exclusive, reverse); });
 }
+Tensor linalg(Linalg kind, const Tensor &a) {
+  return guarded(rt::kLinalgNames[int(kind)],
+                 [&] { return rt::linalgKernel(kind, T(a), at::Tensor()); });
+}
+Tensor linalg(Linalg kind, const Tensor &a, const Tensor &b) {
+  return guarded(rt::kLinalgNames[int(kind)],
+                 [&] { return rt::linalgKernel(kind, T(a), T(b)); });
+}
 Tensor pad(const Tensor &x, IntList pads, double value) {
   return guarded("pad", [&] {
     at::Scalar v = at::isFloatingType(T(x).scalar_type())

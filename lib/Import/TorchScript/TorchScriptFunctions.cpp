@@ -1655,6 +1655,88 @@ LogicalResult TSImporter::hDiagonal(Node *n, Location loc) {
   return bindResult(n, transpose(*diag, perm, loc));
 }
 
+/// Linear algebra on small square matrices (varuna.linalg, computed by
+/// ATen): inverse / linalg_inv, det / linalg_det, slogdet / linalg_slogdet
+/// (sign = sign(det), log |det|), logdet (log det), cholesky /
+/// linalg_cholesky (upper: the lower factor transposed), linalg_solve (left
+/// only), cholesky_solve(b, L, upper).
+LogicalResult TSImporter::hLinalg(Node *n, Location loc) {
+  std::string op = opName(n);
+  if (StringRef(op).starts_with("linalg_"))
+    op = op.substr(7);
+  auto a = tensorArg(n, op == "cholesky_solve" ? 1 : 0, loc);
+  if (failed(a))
+    return failure();
+  if (!isFloatType(tensorType(*a).getElementType()))
+    *a = cast(*a, b().getF32Type(), loc);
+  Type et = tensorType(*a).getElementType();
+  MathBuilder m{*this, loc, et};
+  auto linalg = [&](LinalgKind kind, ValueRange operands) {
+    return make<LinalgOp>(loc, operands,
+                          {attr("kind", LinalgKindAttr::get(ctx, kind))});
+  };
+  auto lastTwoSwapped = [&](FailureOr<Value> v) -> FailureOr<Value> {
+    if (failed(v))
+      return v;
+    return swapDims(*v, tensorType(*v).getRank() - 2,
+                    tensorType(*v).getRank() - 1, loc);
+  };
+  if (op == "inv" || op == "inverse")
+    return bindResult(n, linalg(LinalgKind::inv, {*a}));
+  if (op == "det" || op == "logdet")
+    return bindResult(n, op == "det" ? linalg(LinalgKind::det, {*a})
+                                     : m.un(UnaryKind::log,
+                                            linalg(LinalgKind::det, {*a})));
+  if (op == "slogdet") {
+    auto sign = m.un(UnaryKind::sign, linalg(LinalgKind::det, {*a}));
+    auto logabs = linalg(LinalgKind::logabsdet, {*a});
+    if (failed(sign) || failed(logabs))
+      return failure();
+    if (n->outputs().size() != 2)
+      return error(n, loc) << "slogdet with " << n->outputs().size()
+                           << " results";
+    bindTensor(n->outputs()[0], *sign);
+    bindTensor(n->outputs()[1], *logabs);
+    return success();
+  }
+  if (op == "cholesky") {
+    auto upper = optArg(n, 1, loc, &TSImporter::boolArg, false);
+    if (failed(upper))
+      return failure();
+    auto lower = linalg(LinalgKind::cholesky, {*a});
+    return bindResult(n, *upper ? lastTwoSwapped(lower) : lower);
+  }
+  if (op == "solve" || op == "cholesky_solve") {
+    bool chol = op == "cholesky_solve";
+    auto rhs = tensorArg(n, chol ? 0 : 1, loc);
+    if (failed(rhs))
+      return failure();
+    Value matrix = *a;
+    if (chol) { // a = L L^T (upper: U^T U)
+      auto upper = optArg(n, 2, loc, &TSImporter::boolArg, false);
+      if (failed(upper))
+        return failure();
+      auto t = lastTwoSwapped(*a);
+      auto prod = failed(t) ? t
+                  : *upper  ? make<MatmulOp>(loc, {*t, *a})
+                            : make<MatmulOp>(loc, {*a, *t});
+      if (failed(prod))
+        return failure();
+      matrix = *prod;
+    } else if (!isNoneArg(n, 2)) {
+      auto left = boolArg(n, 2, loc);
+      if (failed(left))
+        return failure();
+      if (!*left)
+        return error(n, loc) << "solve with left=False (x a = b) is not "
+                                "supported";
+    }
+    return bindResult(n, linalg(LinalgKind::solve,
+                                {matrix, cast(*rhs, et, loc)}));
+  }
+  return error(n, loc) << "is not a supported linear algebra function";
+}
+
 /// take_along_dim(x, indices, dim): torch.gather when the two have one
 /// shape outside dim (no broadcasting; dim None flattens both).
 LogicalResult TSImporter::hTakeAlongDim(Node *n, Location loc) {

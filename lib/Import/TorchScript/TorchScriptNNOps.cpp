@@ -1058,6 +1058,11 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::outer", "aten::ger", "aten::addr"},
       &TSImporter::hMath);
   reg({"aten::take_along_dim"}, &TSImporter::hTakeAlongDim);
+  reg({"aten::inverse", "aten::linalg_inv", "aten::det", "aten::linalg_det",
+       "aten::logdet", "aten::slogdet", "aten::linalg_slogdet",
+       "aten::cholesky", "aten::linalg_cholesky", "aten::linalg_solve",
+       "aten::cholesky_solve"},
+      &TSImporter::hLinalg);
   reg({"aten::tensordot"}, &TSImporter::hTensordot);
   reg({"aten::isnan", "aten::isinf", "aten::isposinf", "aten::isneginf",
        "aten::isfinite", "aten::logical_xor", "aten::bitwise_xor",

@@ -91,6 +91,7 @@ static_assert(int(ReduceKind::prod) == int(rt::Reduce::prod));
 static_assert(int(PoolKind::avg) == int(rt::Pool::avg));
 static_assert(int(LossReduction::mean) == int(rt::LossReduction::mean));
 static_assert(int(RandomDistribution::normal) == int(rt::Distribution::normal));
+static_assert(int(LinalgKind::solve) == int(rt::Linalg::solve));
 
 rt::ElemType elemType(Operation *op) {
   switch (resultDType(op)) {
@@ -194,6 +195,10 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
       .Case([&](GatherElementsOp o) {
         return rt::gatherElementsKernel(in[0], in[1],
                                         static_cast<int64_t>(o.getAxis()));
+      })
+      .Case([&](LinalgOp o) {
+        return rt::linalgKernel(code<rt::Linalg>(o.getKind()), in[0],
+                                in.size() > 1 ? in[1] : at::Tensor());
       })
       .Case([&](CumsumOp o) {
         return rt::cumsumKernel(in[0], static_cast<int64_t>(o.getAxis()),

@@ -325,6 +325,13 @@ std::string BodyEmitter::call(Operation *op) {
       .Case([&](ScatterNDOp) {
         return "stage::scatter_nd(" + o(0) + ", " + o(1) + ", " + o(2) + ")";
       })
+      .Case([&](LinalgOp l) {
+        std::string s = "stage::linalg(" +
+                        code("Linalg", rt::kLinalgNames, int(l.getKind()));
+        for (unsigned i = 0; i < l->getNumOperands(); ++i)
+          s += ", " + o(i);
+        return s + ")";
+      })
       .Case([&](CumsumOp c) {
         return "stage::cumsum(" + o(0) + ", " +
                lit(static_cast<int64_t>(c.getAxis())) + ", " +

@@ -189,3 +189,27 @@ func.func @conv_transpose_channels(%x: !varuna.tensor<[B, 4, 8, 8], f32>, %w: !v
   %y = varuna.conv_transpose %x, %w {dilations = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>, pads = array<i64: 0, 0>, strides = array<i64: 1, 1>} : !varuna.tensor<[B, 4, 8, 8], f32>, !varuna.tensor<[3, 2, 3, 3], f32> -> !varuna.tensor<[B, 2, 10, 10], f32>
   return
 }
+
+// -----
+
+func.func @linalg_not_square(%a: !varuna.tensor<[4, 3], f32>) {
+  // expected-error @+1 {{varuna.linalg: the matrix must be [.., n, n] with a static n}}
+  %0 = varuna.linalg inv %a : (!varuna.tensor<[4, 3], f32>) -> !varuna.tensor<[4, 3], f32>
+  return
+}
+
+// -----
+
+func.func @linalg_batch_matrix(%a: !varuna.tensor<[4, B], f32>) {
+  // expected-error @+1 {{varuna.linalg: the matrix must be [.., n, n] with a static n}}
+  %0 = varuna.linalg det %a : (!varuna.tensor<[4, B], f32>) -> !varuna.tensor<[], f32>
+  return
+}
+
+// -----
+
+func.func @linalg_solve_rhs(%a: !varuna.tensor<[4, 4], f32>, %b: !varuna.tensor<[B, 3], f32>) {
+  // expected-error @+1 {{varuna.linalg solve: the right-hand side must be}}
+  %0 = varuna.linalg solve %a, %b : (!varuna.tensor<[4, 4], f32>, !varuna.tensor<[B, 3], f32>) -> !varuna.tensor<[B, 3], f32>
+  return
+}

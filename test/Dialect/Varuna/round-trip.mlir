@@ -80,3 +80,15 @@ func.func @conv_transpose(%x: !varuna.tensor<[B, 4, 8, 8], f32>, %w: !varuna.ten
   %y = varuna.conv_transpose %x, %w bias %b : !varuna.tensor<[4], f32> {dilations = array<i64: 1, 1>, groups = 2 : i64, output_padding = array<i64: 1, 1>, pads = array<i64: 1, 1>, strides = array<i64: 2, 2>} : !varuna.tensor<[B, 4, 8, 8], f32>, !varuna.tensor<[4, 2, 3, 3], f32> -> !varuna.tensor<[B, 4, 16, 16], f32>
   return %y : !varuna.tensor<[B, 4, 16, 16], f32>
 }
+
+// CHECK-LABEL: func.func @linalg
+// CHECK: varuna.linalg inv %{{.*}} : (!varuna.tensor<[4, 4], f32>) -> !varuna.tensor<[4, 4], f32>
+// CHECK: varuna.linalg logabsdet %{{.*}} : (!varuna.tensor<[B, 4, 4], f32>) -> !varuna.tensor<[B], f32>
+// CHECK: varuna.linalg solve %{{.*}}, %{{.*}} : (!varuna.tensor<[B, 4, 4], f32>, !varuna.tensor<[B, 4], f32>) -> !varuna.tensor<[B, 4], f32>
+func.func @linalg(%a: !varuna.tensor<[4, 4], f32>, %b: !varuna.tensor<[B, 4, 4], f32>,
+                  %r: !varuna.tensor<[B, 4], f32>) -> !varuna.tensor<[B, 4], f32> {
+  %0 = varuna.linalg inv %a : (!varuna.tensor<[4, 4], f32>) -> !varuna.tensor<[4, 4], f32>
+  %1 = varuna.linalg logabsdet %b : (!varuna.tensor<[B, 4, 4], f32>) -> !varuna.tensor<[B], f32>
+  %2 = varuna.linalg solve %b, %r : (!varuna.tensor<[B, 4, 4], f32>, !varuna.tensor<[B, 4], f32>) -> !varuna.tensor<[B, 4], f32>
+  return %2 : !varuna.tensor<[B, 4], f32>
+}

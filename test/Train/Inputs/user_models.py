@@ -166,6 +166,14 @@ s4d             TorchScript: an S4D layer -- a diagonal complex state
                 matrix from real parameters, the discretized kernel
                 C (exp(dt A) - 1) / A (complex division) through a
                 Vandermonde einsum of exp, .real, convolution by rfft / irfft
+glow            TorchScript: Glow's steps -- an invertible 1x1 convolution
+                whose weight starts as a (column-major) Q of torch.linalg.qr,
+                H W slogdet(W) in the log-determinant, affine coupling
+gp              TorchScript: a Gaussian-process marginal likelihood --
+                linalg.cholesky of an RBF kernel with learned length scale
+                and noise, cholesky_solve, linalg.solve, inverse, det, logdet
+mahalanobis     TorchScript: a per-example covariance from a network: a
+                batched cholesky, solve and slogdet
 special         TorchScript: likelihoods from torch.distributions whose
                 log_prob uses lgamma / digamma (Gamma, Beta, StudentT,
                 NegativeBinomial, Dirichlet's entropy), erfc, erfinv,
@@ -1550,3 +1558,91 @@ class PooledGraph(nn.Module):
 
 def pooled_graph():
     return PooledGraph(), (torch.randn(2, 6, 8), torch.randint(0, C, (2,)))
+
+
+class InvConv(nn.Module):
+    """Glow's invertible 1x1 convolution: y = W x per pixel, logdet = H W slogdet(W)."""
+    def __init__(self, c):
+        super().__init__()
+        w = torch.linalg.qr(torch.randn(c, c))[0]
+        self.weight = nn.Parameter(w)
+
+    def forward(self, x):
+        B, Cc, H, W = x.shape
+        y = F.conv2d(x, self.weight.view(Cc, Cc, 1, 1))
+        return y, H * W * torch.slogdet(self.weight)[1]
+
+
+class Glowish(nn.Module):
+    def __init__(self, c=4):
+        super().__init__()
+        self.steps = nn.ModuleList(InvConv(c) for _ in range(3))
+        self.acts = nn.ModuleList(nn.Conv2d(c // 2, c, 3, padding=1) for _ in range(3))
+
+    def forward(self, x):
+        logdet = 0
+        for inv, net in zip(self.steps, self.acts):
+            x, ld = inv(x)
+            logdet = logdet + ld
+            a, b = x.chunk(2, 1)
+            h = net(a)
+            s, t = torch.sigmoid(h[:, 0::2] + 2), h[:, 1::2]
+            b = (b + t) * s
+            logdet = logdet + torch.log(s).flatten(1).sum(1)
+            x = torch.cat([a, b], 1)
+        logp = -0.5 * (x ** 2).flatten(1).sum(1)
+        return -(logp + logdet).mean()
+
+
+def glow():
+    return Glowish(), (torch.randn(2, 4, 4, 4),)
+
+
+class GP(nn.Module):
+    """A per-example exact GP marginal likelihood over K fixed inducing inputs
+    (RBF kernel with a learned length scale; Cholesky, cholesky_solve, solve, inverse, det)."""
+    def __init__(self, n=5):
+        super().__init__()
+        self.register_buffer("z", torch.linspace(-2, 2, n)[:, None])
+        self.log_ls = nn.Parameter(torch.zeros(()))
+        self.log_noise = nn.Parameter(torch.tensor(-1.0))
+        self.feat = nn.Linear(3, n)
+
+    def forward(self, x, y):
+        d2 = (self.z - self.z.T) ** 2
+        K = torch.exp(-0.5 * d2 / torch.exp(2 * self.log_ls)) + torch.exp(self.log_noise) * torch.eye(5)
+        L = torch.linalg.cholesky(K)
+        f = self.feat(x)                       # [B, n]
+        alpha = torch.cholesky_solve(f.T, L)   # [n, B]
+        quad = (f.T * alpha).sum(0)            # [B]
+        logdet = 2 * torch.log(torch.diagonal(L)).sum()
+        sol = torch.linalg.solve(K, f.T).T     # [B, n]
+        extra = (torch.inverse(K) @ f.T).T - sol
+        return (0.5 * quad + 0.5 * logdet).mean() + F.mse_loss(sol.sum(1), y) \
+            + extra.pow(2).mean() + 0.01 * torch.det(K) + 0.01 * torch.logdet(K)
+
+
+def gp():
+    return GP(), (torch.randn(2, 3), torch.randn(2))
+
+
+class Mahalanobis(nn.Module):
+    """Per-example covariance from a network, Cholesky, a batched solve."""
+    def __init__(self, d=3):
+        super().__init__()
+        self.d = d
+        self.net = nn.Linear(4, d * d + d)
+
+    def forward(self, x, y):
+        p = self.net(x)
+        A = p[:, :self.d * self.d].view(-1, self.d, self.d)
+        S = A @ A.transpose(1, 2) + torch.eye(self.d)
+        L = torch.linalg.cholesky(S)
+        diff = y - p[:, self.d * self.d:]
+        z = torch.linalg.solve(S, diff)
+        nll = 0.5 * (diff * z).sum(1) + torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(1)
+        return nll.mean() + 0.1 * torch.slogdet(S)[1].mean()
+
+
+def mahalanobis():
+    return Mahalanobis(), (torch.randn(2, 4), torch.randn(2, 3))

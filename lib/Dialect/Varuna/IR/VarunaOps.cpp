@@ -498,6 +498,55 @@ LogicalResult GatherElementsOp::inferReturnTypes(
   return success();
 }
 
+LogicalResult LinalgOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         ValueRange operands,
+                                         DictionaryAttr attrs,
+                                         RegionRange regions,
+                                         SmallVectorImpl<Type> &results) {
+  Adaptor adaptor(operands, attrs, regions);
+  LinalgKind kind = adaptor.getKind();
+  size_t want = kind == LinalgKind::solve ? 2 : 1;
+  if (adaptor.getOperands().size() != want)
+    return fail(loc, "varuna.linalg " + stringifyLinalgKind(kind) + " takes " +
+                         Twine(want) + " operand(s)");
+  VTensorType a = tensorOf(adaptor.getOperands()[0]);
+  int64_t r = a.getRank();
+  // (A static n also keeps the batch out of the matrix dimensions.)
+  if (r < 2 || !a.getDim(r - 1).isStatic() || a.getDim(r - 1) != a.getDim(r - 2))
+    return fail(loc, "varuna.linalg: the matrix must be [.., n, n] with a "
+                     "static n");
+  if (!a.getElementType().isa<FloatType>())
+    return fail(loc, "varuna.linalg: floating-point matrices only");
+  if (kind == LinalgKind::inv || kind == LinalgKind::cholesky) {
+    results.push_back(a);
+    return success();
+  }
+  if (kind == LinalgKind::det || kind == LinalgKind::logabsdet) {
+    SmallVector<SymInt> dims = a.getDims();
+    dims.resize(r - 2);
+    auto t = VTensorType::getFromDims(a.getContext(), dims, a.getElementType());
+    if (!t)
+      return fail(loc, "varuna.linalg: cannot represent the result");
+    results.push_back(t);
+    return success();
+  }
+  VTensorType bt = tensorOf(adaptor.getOperands()[1]);
+  int64_t rb = bt.getRank();
+  int64_t n = a.getDim(r - 1).constant;
+  bool vector = rb == r - 1; // one right-hand side per matrix
+  SmallVector<SymInt> ad = a.getDims(), bd = bt.getDims();
+  ArrayRef<SymInt> lead = ArrayRef<SymInt>(ad).take_front(r - 2);
+  if (rb < 1 || bd[vector ? rb - 1 : std::max<int64_t>(rb - 2, 0)] != SymInt(n) ||
+      (!vector && rb < 2) || bt.getElementType() != a.getElementType() ||
+      (r > 2 && ArrayRef<SymInt>(bd).take_front(r - 2) != lead))
+    return fail(loc, "varuna.linalg solve: the right-hand side must be "
+                     "[.., n, k] or [.., n] of the matrix's type, with the "
+                     "matrix's leading dimensions (or the matrix unbatched)");
+  results.push_back(bt);
+  return success();
+}
+
 LogicalResult CumsumOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> loc,
                                          ValueRange operands,

@@ -37,6 +37,9 @@ at::Tensor constantTensor(ElemType type, c10::IntArrayRef shape,
 at::Tensor constantTensor(ElemType type, c10::IntArrayRef shape,
                           const int64_t *values, int64_t n);
 at::Tensor arangeTensor(ElemType type, int64_t n, double start, double step);
+/// varuna.linalg: torch.linalg's inv, det, slogdet's log |det|, cholesky
+/// (lower) of `a`; solve of a x = b (b [.., n] or [.., n, k]).
+at::Tensor linalgKernel(Linalg kind, const at::Tensor &a, const at::Tensor &b);
 at::Tensor randomTensor(at::Generator &gen, ElemType type,
                         c10::IntArrayRef shape, Distribution dist, double a,
                         double b);

@@ -54,6 +54,9 @@ enum class LossReduction : int { none, sum, mean };
 inline constexpr const char *kLossReductionNames[] = {"none", "sum", "mean"};
 
 enum class Distribution : int { uniform, normal };
+enum class Linalg : int { inv, det, logabsdet, cholesky, solve };
+inline constexpr const char *kLinalgNames[] = {"inv", "det", "logabsdet",
+                                               "cholesky", "solve"};
 inline constexpr const char *kDistributionNames[] = {"uniform", "normal"};
 
 } // namespace varuna::rt

@@ -44,6 +44,7 @@ namespace varuna::stage {
 using rt::Binary;
 using rt::Compare;
 using rt::Distribution;
+using rt::Linalg;
 using rt::ElemType;
 using rt::LossReduction;
 using rt::Pool;
@@ -129,6 +130,9 @@ VARUNA_STAGE_API Tensor scatter_nd(const Tensor &data, const Tensor &idx,
                                    const Tensor &updates);
 VARUNA_STAGE_API Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive,
                                bool reverse);
+/// varuna.linalg of `a` (and `b` for solve).
+VARUNA_STAGE_API Tensor linalg(Linalg kind, const Tensor &a);
+VARUNA_STAGE_API Tensor linalg(Linalg kind, const Tensor &a, const Tensor &b);
 /// `pads`: ONNX order (all begins, then all ends).
 VARUNA_STAGE_API Tensor pad(const Tensor &x, IntList pads, double value);
 VARUNA_STAGE_API Tensor trilu(const Tensor &x, int64_t k, bool upper);

@@ -387,6 +387,32 @@ def Varuna_CumsumOp : Varuna_InferOp<"cumsum"> {
   let assemblyFormat = "$input attr-dict `:` qualified(type($input)) `->` qualified(type($result))";
 }
 
+def Varuna_LinalgKind : I64EnumAttr<"LinalgKind", "linear algebra function", [
+    I64EnumAttrCase<"inv", 0>, I64EnumAttrCase<"det", 1>,
+    I64EnumAttrCase<"logabsdet", 2>, I64EnumAttrCase<"cholesky", 3>,
+    I64EnumAttrCase<"solve", 4>]> {
+  let cppNamespace = "::varuna";
+}
+
+def Varuna_LinalgOp : Varuna_InferOp<"linalg"> {
+  let summary = "Dense linear algebra on (batches of) small square matrices";
+  let description = [{
+    `a` is [.., n, n] with a static n (so the batch can only be among the
+    leading dimensions). `inv`: the inverse [.., n, n]; `det` and
+    `logabsdet` (log |det|, torch.slogdet's second result): [..];
+    `cholesky`: the lower factor L with a = L L^T [.., n, n]; `solve` (a
+    second operand `b` [.., n, k], or [.., n] for one right-hand side): x
+    with a x = b, shaped like b, a's leading dimensions either equal to b's
+    or absent. Floating point only. Computed (and differentiated) by ATen's
+    torch.linalg functions; about n^3 FLOPs per matrix. Glow's invertible
+    1x1 convolutions (slogdet of the weight), Gaussian processes (cholesky,
+    solve), Mahalanobis distances.
+  }];
+  let arguments = (ins Varuna_LinalgKind:$kind, Variadic<AnyVTensor>:$operands);
+  let results = (outs AnyVTensor:$result);
+  let assemblyFormat = "$kind $operands attr-dict `:` functional-type($operands, $result)";
+}
+
 def Varuna_RandomDistribution : I64EnumAttr<"RandomDistribution", "distribution", [
     I64EnumAttrCase<"uniform", 0>, I64EnumAttrCase<"normal", 1>]> {
   let cppNamespace = "::varuna";
