@@ -2331,6 +2331,32 @@ LogicalResult TSImporter::hEye(Node *n, Location loc) {
   return bindResult(n, Decomposer(b(), loc).constant({*rows, *cols}, et, vals));
 }
 
+/// tril_indices / triu_indices(row, col, offset, dtype, ...): a constant
+/// [2, K] of the (i, j) with j - i <= offset (>= for triu), row by row --
+/// DLRM's pairwise interactions `Z[:, li, lj]`.
+LogicalResult TSImporter::hTrilIndices(Node *n, Location loc) {
+  bool upper = opName(n) == "triu_indices";
+  auto rows = intArg(n, 0, loc), cols = intArg(n, 1, loc);
+  auto offset = optArg(n, 2, loc, &TSImporter::intArg, 0);
+  auto dtype = dtypeArg(n, 3, loc);
+  if (failed(rows) || failed(cols) || failed(offset) || failed(dtype))
+    return failure();
+  if (*rows < 0 || *cols < 0)
+    return error(n, loc) << "indices of a " << *rows << " x " << *cols
+                         << " matrix";
+  SmallVector<double> is, js;
+  for (int64_t i = 0; i < *rows; ++i)
+    for (int64_t j = 0; j < *cols; ++j)
+      if (upper ? j - i >= *offset : j - i <= *offset) {
+        is.push_back(double(i));
+        js.push_back(double(j));
+      }
+  int64_t k = static_cast<int64_t>(is.size());
+  is.append(js.begin(), js.end());
+  Type et = *dtype ? *dtype : b().getI64Type();
+  return bindResult(n, Decomposer(b(), loc).constant({2, k}, et, is));
+}
+
 /// cdist(x1 [.., P, M], x2 [.., R, M], p): the p-norm of every pairwise
 /// difference [.., P, R, M] -> [.., P, R] for p = 1, 2, inf; p = 2 takes
 /// the root of the sum of squares with zero distances kept out of the

@@ -1075,6 +1075,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::diff"}, &TSImporter::hDiff);
   reg({"aten::cumprod"}, &TSImporter::hCumprod);
   reg({"aten::eye"}, &TSImporter::hEye);
+  reg({"aten::tril_indices", "aten::triu_indices"}, &TSImporter::hTrilIndices);
   reg({"aten::cdist"}, &TSImporter::hCdist);
   reg({"aten::movedim", "aten::moveaxis"}, &TSImporter::hMoveDim);
   reg({"aten::tensor_split"}, &TSImporter::hTensorSplit);

@@ -144,6 +144,9 @@ barlow          TorchScript: Barlow Twins' loss -- the cross-correlation of
                 the batch's embeddings, torch.diagonal and the
                 off_diagonal trick (flatten, view, slice); a function of the
                 whole batch (exact with one micro-batch)
+dlrm            TorchScript: DLRM -- bottom MLP, one EmbeddingBag per
+                sparse feature, pairwise dot interactions picked by
+                torch.tril_indices(offset=-1), top MLP, BCE with logits
 lookups         TorchScript: torch.searchsorted into a sorted buffer (both
                 sides), take_along_dim by an argsort, outer / addr,
                 tensordot (an int and lists of dims)
@@ -1646,3 +1649,30 @@ class Mahalanobis(nn.Module):
 
 def mahalanobis():
     return Mahalanobis(), (torch.randn(2, 4), torch.randn(2, 3))
+
+
+class DLRM(nn.Module):
+    """DLRM: bottom MLP on dense features, one embedding per sparse feature,
+    pairwise dot interactions (the strictly lower triangle, tril_indices),
+    top MLP, BCE with logits."""
+    def __init__(self, dense=4, tables=3, vocab=20, d=8):
+        super().__init__()
+        self.bot = nn.Sequential(nn.Linear(dense, 16), nn.ReLU(), nn.Linear(16, d), nn.ReLU())
+        self.emb = nn.ModuleList(nn.EmbeddingBag(vocab, d, mode="sum") for _ in range(tables))
+        n = tables + 1
+        self.top = nn.Sequential(nn.Linear(d + n * (n - 1) // 2, 16), nn.ReLU(), nn.Linear(16, 1))
+
+    def forward(self, dense, sparse, click):
+        x = self.bot(dense)
+        ly = [e(sparse[:, i:i + 1]) for i, e in enumerate(self.emb)]
+        T = torch.cat([x] + ly, dim=1).view(x.shape[0], -1, x.shape[1])
+        Z = torch.bmm(T, torch.transpose(T, 1, 2))
+        _, ni, nj = Z.shape
+        li, lj = torch.tril_indices(ni, nj, offset=-1)
+        Zflat = Z[:, li, lj]
+        R = torch.cat([x, Zflat], dim=1)
+        return F.binary_cross_entropy_with_logits(self.top(R).squeeze(1), click)
+
+
+def dlrm():
+    return DLRM(), (torch.randn(2, 4), torch.randint(0, 20, (2, 3)), torch.randint(0, 2, (2,)).float())
