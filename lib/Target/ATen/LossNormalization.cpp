@@ -418,6 +418,11 @@ double LossDivisor::evaluate(const llvm::StringMap<at::Tensor> &inputs,
   return slice.evaluate(inputs, batch).front().item<double>();
 }
 
+double LossDivisor::evaluate(const std::vector<rt::BatchTensor> &rows,
+                             int64_t batch) const {
+  return slice.evaluate(rows, batch).front().item<double>();
+}
+
 std::string varuna::zeroDivisorMessage(int64_t microBatch) {
   return "the loss divides a sum by a count computed from the inputs, 0 "
          "for these " +

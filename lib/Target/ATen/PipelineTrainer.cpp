@@ -80,6 +80,9 @@ public:
   std::vector<double> stageLabels;
   /// Ratio losses, last stage: each micro-batch's divisor from its inputs.
   std::optional<LossDivisor> lossDivisor;
+  /// Ratio losses, every rank: the divisor of the whole step's inputs, what
+  /// the step's loss and gradients are divided by.
+  std::optional<LossDivisor> stepDivisor;
   double *countSink = nullptr;          // evaluator's loss-count target
   rt::Trace trace;
   int64_t deviations = 0; // tasks run ahead of the static order
@@ -224,9 +227,12 @@ LogicalResult Rank::setUp() {
     if (labelCounter && labelCounter->meansIn(firstSection, endSection) == 0)
       labelCounter.reset();
   }
-  if (aggregation == LossAggregation::Ratio && isLast())
-    lossDivisor = LossDivisor::create(
+  if (aggregation == LossAggregation::Ratio) {
+    stepDivisor = LossDivisor::create(
         job, [this](ParamOp p) { return evaluator.loadParam(p); });
+    if (isLast())
+      lossDivisor = stepDivisor;
+  }
 
   // Groups, created in the same order on every rank.
   for (int st = 0; st < P(); ++st) {
@@ -748,7 +754,11 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // Losses that add up: each micro-batch's backward was weighted by the
   // number of micro-batches, so that its gradients are as large as one
   // whole-batch backward's (what a loss scale is tuned for); undone here.
-  double total = additive ? double(allMicro) : totals[0][1].item<double>();
+  double total =
+      additive      ? double(allMicro)
+      : stepDivisor ? stepDivisor->evaluate(
+                          data.batch(s, M, 0, M, stepDivisor->inputsRead()), M)
+                    : totals[0][1].item<double>();
   m.loss = totals[0][0].item<double>() / total;
   if (scaler) {
     // Every rank decides alike: skip the step everywhere on any overflow.

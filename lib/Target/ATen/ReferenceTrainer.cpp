@@ -541,6 +541,11 @@ LogicalResult varuna::trainReference(
       }
       if (additive)
         total = double(micro); // the micro-batches' losses add up
+      else if (divisor) // the sums over the step's divisor
+        total = divisor->evaluate(
+            data.batch(step, options.globalBatch, 0, options.globalBatch,
+                       divisor->inputsRead()),
+            options.globalBatch);
       std::vector<at::Tensor> grads;
       for (at::Tensor &p : leaves) {
         at::Tensor g = p.grad();

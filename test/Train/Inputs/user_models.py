@@ -177,6 +177,10 @@ gp              TorchScript: a Gaussian-process marginal likelihood --
                 and noise, cholesky_solve, linalg.solve, inverse, det, logdet
 mahalanobis     TorchScript: a per-example covariance from a network: a
                 batched cholesky, solve and slogdet
+centernet       TorchScript and ONNX: CenterNet's focal loss over a heatmap,
+                divided by the number of positives clamped at 1 (images
+                without objects: micro-batches whose count is 0 while the
+                step's is not)
 special         TorchScript: likelihoods from torch.distributions whose
                 log_prob uses lgamma / digamma (Gamma, Beta, StudentT,
                 NegativeBinomial, Dirichlet's entropy), erfc, erfinv,
@@ -1676,3 +1680,25 @@ class DLRM(nn.Module):
 
 def dlrm():
     return DLRM(), (torch.randn(2, 4), torch.randint(0, 20, (2, 3)), torch.randint(0, 2, (2,)).float())
+
+
+class CenterNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+                                 nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 2, 1))
+
+    def forward(self, img, peaks, objects):
+        gt = peaks.float() * objects.float()[:, None, None, None]  # no objects: all 0
+        heat = 0.5 * gt + 0.25 * F.avg_pool2d(gt, 3, 1, 1)
+        pred = torch.sigmoid(self.net(img)).clamp(1e-4, 1 - 1e-4)
+        pos = gt.eq(1).float()
+        neg = gt.lt(1).float()
+        pos_loss = (torch.log(pred) * torch.pow(1 - pred, 2) * pos).sum()
+        neg_loss = (torch.log(1 - pred) * torch.pow(pred, 2) * torch.pow(1 - heat, 4) * neg).sum()
+        return -(pos_loss + neg_loss) / pos.sum().clamp(min=1)
+
+
+def centernet():
+    return CenterNet(), (torch.randn(2, 3, 6, 6), torch.tensor([0, 1]).view(2, 1, 1, 1).expand(2, 2, 6, 6)
+                         .contiguous(), torch.tensor([0, 1]))

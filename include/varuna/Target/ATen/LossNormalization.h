@@ -117,9 +117,13 @@ private:
 /// A loss that is a sum over the examples divided by a count taken from the
 /// data (LossAggregation::Ratio: `(per_token * mask).sum() / mask.sum()`,
 /// `F.cross_entropy(..., reduction="sum") / (labels != pad).sum()`, what
-/// Megatron and Hugging Face's num_items_in_batch do): each micro-batch's
-/// loss is weighted by its own divisor, computed from its inputs, and the
-/// weighted sum divided by the step's total -- exact.
+/// Megatron and Hugging Face's num_items_in_batch do, CenterNet's focal
+/// loss over `pos.sum().clamp(min=1)`): each micro-batch's loss is weighted
+/// by its own divisor, computed from its inputs, and the weighted sum (the
+/// sum of the micro-batches' sums) divided by the divisor of the whole
+/// step's inputs -- exact also when the divisor is not a sum (a clamp, an
+/// epsilon added): one micro-batch without positives counted 1 per
+/// micro-batch where PyTorch's step counts 1 once.
 class LossDivisor {
 public:
   /// nullopt unless lossAggregation(job) is Ratio. A micro-batch whose
@@ -132,6 +136,11 @@ public:
   /// The divisor's value for one micro-batch's inputs.
   double evaluate(const llvm::StringMap<at::Tensor> &inputs,
                   int64_t batch) const;
+  /// The same for the rows of each graph input in the graph's order (those
+  /// of inputsRead(): DataSource::batch(..., inputsRead()) of a whole step).
+  double evaluate(const std::vector<rt::BatchTensor> &rows,
+                  int64_t batch) const;
+  const std::vector<bool> &inputsRead() const { return slice.inputsRead(); }
 
 private:
   explicit LossDivisor(InputSlice slice) : slice(std::move(slice)) {}
