@@ -6,7 +6,9 @@ plain.pt        traced with torch.jit.save only (no varuna.json)
 tied.pt         head.weight is wte.weight, reached through both module paths
 unsupported.pt  uses torch.special.erfcx (no varuna mapping)
 smoothing.pt    cross_entropy with label_smoothing=0.1 (imported since it is supported)
-noncontig.pt    a parameter stored transposed (non-contiguous)
+noncontig.pt    a parameter stored transposed (non-contiguous), saved by
+                torch.jit.save (varuna.export stores it contiguous:
+                noncontig_export.pt)
 ops.pt          a grab bag of ops: chunk, stack, where, clamp, sdpa, ...
 cache.pt        what Hugging Face's causal LMs do in training: a key cache
                 that starts as a 1-D empty tensor (torch.cat skips it) and
@@ -347,7 +349,8 @@ ids = torch.randint(0, 32, (2, 6))
 export(Tied(), (ids, ids), os.path.join(out, "tied.pt"), input_names=["ids", "labels"])
 export(Unsupported(), (x, y), os.path.join(out, "unsupported.pt"), input_names=["x", "y"])
 export(Smoothing(), (x, y), os.path.join(out, "smoothing.pt"), input_names=["x", "y"])
-export(NonContig(), (x, y), os.path.join(out, "noncontig.pt"), input_names=["x", "y"])
+trace_save(NonContig(), (x, y), os.path.join(out, "noncontig.pt"))
+export(NonContig(), (x, y), os.path.join(out, "noncontig_export.pt"), input_names=["x", "y"])
 export(Ops(), (torch.randn(2, 4, 8), y), os.path.join(out, "ops.pt"), input_names=["x", "y"])
 export(HfOps(), (torch.randn(2, 4, 8), torch.ones(2, 4, dtype=torch.int32),
                  torch.randint(0, 4, (2, 4))),
