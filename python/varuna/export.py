@@ -299,8 +299,9 @@ def _inlined_functions():
         torch.autograd.Function.apply = base
 
 
-def _loss_of(out) -> torch.Tensor:
-    return out[0] if isinstance(out, (tuple, list)) else out
+def _loss_of(out):
+    """The loss of a forward's result: itself, or the first of a tuple."""
+    return out[0] if isinstance(out, (tuple, list)) and len(out) > 0 else out
 
 
 def _custom_gradient_mismatch(model, inputs) -> Optional[str]:
@@ -350,7 +351,7 @@ def _check_custom_functions(model, inputs, out, fmt) -> None:
 
 
 def _check_loss(out) -> None:
-    loss = out[0] if isinstance(out, (tuple, list)) and len(out) > 0 else out
+    loss = _loss_of(out)
     if not isinstance(loss, torch.Tensor):
         raise ValueError("model.forward must return the scalar loss tensor (or a tuple whose "
                          f"first element is the loss); got {type(loss).__name__}")

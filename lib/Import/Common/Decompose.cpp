@@ -1729,6 +1729,19 @@ FailureOr<Value> Decomposer::scatterReduce(Value self, int64_t axis,
   Value onehot = b.create<CastOp>(
       loc, hit->getType().cast<VTensorType>().withElementType(et), *hit);
   int64_t mAxis = static_cast<int64_t>(moved.rows.size());
+  bool sum = kind == ReduceKind::sum;
+  // The sum of what is sent to each position, [.., n] (src row x one-hot).
+  auto sent = [&]() -> FailureOr<Value> {
+    auto srcRow = reshape(*v, shaped({SymInt(1), SymInt(m)}));
+    auto spread = failed(srcRow) ? srcRow : make<MatmulOp>({*srcRow, onehot});
+    return failed(spread) ? spread : reshape(*spread, shaped({SymInt(n)}));
+  };
+  if (sum && includeSelf) { // scatter_add: self plus what is sent
+    auto flat = sent();
+    auto out = failed(flat) ? flat : make<AddOp>({*s, *flat});
+    return failed(out) ? out : transpose(*out, moved.back);
+  }
+  // The positions some index names keep the reduction; the others self.
   auto count = reduce(ReduceKind::sum, onehot, {mAxis}, false); // [.., n]
   auto covered =
       failed(count)
@@ -1741,10 +1754,8 @@ FailureOr<Value> Decomposer::scatterReduce(Value self, int64_t axis,
   if (failed(covered))
     return failure();
   FailureOr<Value> out = failure();
-  if (kind == ReduceKind::sum || kind == ReduceKind::mean) {
-    auto srcRow = reshape(*v, shaped({SymInt(1), SymInt(m)}));
-    auto spread = failed(srcRow) ? srcRow : make<MatmulOp>({*srcRow, onehot});
-    auto flat = failed(spread) ? spread : reshape(*spread, shaped({SymInt(n)}));
+  if (sum || kind == ReduceKind::mean) {
+    auto flat = sent();
     if (failed(flat))
       return failure();
     FailureOr<Value> total = includeSelf ? make<AddOp>({*s, *flat}) : *flat;

@@ -563,7 +563,8 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
       return failure();
     auto [c, d] = *y;
     MathBuilder m{*this, loc, tensorType(c).getElementType()};
-    FailureOr<Value> a = m.c(1.0), bi = Value();
+    FailureOr<Value> a = m.c(1.0);
+    Value bi; // the numerator's imaginary part; null for a real one
     if (div && isComplexTensor(lookup(n->input(0)))) {
       auto x = parts(0);
       if (failed(x))
@@ -580,9 +581,9 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
     auto den = m.bin<AddOp>(m.bin<MulOp>(c, c), m.bin<MulOp>(d, d));
     FailureOr<Value> re = m.bin<MulOp>(*a, c),
                      im = m.un(UnaryKind::neg, m.bin<MulOp>(*a, d));
-    if (*bi) { // + b d, + b c
-      re = m.bin<AddOp>(re, m.bin<MulOp>(*bi, d));
-      im = m.bin<AddOp>(im, m.bin<MulOp>(*bi, c));
+    if (bi) { // + b d, + b c
+      re = m.bin<AddOp>(re, m.bin<MulOp>(bi, d));
+      im = m.bin<AddOp>(im, m.bin<MulOp>(bi, c));
     }
     return fromParts(m.bin<DivOp>(re, den), m.bin<DivOp>(im, den));
   }
