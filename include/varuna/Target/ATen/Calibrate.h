@@ -6,9 +6,12 @@
 // stage runs it), backward time and the part of the backward zero-bubble's
 // W takes (the weight gradients), in one process on synthetic inputs
 // (integer inputs drawn from [0, vocab)), through the generated code when a
-// stage library is given. Robust statistics: `warmup` runs dropped, the
-// median of `repeats`. Memory: after the warm-up, one more forward and
-// backward runs with every CPU allocation counted (a counting wrapper
+// stage library is given, timed as a stage runs them: each repeat runs every
+// section's forward in order, then every backward in reverse (a section timed
+// alone in a loop finds its weights and activations in the cache, which a
+// training step does not). Robust statistics: `warmup` runs dropped, the
+// median of `repeats`. Memory: one more forward and backward of each section
+// alone runs with every CPU allocation counted (a counting wrapper
 // around ATen's CPU allocator): the bytes the forward leaves alive for the
 // backward and the peak above the section's inputs and parameters (the
 // working memory of one micro-batch; gradient buffers of the parameters
@@ -52,7 +55,7 @@ struct SectionTiming {
   std::vector<double> forwardSeconds;  ///< per micro-batch size
   std::vector<double> backwardSeconds; ///< per micro-batch size
   /// Per size: the two halves of a split backward (rt::SplitBackward,
-  /// zero-bubble's B and W), the weight half timed after the input half.
+  /// zero-bubble's B and W), every weight half timed after every input half.
   std::vector<double> inputSeconds;
   std::vector<double> weightSeconds;
   std::vector<int64_t> heldBytes;      ///< per size: alive after forward
