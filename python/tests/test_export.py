@@ -308,6 +308,29 @@ def test_custom_autograd_function_refused(tmp_path, suffix):
         assert "fc.weight" in {t.name for t in onnx.load(str(tmp_path / "s.onnx")).graph.initializer}
 
 
+class _Quantile(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        return F.cross_entropy(h - torch.quantile(h, 0.5, dim=1, keepdim=True), y)
+
+
+def test_onnx_unsupported_operator_points_to_torchscript(tmp_path):
+    # torch's ONNX exporter cannot export aten::quantile (nor kron, cummax,
+    # nanmean, rot90, ...); the error says what to do, and the TorchScript
+    # export of the same model works (test/Train/user-statistics.test trains
+    # such models).
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    with pytest.raises(ValueError, match=r"aten::quantile.*Export to TorchScript instead"):
+        varuna.export(_Quantile(), (x, y), tmp_path / "q.onnx")
+    assert not os.path.exists(tmp_path / "q.onnx")
+    varuna.export(_Quantile(), (x, y), tmp_path / "q.pt")
+    assert os.path.exists(tmp_path / "q.pt")
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

@@ -439,10 +439,19 @@ def _torch_onnx_export(model, inputs, f, *, input_names, output_names, opset, dy
         # Embedding padding_idx: the graph loses it, the metadata keeps it
         # (varuna.embedding_padding) and the importer restores it.
         warnings.filterwarnings("ignore", message=r".*embedding with padding_idx")
-        torch.onnx.export(model, inputs, f, dynamo=False, training=training,
-                          do_constant_folding=do_constant_folding, opset_version=opset,
-                          input_names=list(input_names), output_names=list(output_names),
-                          dynamic_axes=dynamic_axes)
+        try:
+            torch.onnx.export(model, inputs, f, dynamo=False, training=training,
+                              do_constant_folding=do_constant_folding, opset_version=opset,
+                              input_names=list(input_names), output_names=list(output_names),
+                              dynamic_axes=dynamic_axes)
+        except torch.onnx.errors.UnsupportedOperatorError as e:
+            # quantile, kron, cummax, nanmean, rot90, linalg functions, ...:
+            # varuna's TorchScript importer takes many that torch's ONNX
+            # exporter does not.
+            raise ValueError(f"{e}. Export to TorchScript instead (a .pt path or "
+                             "format='torchscript'): varuna's TorchScript importer takes "
+                             "many operators torch's ONNX exporter does not (quantile, kron, "
+                             "cummax, nanmean, rot90, linear algebra, ...)") from e
 
 
 def _set_tensor_bytes(t, raw: bytes) -> None:

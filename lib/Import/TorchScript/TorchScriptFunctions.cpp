@@ -1856,7 +1856,7 @@ LogicalResult TSImporter::hPredicate(Node *n, Location loc) {
 
 /// Functions of one or two tensors built from varuna ops: exp2 log2 log10
 /// square frac hypot lerp addcmul addcdiv logaddexp logaddexp2 copysign
-/// heaviside xlogy nan_to_num
+/// heaviside ldexp xlogy nan_to_num
 /// softshrink hardshrink threshold logit sinc float_power rrelu (eval)
 /// bucketize searchsorted atan2 histc; baddbmm addmm addmv addbmm (beta *
 /// self + alpha * product); outer / ger (a[:, None] * b), addr (beta * self
@@ -1935,6 +1935,9 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
                      m.un(UnaryKind::log1p, m.un(UnaryKind::exp, gap)));
     if (two)
       r = m.bin<DivOp>(r, m.c(ln2));
+  } else if (op == "ldexp") { // x 2^e
+    r = m.bin<MulOp>(*x, m.un(UnaryKind::exp,
+                              m.bin<MulOp>(operand(1), m.c(ln2))));
   } else if (op == "copysign") {
     // |x| with y's sign (a -0.0 in y counts as positive).
     auto mag = m.un(UnaryKind::abs, *x);
@@ -2178,28 +2181,12 @@ LogicalResult TSImporter::hMedian(Node *n, Location loc) {
   SymInt size = dimsOf(v)[axis];
   if (!size.isStatic())
     return error(n, loc) << "median along the batch-dependent dimension";
-  int64_t mid = (size.constant - 1) / 2;
-  auto sorted = Decomposer(b(), loc).topK(v, axis, mid + 1, /*largest=*/false);
-  if (failed(sorted))
+  auto mid = orderStatistic(n, loc, v, axis, (size.constant - 1) / 2, *keep);
+  if (failed(mid))
     return failure();
-  auto pick = [&](Value t) -> FailureOr<Value> {
-    auto s = make<SliceOp>(loc, {t},
-                           {attr("axis", b().getI64IntegerAttr(axis)),
-                            attr("start", b().getI64IntegerAttr(mid)),
-                            attr("end", b().getI64IntegerAttr(mid + 1)),
-                            attr("step", b().getI64IntegerAttr(1))});
-    if (failed(s) || *keep)
-      return s;
-    SmallVector<SymInt> d = dimsOf(*s);
-    d.erase(d.begin() + axis);
-    return reshape(*s, d, loc);
-  };
-  auto values = pick(sorted->first), indices = pick(sorted->second);
-  if (failed(values) || failed(indices))
-    return failure();
-  bindTensor(n->outputs()[0], *values);
+  bindTensor(n->outputs()[0], mid->first);
   if (!all)
-    bindTensor(n->outputs()[1], *indices);
+    bindTensor(n->outputs()[1], mid->second);
   return success();
 }
 

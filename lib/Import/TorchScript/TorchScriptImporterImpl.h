@@ -345,6 +345,13 @@ public:
                                     const TSValue &order, int64_t dim);
   /// sort / argsort across the examples of their lengths (hTopK).
   bool sortsExamples(Node *n, mlir::Location loc);
+
+  // --- TorchScriptStatistics.cpp -------------------------------------------
+  /// The r-th smallest element (from 0) along static `axis` of v and its
+  /// index (i64), with the axis kept as 1 or dropped (median, kthvalue).
+  mlir::FailureOr<std::pair<mlir::Value, mlir::Value>>
+  orderStatistic(Node *n, mlir::Location loc, mlir::Value v, int64_t axis,
+                 int64_t r, bool keepdim);
   /// While set (by the handlers named at TSValue::Kind::BatchOrder),
   /// asTensor accepts values whose rows are sorted.
   bool sortedRowsOk = false;

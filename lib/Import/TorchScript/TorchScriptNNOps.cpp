@@ -1055,7 +1055,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::bucketize", "aten::histc", "aten::baddbmm", "aten::addmm", "aten::addmv",
        "aten::addbmm", "aten::atan2", "aten::arctan2", "aten::logaddexp2",
        "aten::copysign", "aten::heaviside", "aten::searchsorted",
-       "aten::outer", "aten::ger", "aten::addr"},
+       "aten::outer", "aten::ger", "aten::addr", "aten::ldexp"},
       &TSImporter::hMath);
   reg({"aten::take_along_dim"}, &TSImporter::hTakeAlongDim);
   reg({"aten::inverse", "aten::linalg_inv", "aten::det", "aten::linalg_det",
@@ -1071,6 +1071,16 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::argmax", "aten::argmin", "aten::aminmax"},
       &TSImporter::hArgExtreme);
   reg({"aten::median"}, &TSImporter::hMedian);
+  reg({"aten::kthvalue"}, &TSImporter::hKthValue);
+  reg({"aten::quantile"}, &TSImporter::hQuantile);
+  reg({"aten::count_nonzero"}, &TSImporter::hCountNonzero);
+  reg({"aten::nansum", "aten::nanmean"}, &TSImporter::hNanReduce);
+  reg({"aten::cov", "aten::corrcoef"}, &TSImporter::hCovariance);
+  reg({"aten::cummax", "aten::cummin"}, &TSImporter::hCumExtreme);
+  reg({"aten::trapezoid", "aten::trapz"}, &TSImporter::hTrapezoid);
+  reg({"aten::kron"}, &TSImporter::hKron);
+  reg({"aten::rot90"}, &TSImporter::hRot90);
+  reg({"aten::block_diag"}, &TSImporter::hBlockDiag);
   reg({"aten::logcumsumexp"}, &TSImporter::hLogCumSumExp);
   reg({"aten::diff"}, &TSImporter::hDiff);
   reg({"aten::cumprod"}, &TSImporter::hCumprod);

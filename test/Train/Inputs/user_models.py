@@ -190,6 +190,22 @@ stochastic      TorchScript: a VAE's reparameterization (randn_like), timm's
                 drop_path (x.new_empty(shape).bernoulli_(keep).div_(keep))
                 around residual blocks, and a Gumbel-softmax (hard=True)
                 codebook lookup
+quantiles       TorchScript: order statistics of features -- quantile with a
+                number and a tensor of levels, every interpolation (f32
+                positions: 0.3 of 16 elements is "nearest" element 5, as
+                torch), of all elements too; kthvalue values and indices
+weight_stats    TorchScript: regularizers on weight matrices (corrcoef,
+                cov trace, cov of a 1-D parameter, correction=0), a
+                Kronecker-factored layer (kron), a block-diagonal one
+                (block_diag of two parameters), ldexp by a buffer
+running         TorchScript: cummax / cummin along time (values and
+                indices), trapezoid by sample points (a buffer) and trapz
+                by dx
+nan_aware       TorchScript: features set to NaN where the input says so,
+                nanmean / nansum over them and over parameters,
+                count_nonzero of a mask as a feature
+rotations       TorchScript: rotation-averaged convolution (rot90 by k = 0
+                to 3 and back by -k, dims in either order)
 """
 import torch
 import torch.nn as nn
@@ -1702,3 +1718,124 @@ class CenterNet(nn.Module):
 def centernet():
     return CenterNet(), (torch.randn(2, 3, 6, 6), torch.tensor([0, 1]).view(2, 1, 1, 1).expand(2, 2, 6, 6)
                          .contiguous(), torch.tensor([0, 1]))
+
+
+class Quantiles(nn.Module):
+    """Order statistics of features: quantile (number and tensor levels,
+    every interpolation), kthvalue, median."""
+    def __init__(self, d=12, h=16):
+        super().__init__()
+        self.fc = nn.Linear(d, h)
+        self.head = nn.Linear(h + 9, C)
+
+    def forward(self, x, labels):
+        h = torch.tanh(self.fc(x))                      # [B, 16]
+        q = torch.quantile(h, 0.75, dim=1, keepdim=True)          # [B, 1]
+        qs = torch.quantile(h, torch.tensor([0.1, 0.5, 0.9]), dim=-1)  # [3, B]
+        lo = torch.quantile(h, 0.3, dim=1, interpolation="lower")
+        hi = torch.quantile(h, 0.3, dim=1, interpolation="higher")
+        ne = torch.quantile(h, 0.3, dim=1, interpolation="nearest")
+        mp = torch.quantile(h, 0.3, dim=1, interpolation="midpoint")
+        kv, ki = torch.kthvalue(h, 3, dim=1)
+        feats = torch.cat([h, q, qs.t(), lo[:, None], hi[:, None], ne[:, None], mp[:, None],
+                           kv[:, None] + 0.01 * ki[:, None].float()], dim=1)
+        whole = torch.quantile(self.fc.weight, 0.9)   # all elements
+        return F.cross_entropy(self.head(feats), labels) + 0.1 * whole
+
+
+class WeightStats(nn.Module):
+    """Regularizers on weight matrices: corrcoef decorrelation, covariance
+    trace, cov of a 1-D parameter, kron-factored and block-diagonal
+    layers, ldexp scaling."""
+    def __init__(self, d=16):
+        super().__init__()
+        self.a = nn.Parameter(torch.randn(4, 4) * 0.3)
+        self.b = nn.Parameter(torch.randn(4, 4) * 0.3)
+        self.w1 = nn.Parameter(torch.randn(8, 8) * 0.2)
+        self.w2 = nn.Parameter(torch.randn(4, 8) * 0.2)
+        self.v = nn.Parameter(torch.randn(6))
+        self.register_buffer("e", torch.tensor([1, 0, -1, 2] * 4))
+        self.head = nn.Linear(12, C)
+
+    def forward(self, x, labels):                       # x [B, 16]
+        h = x @ torch.kron(self.a, self.b)              # [B, 16]
+        h = torch.ldexp(torch.tanh(h), self.e)
+        blk = torch.block_diag(self.w1, self.w2)        # [12, 16]
+        out = self.head(torch.relu(h @ blk.t()))
+        reg = torch.corrcoef(self.w1).pow(2).mean() + torch.cov(self.w2).trace() \
+            + torch.cov(self.v, correction=0) + torch.cov(self.w1, correction=0).sum()
+        return F.cross_entropy(out, labels) + 0.1 * reg
+
+
+class Running(nn.Module):
+    """Running extremes along time (cummax / cummin, values and indices),
+    trapezoidal integration by sample points and by dx."""
+    def __init__(self, d=6, h=8, t=10):
+        super().__init__()
+        self.fc = nn.Linear(d, h)
+        self.register_buffer("t", torch.linspace(0, 1, t) ** 2)
+        self.head = nn.Linear(4 * h, C)
+
+    def forward(self, x, labels):                       # x [B, T, d]
+        h = self.fc(x)                                  # [B, T, h]
+        mx, ix = torch.cummax(h, dim=1)
+        mn, _ = torch.cummin(h, dim=-2)
+        area = torch.trapezoid(h, self.t, dim=1)       # [B, h]
+        area2 = torch.trapz(mx - mn, dx=0.1, dim=1)
+        pos = ix.float().mean(1)
+        feats = torch.cat([area, area2, mx[:, -1], pos * 0.1 + mn[:, -1]], dim=1)
+        return F.cross_entropy(self.head(feats), labels)
+
+
+class NanAware(nn.Module):
+    """Features masked to NaN where the input says so, reduced with
+    nanmean / nansum; count_nonzero as a per-example weight."""
+    def __init__(self, d=12, h=16):
+        super().__init__()
+        self.fc = nn.Linear(d, h)
+        self.head = nn.Linear(3, C)
+
+    def forward(self, x, labels):
+        h = self.fc(x)
+        h = h.masked_fill(x[:, :1] > 0.8, float("nan"))
+        a = torch.nanmean(h, dim=1, keepdim=True)
+        s = torch.nansum(h, dim=1, keepdim=True)
+        c = torch.count_nonzero(x > 0.5, dim=1).float()[:, None]
+        logits = self.head(torch.cat([torch.nan_to_num(a), torch.nan_to_num(s), c * 0.1], 1))
+        return F.cross_entropy(logits, labels) + 0.01 * torch.nansum(self.fc.weight) \
+            + 0.01 * torch.nanmean(self.fc.bias)
+
+
+class Rotations(nn.Module):
+    """Rotation-averaged convolution (rot90 of feature maps, k = 1, 2, 3,
+    -1, and dims given in either order)."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.head = nn.Linear(8, C)
+
+    def forward(self, x, labels):                       # x [B, 3, 8, 8]
+        ys = [self.conv(torch.rot90(x, k, [2, 3])) for k in (0, 1, 2, 3)]
+        back = [torch.rot90(y, -k, (2, 3)) for k, y in enumerate(ys)]
+        z = torch.stack(back).mean(0) + torch.rot90(ys[0], 1, [3, 2])
+        return F.cross_entropy(self.head(z.mean((2, 3))), labels)
+
+
+def quantiles():
+    return Quantiles(), (torch.randn(2, 12), torch.randint(0, C, (2,)))
+
+
+def weight_stats():
+    return WeightStats(), (torch.randn(2, 16), torch.randint(0, C, (2,)))
+
+
+def running():
+    return Running(), (torch.randn(2, 10, 6), torch.randint(0, C, (2,)))
+
+
+def nan_aware():
+    return NanAware(), (torch.randn(2, 12), torch.randint(0, C, (2,)))
+
+
+def rotations():
+    return Rotations(), (torch.randn(2, 3, 8, 8), torch.randint(0, C, (2,)))

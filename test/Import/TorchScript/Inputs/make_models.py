@@ -320,6 +320,16 @@ class Unique(nn.Module):
         return F.cross_entropy(x, y) + torch.unique(y).float().sum() * 0
 
 
+class QuantileComputed(nn.Module):
+    def forward(self, x, y):
+        return F.cross_entropy(x, y) + torch.quantile(x, x.mean().sigmoid(), dim=1).sum()
+
+
+class CovBatch(nn.Module):
+    def forward(self, x, y):  # VICReg-style: the covariance over the examples
+        return F.cross_entropy(x, y) + torch.cov(x.t()).sum()
+
+
 class Spectral(nn.Module):
     def __init__(self):
         super().__init__()
@@ -387,6 +397,10 @@ export(RandBig(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "
 export(Unique(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "unique.pt"),
        input_names=["x", "y"])
 export(BatchWrite(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "batchwrite.pt"),
+       input_names=["x", "y"])
+export(QuantileComputed(), (torch.randn(2, 4), torch.tensor([1, 0])),
+       os.path.join(out, "quantileq.pt"), input_names=["x", "y"])
+export(CovBatch(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "covbatch.pt"),
        input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
