@@ -331,6 +331,88 @@ def test_onnx_unsupported_operator_points_to_torchscript(tmp_path):
     assert os.path.exists(tmp_path / "q.pt")
 
 
+class _Checkpointed(nn.Module):
+    def __init__(self, reentrant):
+        super().__init__()
+        self.reentrant = reentrant
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4))
+                                    for _ in range(2))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        from torch.utils.checkpoint import checkpoint
+        for b in self.blocks:
+            x = x + checkpoint(b, x, use_reentrant=self.reentrant)
+        return F.cross_entropy(self.head(x), y)
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".pt"])
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_exports(tmp_path, suffix, reentrant):
+    # torch.utils.checkpoint runs its function directly while exporting (the
+    # tracer fails inside torch on the reentrant form, and the other is an
+    # autograd.Function): the file holds the blocks' ops. Reentrant
+    # checkpointing of the first block, whose input needs no gradient, gives
+    # its parameters none in PyTorch: varuna trains them, and says so.
+    torch.manual_seed(0)
+    model = _Checkpointed(reentrant)
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        varuna.export(model, (x, y), tmp_path / ("m" + suffix))
+    said = [str(w.message) for w in caught if "use_reentrant=True" in str(w.message)]
+    assert bool(said) == reentrant, said
+    if reentrant:
+        assert "Sequential gets no input that requires gradients" in said[0]
+    if suffix == ".pt":
+        loaded = torch.jit.load(str(tmp_path / "m.pt"))
+        assert torch.allclose(loaded(x, y), model(x, y))
+        graph = str(loaded.inlined_graph)
+        assert "PythonOp" not in graph and "aten::gelu" in graph
+    else:
+        session = ort.InferenceSession(str(tmp_path / "m.onnx"))
+        (loss,) = session.run(None, {"x": x.numpy(), "y": y.numpy()})
+        assert abs(float(loss) - model(x, y).item()) < 1e-6
+
+
+def test_compiled_module_exports_its_module(tmp_path):
+    # torch.compile(model) wraps forward as forward(*args, **kwargs): the
+    # export reads the original module (names, parameters) instead.
+    torch.manual_seed(0)
+    model = _Quantile()
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    varuna.export(torch.compile(model), (x, y), tmp_path / "c.pt")
+    loaded = torch.jit.load(str(tmp_path / "c.pt"))
+    assert torch.allclose(loaded(x, y), model(x, y))
+    info = json.loads(zipfile.ZipFile(tmp_path / "c.pt").read("c/extra/varuna.json"))
+    assert [i["name"] for i in info["inputs"]] == ["x", "y"]
+    assert info["parameters"] == ["fc.weight", "fc.bias"]
+
+
+class _Autocast(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            h = self.fc(x)
+        return F.cross_entropy(h.float(), y)
+
+
+def test_autocast_in_forward_warned(tmp_path):
+    # The tracer records the ops but not autocast's casts: the file computes
+    # in float32. The warning points at the training config's precision.
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    with pytest.warns(UserWarning, match=r"torch.autocast .*\"precision\": \"bf16\""):
+        varuna.export(_Autocast(), (x, y), tmp_path / "a.pt")
+    with warnings.catch_warnings():  # autocast around the export is not the model's:
+        # exported without it (the tracer cannot record it either)
+        warnings.simplefilter("error")
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            varuna.export(_Quantile(), (x, y), tmp_path / "b.pt")
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

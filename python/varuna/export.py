@@ -142,17 +142,28 @@ def _check_batch(inputs, names, batch_dim) -> int:
     return b
 
 
+def _autocast_enabled() -> bool:
+    """Whether torch.autocast is on for the CPU or CUDA now."""
+    try:
+        return any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
+    except (TypeError, RuntimeError):  # an older torch: CUDA only, no argument
+        return torch.is_autocast_enabled()
+
+
 class _GradientWatch(torch.overrides.TorchFunctionMode):
     """Records where the forward cuts gradients in a way an exported graph
     does not keep: ``detach()`` of a value that needs gradients (torch's ONNX
     exporter drops it; TorchScript keeps it), computing under
     ``torch.no_grad()`` from such values, and reading their ``.data`` (the
     tracer keeps neither: the first is recorded as ordinary ops, the second
-    as a constant)."""
+    as a constant). Also where the forward turns ``torch.autocast`` on: the
+    tracer records the ops, not autocast's casts."""
 
     def __init__(self):
         super().__init__()
         self.detach, self.no_grad, self.data, self.hooks = [], [], [], []
+        self.autocast = []
+        self._autocast_before = _autocast_enabled()
 
     @staticmethod
     def _site():
@@ -169,6 +180,8 @@ class _GradientWatch(torch.overrides.TorchFunctionMode):
         needs_grad = any(t.requires_grad for t in tensors)
         if func is torch.Tensor.register_hook:
             self.hooks.append(self._site())
+        if not self.autocast and not self._autocast_before and _autocast_enabled():
+            self.autocast.append(self._site())
         if needs_grad:
             if func in (torch.Tensor.detach, torch.detach, torch.Tensor.detach_):
                 self.detach.append(self._site())
@@ -214,6 +227,12 @@ def _gradient_cut_warnings(watch, fmt, model=None):
             "where a hook changes the gradient (clipping, scaling) varuna trains with the "
             "unchanged one; use the training config's clip_grad_norm, or write the change "
             "into the forward")
+    if watch.autocast:
+        out.append(
+            f"the forward runs ops under torch.autocast (first at {watch.autocast[0]}): "
+            "the exported graph does not keep autocast's casts, so varuna computes them in "
+            "float32 (results differ from PyTorch's by the low precision's rounding); for "
+            "mixed precision set the training config's \"precision\": \"bf16\" or \"fp16\"")
     if watch.no_grad:
         out.append(
             f"the forward computes under torch.no_grad() from values that need gradients "
@@ -739,10 +758,85 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     drops, are added back as initializers. Warns when the
     forward cuts gradients in a way the file cannot keep: ``torch.no_grad()``
     or ``.data`` on values that need gradients (either format), ``detach()``
-    of such values (ONNX only: TorchScript keeps it as a stop-gradient).
+    of such values (ONNX only: TorchScript keeps it as a stop-gradient),
+    and when it turns ``torch.autocast`` on (the file computes in float32;
+    Varuna's mixed precision is the training config's ``precision``).
+    Activation checkpointing (``torch.utils.checkpoint``, Hugging Face's
+    ``gradient_checkpointing_enable()``) is exported as the plain forward it
+    computes; a ``torch.compile`` wrapper as the module it wraps; an
+    autocast the caller is in is turned off for the export. An operator
+    torch's ONNX exporter cannot export raises ``ValueError`` suggesting
+    TorchScript.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    # torch.compile(model): its forward(*args, **kwargs) wraps the module's.
+    if type(model).__name__ == "OptimizedModule" and isinstance(
+            getattr(model, "_orig_mod", None), torch.nn.Module):
+        model = model._orig_mod
+    with _checkpoint_inlined() as cut, _outer_autocast_off():
+        out = _export(model, example_inputs, path, input_names=input_names, format=format,
+                      opset=opset, batch_dim=batch_dim, external_data=external_data,
+                      loss_name=loss_name)
+    if cut:
+        warnings.warn(
+            f"torch.utils.checkpoint(use_reentrant=True) of {', '.join(sorted(cut))} gets no "
+            "input that requires gradients, so PyTorch gives the parameters inside it no "
+            "gradient (torch warns \"None of the inputs have requires_grad=True\"); the "
+            "exported graph does, and varuna trains them. Use use_reentrant=False to train "
+            "them in PyTorch as well", stacklevel=2)
+    return out
+
+
+@contextlib.contextmanager
+def _outer_autocast_off():
+    """Exports outside any torch.autocast the caller is in (the tracer cannot
+    record autocast's casts of parameters, and the caller's precision is not
+    the model's); autocast the forward turns on itself is warned about."""
+    with contextlib.ExitStack() as stack:
+        for device in ("cpu", "cuda"):
+            try:
+                on = torch.is_autocast_enabled(device)
+            except (TypeError, RuntimeError):
+                on = device == "cuda" and torch.is_autocast_enabled()
+            if on:
+                stack.enter_context(torch.autocast(device, enabled=False))
+        yield
+
+
+@contextlib.contextmanager
+def _checkpoint_inlined():
+    """torch.utils.checkpoint runs its function directly while exporting:
+    activation checkpointing changes when activations are kept, not the
+    values or gradients (varuna recomputes by its own schedule), and the
+    tracer cannot record its autograd.Function (use_reentrant=True fails
+    inside torch; use_reentrant=False would be judged a custom backward).
+    Patched where checkpoint() looks it up at each call, so it applies however
+    the model imported checkpoint (Hugging Face keeps a partial of it).
+    Yields the set of functions a reentrant checkpoint ran without an input
+    that requires gradients (PyTorch gives their parameters none)."""
+    import torch.utils.checkpoint as ckpt
+    original = getattr(ckpt, "_checkpoint_impl", None)
+    cut = set()  # reentrant checkpoints that cut their parameters' gradients
+    if original is None:  # another torch: leave it
+        yield cut
+        return
+
+    def direct(function, args, kwargs, use_reentrant=None, **_options):
+        if use_reentrant is not False and torch.is_grad_enabled() and not any(
+                isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            cut.add(getattr(function, "__qualname__", type(function).__name__))
+        return function(*args, **kwargs)
+
+    ckpt._checkpoint_impl = direct
+    try:
+        yield cut
+    finally:
+        ckpt._checkpoint_impl = original
+
+
+def _export(model, example_inputs, path, *, input_names, format, opset, batch_dim,
+            external_data, loss_name):
     path = os.fspath(path)
     fmt = _resolve_format(path, format)
     inputs = _normalize_inputs(example_inputs)
