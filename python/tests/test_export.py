@@ -389,6 +389,39 @@ def test_compiled_module_exports_its_module(tmp_path):
     assert info["parameters"] == ["fc.weight", "fc.bias"]
 
 
+@pytest.mark.parametrize("suffix", [".onnx", ".pt"])
+def test_hugging_face_model_with_a_dict_batch(tmp_path, suffix):
+    # A Hugging Face model as it is, called as model(**batch), returning a
+    # ModelOutput: the dict's keys name the inputs, the output's "loss" is
+    # the loss, the parameters keep the model's own names, and the model's
+    # mode is left as it was.
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=16, resid_pdrop=0.0,
+        embd_pdrop=0.0, attn_pdrop=0.0, attn_implementation="eager"))
+    model.eval()
+    ids = torch.randint(0, 50, (2, 8))
+    batch = {"input_ids": ids, "labels": ids.clone()}
+    path = varuna.export(model, batch, tmp_path / ("m" + suffix))
+    assert not model.training
+    want = model(**batch).loss.item()
+    if suffix == ".pt":
+        info = json.loads(zipfile.ZipFile(path).read("m/extra/varuna.json"))
+        assert [i["name"] for i in info["inputs"]] == ["input_ids", "labels"]
+        assert "transformer.wte.weight" in info["parameters"]
+        got = torch.jit.load(path)(ids, ids.clone()).item()
+    else:
+        m = onnx.load(str(path))
+        assert [i.name for i in m.graph.input] == ["input_ids", "labels"]
+        assert "transformer.wte.weight" in {t.name for t in m.graph.initializer}
+        (got,) = ort.InferenceSession(path).run(None, {"input_ids": ids.numpy(),
+                                                       "labels": ids.numpy()})
+    assert abs(float(got) - want) < 1e-5 * want
+    with pytest.raises(ValueError, match=r"mapping without a 'loss' tensor"):
+        varuna.export(model, {"input_ids": ids}, tmp_path / ("n" + suffix))
+
+
 class _Autocast(nn.Module):
     def __init__(self):
         super().__init__()

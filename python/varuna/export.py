@@ -83,6 +83,47 @@ def _normalize_inputs(example_inputs) -> Tuple[torch.Tensor, ...]:
     return tuple(example_inputs)
 
 
+class _Adapted(torch.nn.Module):
+    """`model` called as the file's graph is: with its inputs positional,
+    returning the loss tensor. A dict of example inputs becomes keyword
+    arguments (`names`, in the dict's order: a Hugging Face model called
+    as model(**batch)); a dict-like output (a Hugging Face ModelOutput)
+    gives its "loss". Shares the model's parameters, buffers and
+    submodules (not the model itself as a submodule), so every name stays
+    as it is in the model."""
+
+    def __init__(self, model: torch.nn.Module, names: Optional[Sequence[str]]):
+        super().__init__()
+        self._model = [model]  # a list: not registered as a submodule
+        self._parameters = model._parameters
+        self._buffers = model._buffers
+        self._modules = model._modules
+        self._names = list(names) if names is not None else None
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._model[0].training = mode  # the shared submodules are set above
+        return self
+
+    def forward(self, *args):
+        model = self._model[0]
+        out = model(**dict(zip(self._names, args))) if self._names is not None else model(*args)
+        return _loss_output(out)
+
+
+def _loss_output(out):
+    """A dict-like output's "loss" (a ModelOutput's, which is also a
+    Mapping), else the output as it is."""
+    from collections.abc import Mapping
+    if isinstance(out, Mapping):
+        if not isinstance(out.get("loss"), torch.Tensor):
+            raise ValueError("model.forward returned a mapping without a 'loss' tensor (keys: "
+                             f"{list(out.keys())}); pass the labels so that it computes the "
+                             "loss, or return the loss")
+        return out["loss"]
+    return out
+
+
 def _default_input_names(model: torch.nn.Module, n: int) -> List[str]:
     try:
         sig = inspect.signature(model.forward)
@@ -735,9 +776,13 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
 
     Args:
       model: a ``torch.nn.Module``; ``model(*example_inputs)`` returns the
-        scalar loss or a tuple whose first element is the loss.
+        scalar loss, a tuple whose first element is the loss, or a dict-like
+        result with a ``"loss"`` (a Hugging Face ``ModelOutput``: the model
+        itself, given its labels, needs no wrapper).
       example_inputs: tuple of tensors (a single tensor is accepted), all with
-        the same size along ``batch_dim``.
+        the same size along ``batch_dim``; or a dict of them, passed as
+        keyword arguments (a Hugging Face model called as ``model(**batch)``:
+        the keys name the inputs, in the dict's order).
       path: output file. ``.pt`` selects TorchScript when ``format`` is None,
         anything else ONNX.
       input_names: names of the inputs; default: forward's parameter names.
@@ -774,10 +819,14 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     if type(model).__name__ == "OptimizedModule" and isinstance(
             getattr(model, "_orig_mod", None), torch.nn.Module):
         model = model._orig_mod
-    with _checkpoint_inlined() as cut, _outer_autocast_off():
-        out = _export(model, example_inputs, path, input_names=input_names, format=format,
-                      opset=opset, batch_dim=batch_dim, external_data=external_data,
-                      loss_name=loss_name)
+    training = model.training  # an _Adapted wrapper sets the model's own flag
+    try:
+        with _checkpoint_inlined() as cut, _outer_autocast_off():
+            out = _export(model, example_inputs, path, input_names=input_names,
+                          format=format, opset=opset, batch_dim=batch_dim,
+                          external_data=external_data, loss_name=loss_name)
+    finally:
+        model.training = training
     if cut:
         warnings.warn(
             f"torch.utils.checkpoint(use_reentrant=True) of {', '.join(sorted(cut))} gets no "
@@ -839,6 +888,18 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
             external_data, loss_name):
     path = os.fspath(path)
     fmt = _resolve_format(path, format)
+    from collections.abc import Mapping
+    if isinstance(example_inputs, Mapping):  # model(**batch)
+        keys = list(example_inputs.keys())
+        bad = [k for k in keys if not isinstance(k, str) or not k.isidentifier()]
+        if bad:
+            raise ValueError(f"example_inputs keys must be forward's parameter names; got {bad}")
+        if input_names is not None and list(input_names) != keys:
+            raise ValueError(f"input_names {list(input_names)} differ from the keys of "
+                             f"example_inputs {keys}; leave input_names out")
+        input_names = keys
+        model = _Adapted(model, keys)
+        example_inputs = tuple(example_inputs.values())
     inputs = _normalize_inputs(example_inputs)
     if external_data not in (None, True, False):
         raise ValueError(f"external_data must be None, True or False, got {external_data!r}")
@@ -860,6 +921,8 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
     watch = _GradientWatch()
     with _preserved_state(model, True), torch.enable_grad(), watch:
         out = model(*inputs)
+    if not isinstance(model, _Adapted) and _loss_output(out) is not out:
+        model, out = _Adapted(model, None), _loss_output(out)  # a ModelOutput
     _check_loss(out)
     _check_custom_functions(model, inputs, out, fmt)
     del out

@@ -1,5 +1,5 @@
 """hf_oracle.py OUTDIR NAME [--steps S] [--batch M] [--optimizer adamw|sgd]
-                [--clip X] [--dropout] [--format onnx|torchscript]
+                [--clip X] [--dropout] [--format onnx|torchscript] [--dict]
                 [--module FILE:FACTORY]:
 a tiny, randomly initialised Hugging Face model (test/Import/ONNX/Inputs/
 hf_models.py: the user's own wrapper returning the loss HF computes from the
@@ -12,7 +12,9 @@ labels are -100 where not masked, as HF's collator leaves them; with
 bert-pretraining also a next-sentence label per example),
 OUTDIR/train.json, and PyTorch's S steps over batches of M (whole batch,
 torch.optim): OUTDIR/expected.json (loss per step), OUTDIR/params/<name>.npy
-and OUTDIR/degenerate (what compare_training.py reads). --module: the
+and OUTDIR/degenerate (what compare_training.py reads). --dict: the zoo
+model without its wrapper, exported with a dict batch and trained as
+model(**batch).loss (parameter names without the wrapper's "m."). --module: the
 model is FACTORY() from the Python file FILE (same contract as an entry of
 hf_models.MODELS: returns (model, example inputs)); NAME then only names
 it."""
@@ -41,6 +43,9 @@ ap.add_argument("--clip", type=float, default=None)
 ap.add_argument("--dropout", action="store_true", help="keep the model's dropout")
 ap.add_argument("--format", default="onnx", choices=["onnx", "torchscript"],
                 help="OUTDIR/model.onnx or OUTDIR/model.pt")
+ap.add_argument("--dict", action="store_true",
+                help="export and train the zoo model without its wrapper, called as "
+                     "model(**batch) (its ModelOutput's loss), as a Hugging Face user would")
 ap.add_argument("--module", default=None,
                 help="FILE:FACTORY building (model, example inputs) instead of a zoo model")
 args = ap.parse_args()
@@ -94,11 +99,15 @@ for name, t in zip(names, example):
 os.makedirs(os.path.join(args.outdir, "data"), exist_ok=True)
 for name, t in zip(names, data):
     np.save(os.path.join(args.outdir, "data", name + ".npy"), t.numpy())
+if args.dict:  # the Hugging Face model itself, with a dict batch
+    model, example = model.m, dict(zip(names, example))
 varuna.export(model, example, os.path.join(
     args.outdir, "model.onnx" if args.format == "onnx" else "model.pt"))
 # Exporting may run the model (a batch norm's running statistics move): the
 # oracle starts again from the freshly built weights, as the file holds them.
 model, _ = build()
+if args.dict:
+    model = model.m
 model.train()
 
 lr = 1e-3 if args.optimizer == "adamw" else 1e-2
@@ -120,7 +129,10 @@ def real(t):  # a complex tensor as (real, imaginary) pairs
 max_grad = {n: torch.zeros_like(real(p)) for n, p in model.named_parameters()}
 for step in range(args.steps):
     idx = [(step * args.batch + j) % N for j in range(args.batch)]
-    loss = model(*(t[idx] for t in data))
+    if args.dict:
+        loss = model(**{n: t[idx] for n, t in zip(names, data)}).loss
+    else:
+        loss = model(*(t[idx] for t in data))
     opt.zero_grad()
     loss.backward()
     for n, p in model.named_parameters():
