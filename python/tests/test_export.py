@@ -446,6 +446,28 @@ def test_autocast_in_forward_warned(tmp_path):
             varuna.export(_Quantile(), (x, y), tmp_path / "b.pt")
 
 
+class _SizeAsIgnoreIndex(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):  # as DistilBERT's question answering does
+        h = self.fc(x)
+        return F.cross_entropy(h, y.clamp(0, h.size(1)), ignore_index=h.size(1))
+
+
+def test_onnx_exporter_failure_points_to_torchscript(tmp_path):
+    # torch's exporter raises a TypeError on an ignore_index read from a
+    # size; the model ran, so the error says the exporter failed and what to
+    # do instead, and TorchScript takes the model.
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    with pytest.raises(ValueError, match=r"torch's ONNX exporter failed on this model "
+                                         r"\(TypeError: .*Export to TorchScript instead"):
+        varuna.export(_SizeAsIgnoreIndex(), (x, y), tmp_path / "s.onnx")
+    assert not os.path.exists(tmp_path / "s.onnx")
+    varuna.export(_SizeAsIgnoreIndex(), (x, y), tmp_path / "s.pt")
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

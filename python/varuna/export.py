@@ -512,6 +512,13 @@ def _torch_onnx_export(model, inputs, f, *, input_names, output_names, opset, dy
                              "format='torchscript'): varuna's TorchScript importer takes "
                              "many operators torch's ONNX exporter does not (quantile, kron, "
                              "cummax, nanmean, rot90, linear algebra, ...)") from e
+        except Exception as e:  # noqa: BLE001 - the model ran; the exporter failed
+            # (DistilBERT's question answering: ignore_index = a size read in
+            # forward makes torch's exporter raise a TypeError.)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ValueError(f"torch's ONNX exporter failed on this model "
+                             f"({type(e).__name__}: {first}); the model itself ran. Export to "
+                             "TorchScript instead (a .pt path or format='torchscript')") from e
 
 
 def _set_tensor_bytes(t, raw: bytes) -> None:

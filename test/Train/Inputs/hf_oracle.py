@@ -77,12 +77,13 @@ for name, t in zip(names, example):
     shape = (N,) + tuple(t.shape[1:])
     if name == "input_ids":
         data.append(torch.randint(0, hf_models.V, shape, generator=g))
-    elif name == "labels" and "input_ids" in names:
+    elif name == "labels" and "input_ids" in names and \
+            t.equal(example[names.index("input_ids")]):  # language-model labels
         labels = data[names.index("input_ids")].clone()
         if "bert" in args.name or args.name in ("roberta", "albert", "deberta"):
             labels[torch.rand(shape, generator=g) > 0.3] = -100  # only masked positions
         data.append(labels)
-    elif name == "labels":  # image classes
+    elif name == "labels" and "input_ids" not in names:  # image classes
         data.append(torch.randint(0, 10, shape, generator=g))
     elif name == "lengths":  # sequence lengths for pack_padded_sequence: each
         # batch sorted longest first (its default enforce_sorted), at most

@@ -45,6 +45,18 @@ class PreTraining(torch.nn.Module):
                       next_sentence_label=next_sentence_label).loss
 
 
+class Classify(torch.nn.Module):
+    """A sequence classifier with a padding mask (its labels: one class per
+    example)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids, attention_mask, labels):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+
+
 class Vision(torch.nn.Module):
     def __init__(self, m):
         super().__init__()
@@ -62,6 +74,13 @@ def text(cls, cfg):
 def pretraining(cls, cfg):
     ids = torch.randint(0, V, (2, 16))
     return PreTraining(cls(cfg)), (ids, ids.clone(), torch.randint(0, 2, (2,)))
+
+
+def classify(cls, cfg):
+    ids = torch.randint(0, V, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, 10:] = 0  # padding
+    return Classify(cls(cfg)), (ids, mask, torch.tensor([0, cfg.num_labels - 1]))
 
 
 def vision(cls, cfg):
@@ -90,6 +109,9 @@ MODELS = {
     "bert": lambda: text(T.BertForMaskedLM, T.BertConfig(
         vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=32, **EAGER)),
+    "bert-cls": lambda: classify(T.BertForSequenceClassification, T.BertConfig(
+        vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=64, max_position_embeddings=32, num_labels=3, **EAGER)),
     "bert-pretraining": lambda: pretraining(T.BertForPreTraining, T.BertConfig(
         vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=32, **EAGER)),
