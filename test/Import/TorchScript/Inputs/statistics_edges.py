@@ -1,0 +1,88 @@
+"""statistics_edges.py OUTDIR: edge cases of the statistics functions the
+TorchScript importer composes (lib/Import/TorchScript/
+TorchScriptStatistics.cpp) -- quantile at q = 0 and 1, of all elements with
+keepdim, tensor levels with "higher"; kthvalue at k = n; cummax / cummin
+along dim 0 and -1 and with ties (torch returns the last occurrence);
+trapezoid over one sample and by points; nanmean / nansum of everything;
+count_nonzero over every dimension; kron of different ranks; block_diag
+of a 0-D, a 1-D and a 2-D tensor; rot90 by -3; cov and corrcoef; ldexp.
+Each is a model whose loss reads it, exported with varuna.export,
+imported by varuna-translate and evaluated by varuna-eval (tools from
+PATH); the oracle is PyTorch's loss. Prints one line per case and
+"N cases, N equal"."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+import varuna
+
+STATIC = torch.arange(12.).reshape(3, 4)  # tensors that are not per example
+CASES = {
+    "quantile_ends": lambda h: torch.quantile(h, 0.0, dim=1).sum()
+    + torch.quantile(h, 1.0, dim=1, keepdim=True).sum(),
+    "quantile_all_keepdim": lambda h: (h.sum() * torch.quantile(
+        STATIC ** 1.1, torch.tensor([0.2, 0.8]), keepdim=True)).sum()
+    + torch.quantile(torch.arange(7.) ** 2, 0.5),
+    "quantile_higher": lambda h: torch.quantile(
+        h, torch.tensor([0.0, 0.33, 1.0]), dim=1, interpolation="higher").sum(),
+    "kthvalue_last": lambda h: torch.kthvalue(h, h.shape[1], dim=1, keepdim=True)[0].sum()
+    + torch.kthvalue(h, 1)[1].float().sum(),
+    "cummax_dims": lambda h: torch.cummax(h.t(), 0)[0].sum()
+    + torch.cummin(h, -1)[1].float().sum(),
+    "cummax_ties": lambda h: torch.cummax(torch.round(h * 2) / 2, 1)[1].float().sum()
+    + torch.cummin(torch.round(h * 2) / 2, 1)[0].sum(),
+    "trapezoid": lambda h: torch.trapezoid(h[:, :1], dim=1).sum() + torch.trapz(h, dx=2.0).sum()
+    + torch.trapezoid(h, torch.linspace(0, 1, 6)[None, :].expand(h.shape[0], -1)).sum(),
+    "nan_reductions": lambda h: torch.nanmean(torch.where(h > 0.5, float("nan"), h))
+    + torch.nansum(h, dim=(0, 1)),
+    "count_nonzero": lambda h: torch.count_nonzero(h > 0).float()
+    + torch.count_nonzero(h > 0, dim=(0, 1)).float() + h.sum() * 0,
+    "kron_ranks": lambda h: (torch.kron(torch.arange(6.).reshape(2, 3) * h.mean(),
+                                        torch.ones(2, 1, 3))
+                             * torch.arange(36.).reshape(2, 2, 9)).sum(),
+    "block_diag": lambda h: (torch.block_diag(h.mean(), torch.ones(3), torch.eye(2))
+                             * torch.arange(24.).reshape(4, 6)).sum(),
+    "rot90": lambda h: (torch.rot90((torch.arange(12.).reshape(2, 6) * h.mean())[None], -3,
+                                    [1, 2]) * torch.arange(12.).reshape(1, 6, 2)).sum(),
+    "cov_corrcoef": lambda h: (torch.cov(STATIC ** 1.5 * h.mean()) * STATIC[:, :3]).sum()
+    + torch.corrcoef(STATIC ** 1.3 + h.mean()).sum() + torch.cov(STATIC[0], correction=0),
+    "ldexp": lambda h: torch.ldexp(h, torch.tensor([[1, -2, 0, 3, 1, 1]])).sum(),
+}
+
+
+class Case(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+        self.w = nn.Parameter(torch.linspace(0.5, 1.5, 6))
+
+    def forward(self, x):
+        return self.f(x * self.w).sum()
+
+
+out = sys.argv[1]
+torch.manual_seed(0)
+x = torch.randn(4, 6)
+equal = 0
+for name, f in CASES.items():
+    d = os.path.join(out, name)
+    os.makedirs(os.path.join(d, "in"), exist_ok=True)
+    model = Case(f)
+    want = model(x).item()
+    varuna.export(model, (x,), os.path.join(d, "m.pt"), input_names=["x"])
+    np.save(os.path.join(d, "in", "x.npy"), x.numpy())
+    mlir = os.path.join(d, "m.mlir")
+    subprocess.run(["varuna-translate", "--import-torchscript", os.path.join(d, "m.pt"), "-o",
+                    mlir], check=True)
+    run = subprocess.run(["varuna-eval", mlir, "--inputs", os.path.join(d, "in")],
+                         check=True, capture_output=True, text=True)
+    got = float(re.search(r"loss[^0-9-]*(-?[0-9.eE+-]+)", run.stdout).group(1))
+    ok = abs(got - want) <= 1e-5 * max(1.0, abs(want))
+    equal += ok
+    print(f"{name}: {'equal' if ok else 'DIFFERENT'} (varuna {got!r}, torch {want!r})")
+print(f"{len(CASES)} cases, {equal} equal")
