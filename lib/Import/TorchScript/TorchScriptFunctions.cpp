@@ -17,10 +17,8 @@ using namespace mlir;
 using namespace varuna;
 using namespace varuna::ts;
 
-/// Operand 0 as a floating-point tensor (integers become f32, as torch's
-/// floating functions promote them).
-static FailureOr<Value> floatInput(TSImporter &imp, TSImporter::Node *n,
-                                   Location loc) {
+FailureOr<Value> varuna::ts::floatInput(TSImporter &imp, TSImporter::Node *n,
+                                        Location loc) {
   auto x = imp.tensorArg(n, 0, loc);
   if (failed(x))
     return failure();

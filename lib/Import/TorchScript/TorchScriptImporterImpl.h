@@ -446,6 +446,10 @@ mlir::FailureOr<mlir::Type> elementTypeOf(mlir::MLIRContext *ctx,
 mlir::FailureOr<mlir::Type> elementTypeByName(mlir::MLIRContext *ctx,
                                               llvm::StringRef name);
 llvm::SmallVector<SymInt> dimsOf(mlir::Value v);
+/// Operand 0 of `n` as a floating-point tensor (integers become f32, as
+/// torch's floating functions promote them).
+mlir::FailureOr<mlir::Value> floatInput(TSImporter &imp, TSImporter::Node *n,
+                                        mlir::Location loc);
 inline VTensorType tensorType(mlir::Value v) {
   return v.getType().cast<VTensorType>();
 }

@@ -27,15 +27,6 @@ using namespace mlir;
 using namespace varuna;
 using namespace varuna::ts;
 
-/// Operand 0 as a floating-point tensor (integers become f32).
-static FailureOr<Value> floatOperand(TSImporter &imp, TSImporter::Node *n,
-                                     Location loc) {
-  auto x = imp.tensorArg(n, 0, loc);
-  if (failed(x) || isFloatType(tensorType(*x).getElementType()))
-    return x;
-  return imp.cast(*x, imp.b().getF32Type(), loc);
-}
-
 /// The static size of `axis` of v, or an error naming what needs it.
 static FailureOr<int64_t> staticSize(TSImporter &imp, TSImporter::Node *n,
                                      Location loc, Value v, int64_t axis,
@@ -47,6 +38,19 @@ static FailureOr<int64_t> staticSize(TSImporter &imp, TSImporter::Node *n,
                              << ") is not supported: its size must be static",
            failure();
   return size.constant;
+}
+
+/// Dimension `dim` of v normalized, with its static size (an error names
+/// `what` when it is out of range or batch-dependent).
+static FailureOr<std::pair<int64_t, int64_t>>
+staticAxis(TSImporter &imp, TSImporter::Node *n, Location loc, Value v,
+           int64_t dim, StringRef what) {
+  auto axis = imp.normIndex(n, dim, tensorType(v).getRank(), loc);
+  auto size = failed(axis) ? FailureOr<int64_t>()
+                           : staticSize(imp, n, loc, v, *axis, what);
+  if (failed(size))
+    return failure();
+  return std::make_pair(*axis, *size);
 }
 
 /// v without its (size 1) `axis`.
@@ -104,17 +108,15 @@ LogicalResult TSImporter::hKthValue(Node *n, Location loc) {
   auto keep = optArg(n, 3, loc, &TSImporter::boolArg, false);
   if (failed(x) || failed(k) || failed(d) || failed(keep))
     return failure();
-  auto axis = normIndex(n, *d, tensorType(*x).getRank(), loc);
-  if (failed(axis))
+  auto at = staticAxis(*this, n, loc, *x, *d, "kthvalue");
+  if (failed(at))
     return failure();
-  auto size = staticSize(*this, n, loc, *x, *axis, "kthvalue");
-  if (failed(size))
-    return failure();
-  if (*k < 1 || *k > *size)
+  auto [axis, size] = *at;
+  if (*k < 1 || *k > size)
     return error(n, loc) << "kthvalue: k = " << *k << " is out of range for "
-                         << *size << " elements",
+                         << size << " elements",
            failure();
-  auto kth = orderStatistic(n, loc, *x, *axis, *k - 1, *keep);
+  auto kth = orderStatistic(n, loc, *x, axis, *k - 1, *keep);
   if (failed(kth))
     return failure();
   bindTensor(n->outputs()[0], kth->first);
@@ -158,7 +160,7 @@ quantileLevels(TSImporter &imp, TSImporter::Node *n, Location loc) {
 /// `interpolation` says (linear, lower, higher, nearest, midpoint). A 1-D
 /// q puts its levels in a new first dimension.
 LogicalResult TSImporter::hQuantile(Node *n, Location loc) {
-  auto x = floatOperand(*this, n, loc);
+  auto x = floatInput(*this, n, loc);
   auto levels = quantileLevels(*this, n, loc);
   auto keep = optArg(n, 3, loc, &TSImporter::boolArg, false);
   auto mode = optArg(n, 4, loc, &TSImporter::strArg, std::string("linear"));
@@ -311,7 +313,7 @@ LogicalResult TSImporter::hNanReduce(Node *n, Location loc) {
 /// divides by N - correction; corrcoef divides by the outer product of the
 /// standard deviations. Weights are refused.
 LogicalResult TSImporter::hCovariance(Node *n, Location loc) {
-  auto x = floatOperand(*this, n, loc);
+  auto x = floatInput(*this, n, loc);
   if (failed(x))
     return failure();
   bool corr = opName(n) == "corrcoef";
@@ -391,34 +393,32 @@ LogicalResult TSImporter::hCumExtreme(Node *n, Location loc) {
                                          "supported (cast it to float)",
            failure();
   int64_t rank = tensorType(*x).getRank();
-  auto axis = normIndex(n, *d, rank, loc);
-  auto size = failed(axis) ? FailureOr<int64_t>()
-                           : staticSize(*this, n, loc, *x, *axis, opName(n));
-  if (failed(size))
+  auto at = staticAxis(*this, n, loc, *x, *d, opName(n));
+  if (failed(at))
     return failure();
-  int64_t len = *size;
+  auto [axis, len] = *at;
   // mask[i, j] = j <= i, as [n, n, 1, ...] for the dimensions after dim.
   SmallVector<double> lower(len * len, 0.0);
   for (int64_t i = 0; i < len; ++i)
     for (int64_t j = 0; j <= i; ++j)
       lower[i * len + j] = 1.0;
   SmallVector<int64_t> maskShape{len, len};
-  maskShape.append(rank - *axis - 1, 1);
+  maskShape.append(rank - axis - 1, 1);
   Decomposer dec(b(), loc);
   Value mask = dec.constant(maskShape, b().getI1Type(), lower);
   MathBuilder m{*this, loc, et};
   double fill = max ? -std::numeric_limits<double>::infinity()
                     : std::numeric_limits<double>::infinity();
-  auto table = addAxis(*this, *x, *axis, loc); // j at axis + 1
+  auto table = addAxis(*this, *x, axis, loc); // j at axis + 1
   auto masked = m.where(mask, table, m.c(fill));
   SmallVector<int64_t> reversed;
   for (int64_t j = len - 1; j >= 0; --j)
     reversed.push_back(j);
   auto flipped = failed(masked) ? masked
-                                : dec.gatherIndices(*masked, *axis + 1, reversed);
+                                : dec.gatherIndices(*masked, axis + 1, reversed);
   auto fromEnd = failed(flipped)
                      ? flipped
-                     : dec.argExtreme(*flipped, *axis + 1, max, false);
+                     : dec.argExtreme(*flipped, axis + 1, max, false);
   if (failed(fromEnd))
     return failure();
   MathBuilder mi{*this, loc, tensorType(*fromEnd).getElementType()};
@@ -426,7 +426,7 @@ LogicalResult TSImporter::hCumExtreme(Node *n, Location loc) {
   auto values = failed(indices)
                     ? indices
                     : make<GatherElementsOp>(loc, {*x, *indices},
-                                             {i64("axis", *axis)});
+                                             {i64("axis", axis)});
   if (failed(values))
     return failure();
   bindTensor(n->outputs()[0], *values);
@@ -443,7 +443,7 @@ LogicalResult TSImporter::hCumExtreme(Node *n, Location loc) {
 /// spacing dx or the differences of the sample points x (x of y's shape,
 /// or 1-D along dim).
 LogicalResult TSImporter::hTrapezoid(Node *n, Location loc) {
-  auto y = floatOperand(*this, n, loc);
+  auto y = floatInput(*this, n, loc);
   if (failed(y))
     return failure();
   bool points = lookup(n->input(1)).kind == TSValue::Kind::Tensor;
@@ -451,19 +451,18 @@ LogicalResult TSImporter::hTrapezoid(Node *n, Location loc) {
   if (failed(d))
     return failure();
   int64_t rank = tensorType(*y).getRank();
-  auto axis = normIndex(n, *d, rank, loc);
-  auto size = failed(axis) ? FailureOr<int64_t>()
-                           : staticSize(*this, n, loc, *y, *axis, opName(n));
-  if (failed(size))
+  auto at = staticAxis(*this, n, loc, *y, *d, opName(n));
+  if (failed(at))
     return failure();
+  auto [axis, size] = *at;
   Type et = tensorType(*y).getElementType();
   MathBuilder m{*this, loc, et};
-  if (*size < 2) // no interval: zero (of the reduced shape)
-    return bindResult(n, m.bin<MulOp>(reduce(ReduceKind::sum, *y, {*axis},
+  if (size < 2) // no interval: zero (of the reduced shape)
+    return bindResult(n, m.bin<MulOp>(reduce(ReduceKind::sum, *y, {axis},
                                              false, loc),
                                       m.c(0)));
-  auto ends = m.bin<AddOp>(range(*this, *y, *axis, 1, *size, loc),
-                           range(*this, *y, *axis, 0, *size - 1, loc));
+  auto ends = m.bin<AddOp>(range(*this, *y, axis, 1, size, loc),
+                           range(*this, *y, axis, 0, size - 1, loc));
   FailureOr<Value> terms = failure();
   if (points) {
     auto xs = tensorArg(n, 1, loc);
@@ -472,15 +471,15 @@ LogicalResult TSImporter::hTrapezoid(Node *n, Location loc) {
     Value pts = cast(*xs, et, loc);
     if (tensorType(pts).getRank() == 1 && rank > 1) { // along dim
       SmallVector<SymInt> shape(rank, SymInt(1));
-      shape[*axis] = dimsOf(pts)[0];
+      shape[axis] = dimsOf(pts)[0];
       auto viewed = reshape(pts, shape, loc);
       if (failed(viewed))
         return failure();
       pts = *viewed;
     }
-    int64_t at = tensorType(pts).getRank() == rank ? *axis : 0;
-    auto spacing = m.bin<SubOp>(range(*this, pts, at, 1, *size, loc),
-                                range(*this, pts, at, 0, *size - 1, loc));
+    int64_t along = tensorType(pts).getRank() == rank ? axis : 0;
+    auto spacing = m.bin<SubOp>(range(*this, pts, along, 1, size, loc),
+                                range(*this, pts, along, 0, size - 1, loc));
     terms = m.bin<MulOp>(m.bin<MulOp>(ends, spacing), m.c(0.5));
   } else {
     auto dx = optArg(n, 1, loc, &TSImporter::floatArg, 1.0);
@@ -490,7 +489,7 @@ LogicalResult TSImporter::hTrapezoid(Node *n, Location loc) {
   }
   if (failed(terms))
     return failure();
-  return bindResult(n, reduce(ReduceKind::sum, *terms, {*axis}, false, loc));
+  return bindResult(n, reduce(ReduceKind::sum, *terms, {axis}, false, loc));
 }
 
 //===----------------------------------------------------------------------===//
