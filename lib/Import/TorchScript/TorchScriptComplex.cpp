@@ -19,7 +19,8 @@
 //    div by a complex tensor (of a complex or real one) and reciprocal:
 //    x (c - di) / (c^2 + d^2);
 //  - the FFTs (torch.fft.fft / ifft / rfft / irfft and their 2-D and n-D
-//    forms, each norm): a DFT along each transformed (static) dimension as
+//    forms, each norm; torch.stft: frames, window, a DFT of each): a DFT
+//    along each transformed (static) dimension as
 //    a matmul by constant cosine and sine matrices (n / s trimming or
 //    zero-padding as torch) -- exact to rounding,
 //    O(N^2) per transformed row, meant for the sequence and feature sizes
@@ -366,13 +367,121 @@ LogicalResult TSImporter::convertFFT(Node *n, Location loc, StringRef op) {
   return success();
 }
 
+/// stft(x, n_fft, hop_length, win_length, window, normalized, onesided,
+/// return_complex, align_to_window), torch.stft after its Python part (which
+/// pads for center=True): x [L] or [B, L] with a static L cut into frames
+/// of n_fft every hop_length (n_fft / 4 by default; Tensor.unfold's
+/// gather), each times the window (of win_length, centred in n_fft with
+/// zeros; ones without one), then the DFT of each frame (dft: RealForward,
+/// n_fft / 2 + 1 bins when onesided, the default for a real input), times
+/// n_fft^-1/2 when normalized: [.., bins, frames], complex, or its
+/// view_as_real layout with return_complex=False.
+LogicalResult TSImporter::convertStft(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc);
+  auto nfft = intArg(n, 1, loc);
+  if (failed(x) || failed(nfft))
+    return failure();
+  if (isComplexTensor(lookup(n->input(0))))
+    return operandError(n, 0, loc, "a real signal (stft of a complex one is not supported)");
+  auto hop = optArg(n, 2, loc, &TSImporter::intArg, *nfft / 4);
+  auto winLength = optArg(n, 3, loc, &TSImporter::intArg, *nfft);
+  auto normalized = optArg(n, 5, loc, &TSImporter::boolArg, false);
+  auto onesided = optArg(n, 6, loc, &TSImporter::boolArg, true);
+  auto asComplex = optArg(n, 7, loc, &TSImporter::boolArg, false);
+  auto align = optArg(n, 8, loc, &TSImporter::boolArg, false);
+  if (failed(hop) || failed(winLength) || failed(normalized) ||
+      failed(onesided) || failed(asComplex) || failed(align))
+    return failure();
+  if (*align)
+    return error(n, loc) << "stft with align_to_window=True is not supported";
+  Value signal = *x;
+  if (!isFloatType(tensorType(signal).getElementType()))
+    signal = cast(signal, b().getF32Type(), loc);
+  SmallVector<SymInt> dims = dimsOf(signal);
+  int64_t last = int64_t(dims.size()) - 1;
+  if (dims.empty() || dims.size() > 2 || !dims[last].isStatic())
+    return error(n, loc) << "stft of a signal of shape " << dimsStr(dims)
+                         << " (it takes [L] or [B, L] with a static L)",
+           failure();
+  int64_t length = dims[last].constant;
+  if (*nfft < 1 || *nfft > length || *hop < 1 || *winLength < 1 ||
+      *winLength > *nfft)
+    return error(n, loc) << "stft: n_fft " << *nfft << ", hop_length " << *hop
+                         << ", win_length " << *winLength
+                         << " do not fit a signal of " << length << " samples",
+           failure();
+  // Frames [.., F, n_fft].
+  int64_t frames = (length - *nfft) / *hop + 1;
+  SmallVector<int64_t> positions;
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t k = 0; k < *nfft; ++k)
+      positions.push_back(f * *hop + k);
+  Decomposer dec(b(), loc);
+  auto picked = dec.gatherIndices(signal, last, positions);
+  SmallVector<SymInt> framed(dims.begin(), dims.end() - 1);
+  framed.append({SymInt(frames), SymInt(*nfft)});
+  auto cut = failed(picked) ? picked : reshape(*picked, framed, loc);
+  if (failed(cut))
+    return failure();
+  Value windowed = *cut;
+  Type et = tensorType(windowed).getElementType();
+  if (!isNoneArg(n, 4)) {
+    auto w = tensorArg(n, 4, loc);
+    if (failed(w))
+      return failure();
+    Value win = cast(*w, et, loc);
+    if (tensorType(win).getRank() != 1 ||
+        dimsOf(win)[0] != SymInt(*winLength))
+      return operandError(n, 4, loc, "a window of win_length samples");
+    int64_t left = (*nfft - *winLength) / 2;
+    if (*winLength < *nfft) {
+      auto padded = make<PadOp>(
+          loc, {win},
+          {attr("pads", b().getDenseI64ArrayAttr({left, *nfft - *winLength - left})),
+           attr("value", b().getZeroAttr(et))});
+      if (failed(padded))
+        return failure();
+      win = *padded;
+    }
+    auto product = make<MulOp>(loc, {windowed, win});
+    if (failed(product))
+      return failure();
+    windowed = *product;
+  } else if (*winLength < *nfft) { // ones of win_length, centred
+    int64_t left = (*nfft - *winLength) / 2;
+    SmallVector<double> ones(*nfft, 0.0);
+    for (int64_t k = left; k < left + *winLength; ++k)
+      ones[k] = 1.0;
+    auto product = make<MulOp>(loc, {windowed, dec.constant({*nfft}, et, ones)});
+    if (failed(product))
+      return failure();
+    windowed = *product;
+  }
+  int64_t axis = tensorType(windowed).getRank() - 1;
+  auto spectrum =
+      dft(*this, windowed, Value(), axis, *onesided ? Dft::RealForward : Dft::Forward,
+          *nfft, *normalized ? 1.0 / std::sqrt(double(*nfft)) : 1.0, loc, n);
+  if (failed(spectrum))
+    return failure();
+  // [.., F, bins] -> [.., bins, F].
+  auto re = swapDims(spectrum->first, axis - 1, axis, loc);
+  auto im = swapDims(spectrum->second, axis - 1, axis, loc);
+  auto c = complexOf(*this, re, im, loc, n);
+  if (failed(c))
+    return failure();
+  if (!*asComplex)
+    c->complex = false; // view_as_real's layout: the real tensor itself
+  bind(n->output(), *c);
+  return success();
+}
+
 bool TSImporter::touchesComplex(Node *n) {
   // prim:: nodes (lists, tuples) carry values without reading them.
   if (!n->kind().is_aten())
     return false;
   StringRef op = n->kind().toUnqualString();
   if (op == "view_as_complex" || op == "polar" || op == "complex" ||
-      op.starts_with("fft_"))
+      op.starts_with("fft_") || op == "stft")
     return true;
   // A cast to a complex dtype, or zeros of one.
   if ((op == "to" || op == "zeros" || op == "new_zeros" || op == "empty") &&
@@ -625,6 +734,8 @@ LogicalResult TSImporter::convertComplex(Node *n, Location loc, StringRef op) {
   }
   if (op.starts_with("fft_"))
     return convertFFT(n, loc, op);
+  if (op == "stft")
+    return convertStft(n, loc);
   // Bilinear ops of two complex operands: (a + ib)(c + id) by the op's own
   // handler on the four products of parts (mul by formula, above).
   int64_t complexOperands = 0;

@@ -140,6 +140,61 @@ LogicalResult TSImporter::hVariance(Node *n, Location loc) {
   return success();
 }
 
+/// linalg_norm(x, ord=None, dim=None, keepdim=False[, dtype]) and
+/// frobenius_norm(x, dim, keepdim): ord None or 'fro', the 2-norm of the
+/// elements over dim (all of them without it: Frobenius over two); a number
+/// over one dimension (or a 1-D x), the vector norm; over two dimensions
+/// (or a 2-D x), the matrix norms 1 / -1 (the largest / smallest column
+/// sum of |x|) and inf / -inf (row sums). Spectral (2, -2) and nuclear
+/// norms need singular values: refused.
+LogicalResult TSImporter::hMatrixNorm(Node *n, Location loc) {
+  auto x = floatInput(*this, n, loc);
+  if (failed(x))
+    return failure();
+  int64_t rank = tensorType(*x).getRank();
+  bool frobenius = opName(n) == "frobenius_norm";
+  unsigned dimAt = frobenius ? 1 : 2, keepAt = frobenius ? 2 : 3;
+  auto axes = axesArg(n, dimAt, rank, loc);
+  auto keep = optArg(n, keepAt, loc, &TSImporter::boolArg, false);
+  if (failed(axes) || failed(keep))
+    return failure();
+  Decomposer d(b(), loc);
+  const TSValue *ord = frobenius ? nullptr : operand(n, 1);
+  if (!ord || ord->kind == K::None ||
+      (ord->kind == K::Str && ord->s == "fro"))
+    return bindResult(n, d.vectorNorm(*x, 2.0, *axes, *keep));
+  if (ord->kind == K::Str)
+    return error(n, loc) << "linalg.norm with ord='" << ord->s
+                         << "' is not supported (it needs singular values)";
+  auto p = floatArg(n, 1, loc);
+  if (failed(p))
+    return failure();
+  if (axes->size() == 1)
+    return bindResult(n, d.vectorNorm(*x, *p, *axes, *keep));
+  if (axes->size() != 2 || !(std::abs(*p) == 1.0 || std::isinf(*p)))
+    return error(n, loc) << "linalg.norm with ord=" << *p << " over "
+                         << axes->size()
+                         << " dimensions is not supported (matrix norms: 1, "
+                            "-1, inf, -inf; 2 and -2 need singular values)";
+  // Sum |x| along one of the two dimensions, then the extreme along the
+  // other: columns (sum over the first) for 1, rows for inf.
+  int64_t sumAxis = std::isinf(*p) ? (*axes)[1] : (*axes)[0];
+  int64_t pickAxis = std::isinf(*p) ? (*axes)[0] : (*axes)[1];
+  auto mag = unary(UnaryKind::abs, *x, loc);
+  auto sums = failed(mag) ? mag : reduce(ReduceKind::sum, *mag, {sumAxis}, true, loc);
+  if (failed(sums))
+    return failure();
+  auto r = reduce(*p > 0 ? ReduceKind::max : ReduceKind::min, *sums,
+                  {pickAxis}, true, loc);
+  if (failed(r) || *keep)
+    return bindResult(n, r);
+  SmallVector<SymInt> out;
+  for (auto [i, s] : llvm::enumerate(dimsOf(*r)))
+    if (int64_t(i) != sumAxis && int64_t(i) != pickAxis)
+      out.push_back(s);
+  return bindResult(n, reshape(*r, out, loc));
+}
+
 LogicalResult TSImporter::hNorm(Node *n, Location loc) {
   // norm(x, p) / norm(x, p, dim, keepdim[, dtype]) /
   // linalg_vector_norm(x, ord, dim, keepdim, dtype)

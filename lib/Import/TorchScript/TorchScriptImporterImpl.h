@@ -364,6 +364,7 @@ public:
   mlir::LogicalResult convertComplex(Node *n, mlir::Location loc,
                                      llvm::StringRef op);
   /// torch.fft's fft / ifft / rfft / irfft (1-D, 2-D, n-D) as DFT matmuls.
+  mlir::LogicalResult convertStft(Node *n, mlir::Location loc);
   mlir::LogicalResult convertFFT(Node *n, mlir::Location loc,
                                  llvm::StringRef op);
   /// The real tensor (trailing axis of 2) behind a complex value.

@@ -1095,6 +1095,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"},
       &TSImporter::hVariance);
   reg({"aten::norm", "aten::linalg_vector_norm"}, &TSImporter::hNorm);
+  reg({"aten::linalg_norm", "aten::frobenius_norm"}, &TSImporter::hMatrixNorm);
   reg({"aten::pairwise_distance", "aten::triplet_margin_loss"},
       &TSImporter::hDistance);
   reg({"aten::_weight_norm"}, &TSImporter::hWeightNorm);

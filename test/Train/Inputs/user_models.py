@@ -206,6 +206,13 @@ nan_aware       TorchScript: features set to NaN where the input says so,
                 count_nonzero of a mask as a feature
 rotations       TorchScript: rotation-averaged convolution (rot90 by k = 0
                 to 3 and back by -k, dims in either order)
+stft_loss       TorchScript: a vocoder-style generator trained with a
+                multi-resolution STFT loss (torch.stft with a Hann window,
+                spectral convergence by torch.linalg.norm over two
+                dimensions, log magnitudes)
+mel_front       TorchScript: a log-mel front end inside the model (torch.stft
+                with center padding, power from .real / .imag, a filterbank
+                matmul) before a small CNN classifier
 """
 import torch
 import torch.nn as nn
@@ -1839,3 +1846,51 @@ def nan_aware():
 
 def rotations():
     return Rotations(), (torch.randn(2, 3, 8, 8), torch.randint(0, C, (2,)))
+
+
+class STFTLoss(nn.Module):
+    """A vocoder-style generator trained with a multi-resolution STFT loss
+    (spectral convergence + log magnitude), as HiFi-GAN / Parallel WaveGAN."""
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Conv1d(1, 8, 9, padding=4), nn.Tanh(), nn.Conv1d(8, 1, 9, padding=4))
+        for n in (16, 32):
+            self.register_buffer(f"win{n}", torch.hann_window(n))
+
+    def forward(self, x, target):            # x, target [B, 128]
+        y = self.net(x[:, None])[:, 0]
+        loss = 0
+        for n, hop in ((16, 4), (32, 8)):
+            w = getattr(self, f"win{n}")
+            Y = torch.stft(y, n, hop, n, w, return_complex=True).abs()
+            T = torch.stft(target, n, hop, n, w, return_complex=True).abs()
+            sc = torch.linalg.norm(T - Y, dim=(1, 2)) / torch.linalg.norm(T, dim=(1, 2))
+            mag = F.l1_loss(torch.log(Y + 0.1), torch.log(T + 0.1))
+            loss = loss + sc.mean() + mag
+        return loss
+
+
+def stft_loss():
+    return STFTLoss(), (torch.randn(2, 128), torch.randn(2, 128))
+
+
+class MelFront(nn.Module):
+    """Log-mel spectrogram front end inside the model (torch.stft, power,
+    a mel filterbank matmul), then a small CNN classifier."""
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("win", torch.hann_window(32))
+        self.register_buffer("mel", torch.rand(17, 8))
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.head = nn.Linear(4, C)
+
+    def forward(self, wav, labels):
+        S = torch.stft(wav, 32, 8, window=self.win, return_complex=True)
+        P = S.real ** 2 + S.imag ** 2
+        M = torch.log1p(torch.matmul(P.transpose(1, 2), self.mel))
+        h = F.relu(self.conv(M[:, None])).mean((2, 3))
+        return F.cross_entropy(self.head(h), labels)
+
+
+def mel_front():
+    return MelFront(), (torch.randn(2, 256), torch.randint(0, C, (2,)))

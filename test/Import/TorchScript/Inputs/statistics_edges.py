@@ -5,7 +5,9 @@ keepdim, tensor levels with "higher"; kthvalue at k = n; cummax / cummin
 along dim 0 and -1 and with ties (torch returns the last occurrence);
 trapezoid over one sample and by points; nanmean / nansum of everything;
 count_nonzero over every dimension; kron of different ranks; block_diag
-of a 0-D, a 1-D and a 2-D tensor; rot90 by -3; cov and corrcoef; ldexp.
+of a 0-D, a 1-D and a 2-D tensor; rot90 by -3; cov and corrcoef; ldexp;
+linalg.norm (Frobenius, matrix 1 / -1 / inf / -inf); stft (1-D and 2-D,
+win_length < n_fft, normalized, two-sided, center=False, the real layout).
 Each is a model whose loss reads it, exported with varuna.export,
 imported by varuna-translate and evaluated by varuna-eval (tools from
 PATH); the oracle is PyTorch's loss. Prints one line per case and
@@ -52,6 +54,17 @@ CASES = {
     "cov_corrcoef": lambda h: (torch.cov(STATIC ** 1.5 * h.mean()) * STATIC[:, :3]).sum()
     + torch.corrcoef(STATIC ** 1.3 + h.mean()).sum() + torch.cov(STATIC[0], correction=0),
     "ldexp": lambda h: torch.ldexp(h, torch.tensor([[1, -2, 0, 3, 1, 1]])).sum(),
+    "linalg_norm": lambda h: torch.linalg.norm(h.reshape(-1, 2, 3), dim=(1, 2)).sum()
+    + torch.linalg.norm(h) + torch.linalg.norm(h, "fro", dim=(0, 1))
+    + torch.linalg.norm(STATIC * h.mean(), 1) + torch.linalg.norm(STATIC * h.mean(), -1)
+    + torch.linalg.norm(STATIC * h.mean(), float("inf"))
+    + torch.linalg.norm(h.reshape(-1, 2, 3), -float("inf"), dim=(1, 2), keepdim=True).sum(),
+    "stft_variants": lambda h: (
+        torch.stft(torch.sin(torch.arange(64.) * h.mean()), 16, 4, 12, torch.hann_window(12),
+                   normalized=True, return_complex=False) ** 2).sum()
+    + torch.stft(torch.cos(torch.arange(64.) * h.mean())[None].expand(2, -1), 8,
+                 onesided=False, center=False, return_complex=True).abs().sum()
+    + torch.stft(h, 4, 2, window=torch.ones(4), return_complex=True).real.sum(),
 }
 
 
