@@ -468,6 +468,31 @@ def test_onnx_exporter_failure_points_to_torchscript(tmp_path):
     varuna.export(_SizeAsIgnoreIndex(), (x, y), tmp_path / "s.pt")
 
 
+class _LayerDrop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        for layer in self.layers:
+            if self.training and torch.rand([]) < 0.5:  # LayerDrop
+                continue
+            x = layer(x)
+        return F.cross_entropy(self.head(x), y)
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".pt"])
+def test_python_branch_on_a_tensor_warned(tmp_path, suffix):
+    # The tracer keeps the branch the example took (torch's TracerWarning
+    # says "might cause the trace to be incorrect"): varuna.export says what
+    # it means for training, naming the place.
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    with pytest.warns(UserWarning, match=r"branches in Python on a tensor's value "
+                                         r"\(1 place\(s\): .*test_export.py:[0-9]+\)"):
+        varuna.export(_LayerDrop(), (x, y), tmp_path / ("m" + suffix))
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

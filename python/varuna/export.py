@@ -936,10 +936,27 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
     for message in _gradient_cut_warnings(watch, fmt, model):
         warnings.warn(message, stacklevel=2)
 
-    if fmt == "onnx":
-        _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name, opset=opset,
-                     batch_dim=batch_dim, external_data=external_data)
-    else:
-        _export_torchscript(model, inputs, path, input_names=names, loss_name=loss_name,
-                            batch_dim=batch_dim)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", torch.jit.TracerWarning)
+        if fmt == "onnx":
+            _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name,
+                         opset=opset, batch_dim=batch_dim, external_data=external_data)
+        else:
+            _export_torchscript(model, inputs, path, input_names=names, loss_name=loss_name,
+                                batch_dim=batch_dim)
+    branches = []
+    for w in caught:
+        if issubclass(w.category, torch.jit.TracerWarning) and "Python boolean" in str(w.message):
+            branches.append(f"{w.filename}:{w.lineno}")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if branches:
+        sites = sorted(set(branches))
+        warnings.warn(
+            f"the forward branches in Python on a tensor's value ({len(sites)} place(s): "
+            f"{', '.join(sites[:3])}{', ...' if len(sites) > 3 else ''}): the file keeps the "
+            "branch the example batch took, and varuna trains that branch every step -- a "
+            "random LayerDrop (set the config's layerdrop to 0) or a data-dependent path "
+            "would silently differ from PyTorch; harmless where the branch cannot change "
+            "(a check that always passes)", stacklevel=3)
     return path

@@ -80,6 +80,11 @@ struct TSValue {
   bool scalarTensor = false;
   /// Tensor, Packed: the rows are in a BatchOrder's sorted order.
   bool rowsSorted = false;
+  /// Tensor: masked_select(labels [N, S], mask) held as [N, S] with each
+  /// row's selected labels moved to its front (zeros after them): Hugging
+  /// Face's CTC loss flattens its targets so. Only ctc_loss may read it,
+  /// as padded targets (asTensor refuses it elsewhere).
+  bool rowsCompacted = false;
   /// Tensor: complex numbers, held as a real tensor with a trailing axis of
   /// 2 (real, imaginary; view_as_real's layout): its torch shape is the
   /// tensor's without that axis. Only TorchScriptComplex.cpp reads it.
@@ -345,6 +350,9 @@ public:
                                     const TSValue &order, int64_t dim);
   /// sort / argsort across the examples of their lengths (hTopK).
   bool sortsExamples(Node *n, mlir::Location loc);
+  /// masked_select of integer rows read as ctc_loss's targets
+  /// (TSValue::rowsCompacted); false when the operands are not such rows.
+  mlir::FailureOr<bool> compactRows(Node *n, mlir::Location loc);
 
   // --- TorchScriptStatistics.cpp -------------------------------------------
   /// The r-th smallest element (from 0) along static `axis` of v and its
@@ -355,6 +363,8 @@ public:
   /// While set (by the handlers named at TSValue::Kind::BatchOrder),
   /// asTensor accepts values whose rows are sorted.
   bool sortedRowsOk = false;
+  /// While set (by hCtcLoss), asTensor accepts rowsCompacted values.
+  bool compactedRowsOk = false;
 
   // --- TorchScriptComplex.cpp -----------------------------------------------
   /// Whether `n` reads a complex tensor (TSValue::complex) or makes one.

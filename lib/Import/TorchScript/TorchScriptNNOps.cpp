@@ -588,6 +588,7 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
     dtypeIdx = 3;
   }
   Value v = *x;
+  bool typed = false;
   if (n->inputs().size() > dtypeIdx &&
       (op == "mean" || op == "sum" || op == "prod")) {
     auto dt = dtypeArg(n, dtypeIdx, loc);
@@ -595,7 +596,13 @@ LogicalResult TSImporter::hReduce(Node *n, Location loc) {
       return failure();
     if (*dt)
       v = cast(v, *dt, loc);
+    typed = bool(*dt);
   }
+  // torch sums and multiplies bool and integer tensors in int64: a count of
+  // a mask ((labels != -100).sum(-1)) summed as i1 was 0 or 1.
+  if (!typed && (op == "sum" || op == "prod") &&
+      !isFloatType(tensorType(v).getElementType()))
+    v = cast(v, b().getI64Type(), loc);
   ReduceKind kind = op == "mean"   ? ReduceKind::mean
                     : op == "sum"  ? ReduceKind::sum
                     : op == "amax" ? ReduceKind::max
@@ -820,7 +827,10 @@ LogicalResult TSImporter::hCtcLoss(Node *n, Location loc) {
                            << "_lengths as a list: pass the lengths as a "
                               "tensor [N] (a list has the traced batch's "
                               "length and values)";
-  auto x = tensorArg(n, 0, loc), y = tensorArg(n, 1, loc);
+  auto x = tensorArg(n, 0, loc);
+  compactedRowsOk = true; // masked_select's rows: padded targets
+  auto y = tensorArg(n, 1, loc);
+  compactedRowsOk = false;
   auto il = tensorArg(n, 2, loc), tl = tensorArg(n, 3, loc);
   auto blank = optArg(n, 4, loc, &TSImporter::intArg, 0);
   auto reduction = reductionArg(n, 5, loc);

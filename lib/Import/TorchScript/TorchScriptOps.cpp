@@ -631,19 +631,33 @@ LogicalResult TSImporter::hArith(Node *n, Location loc) {
         return failure();
       x = *t;
     }
+    if (*mode != "floor" && *mode != "trunc")
+      return error(n, loc) << "unknown rounding_mode '" << *mode << "'";
     bool intDiv = !isFloatType(tensorType(x).getElementType());
     if (intDiv) {
-      if (*mode == "floor")
-        return error(n, loc) << "floor division of integer tensors is not "
-                                "supported (use rounding_mode='trunc')";
-      r = binary("idiv", a, c, loc, n);
+      r = binary("idiv", a, c, loc, n); // truncates toward zero
+      if (succeeded(r) && *mode == "floor") {
+        // One less where the division was inexact and the operands' signs
+        // differ (wav2vec2's conv output lengths: (L - k) // s + 1).
+        auto y = asTensor(c, tensorType(x).getElementType(), loc, n);
+        if (failed(y))
+          return failure();
+        Type et = tensorType(*r).getElementType();
+        Value yv = cast(*y, et, loc), xv = cast(x, et, loc);
+        MathBuilder m{*this, loc, et};
+        auto rem = m.bin<SubOp>(xv, m.bin<MulOp>(*r, yv));
+        auto inexact = m.cmp(ComparePredicate::ne, rem, m.c(0));
+        auto signs = m.cmp(ComparePredicate::ne, m.cmp(ComparePredicate::lt, rem, m.c(0)),
+                           m.cmp(ComparePredicate::lt, yv, m.c(0)));
+        auto down = failed(inexact) || failed(signs)
+                        ? FailureOr<Value>()
+                        : make<AndOp>(loc, {*inexact, *signs});
+        r = m.bin<SubOp>(*r, m.where(down, m.c(1), m.c(0)));
+      }
     } else {
       r = binary("div", a, c, loc, n);
-      if (succeeded(r) && *mode == "floor")
-        r = unary(UnaryKind::floor, *r, loc);
-      else if (succeeded(r) && *mode == "trunc")
-        return error(n, loc) << "rounding_mode='trunc' on floating-point "
-                                "tensors is not supported";
+      if (succeeded(r))
+        r = unary(*mode == "floor" ? UnaryKind::floor : UnaryKind::trunc, *r, loc);
     }
   } else if (op == "floor_divide") {
     r = binary("div", a, c, loc, n);

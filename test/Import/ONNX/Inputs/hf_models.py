@@ -83,6 +83,19 @@ def classify(cls, cfg):
     return Classify(cls(cfg)), (ids, mask, torch.tensor([0, cfg.num_labels - 1]))
 
 
+class Speech(torch.nn.Module):
+    """A CTC speech recognizer from raw audio (its labels: padded token
+    ids; Hugging Face's CTC loss drops the blank / pad ones by
+    masked_select)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_values, labels):
+        return self.m(input_values=input_values, labels=labels).loss
+
+
 def vision(cls, cfg):
     return Vision(cls(cfg)), (torch.randn(2, 3, 32, 32), torch.randint(0, 10, (2,)))
 
@@ -109,6 +122,14 @@ MODELS = {
     "bert": lambda: text(T.BertForMaskedLM, T.BertConfig(
         vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=32, **EAGER)),
+    # layerdrop 0: a random LayerDrop is decided in Python, which a trace
+    # keeps fixed (varuna.export warns).
+    "wav2vec2": lambda: (Speech(T.Wav2Vec2ForCTC(T.Wav2Vec2Config(
+        vocab_size=12, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=32, conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3),
+        num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2, mask_time_prob=0.0,
+        layerdrop=0.0, ctc_loss_reduction="mean", pad_token_id=0, **EAGER))),
+        (torch.randn(2, 400), torch.tensor([[1, 2, 3], [4, 5, 6]]))),
     "bert-cls": lambda: classify(T.BertForSequenceClassification, T.BertConfig(
         vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=32, num_labels=3, **EAGER)),

@@ -6,7 +6,9 @@ along dim 0 and -1 and with ties (torch returns the last occurrence);
 trapezoid over one sample and by points; nanmean / nansum of everything;
 count_nonzero over every dimension; kron of different ranks; block_diag
 of a 0-D, a 1-D and a 2-D tensor; rot90 by -3; cov and corrcoef; ldexp;
-linalg.norm (Frobenius, matrix 1 / -1 / inf / -inf); stft (1-D and 2-D,
+sums and products of a mask (int64, as torch: they were summed as i1),
+floor / trunc division of integers and floats; linalg.norm (Frobenius,
+matrix 1 / -1 / inf / -inf); stft (1-D and 2-D,
 win_length < n_fft, normalized, two-sided, center=False, the real layout).
 Each is a model whose loss reads it, exported with varuna.export,
 imported by varuna-translate and evaluated by varuna-eval (tools from
@@ -54,6 +56,9 @@ CASES = {
     "cov_corrcoef": lambda h: (torch.cov(STATIC ** 1.5 * h.mean()) * STATIC[:, :3]).sum()
     + torch.corrcoef(STATIC ** 1.3 + h.mean()).sum() + torch.cov(STATIC[0], correction=0),
     "ldexp": lambda h: torch.ldexp(h, torch.tensor([[1, -2, 0, 3, 1, 1]])).sum(),
+    "integer_sums": lambda h: (h > 0).sum(-1).float().sum() + (h > 0).sum()
+    + torch.div((h * 10).long() - 7, 3, rounding_mode="floor").float().sum()
+    + torch.div(h * 10, 3, rounding_mode="trunc").sum() + (h > -1).prod(1).float().sum(),
     "linalg_norm": lambda h: torch.linalg.norm(h.reshape(-1, 2, 3), dim=(1, 2)).sum()
     + torch.linalg.norm(h) + torch.linalg.norm(h, "fro", dim=(0, 1))
     + torch.linalg.norm(STATIC * h.mean(), 1) + torch.linalg.norm(STATIC * h.mean(), -1)
