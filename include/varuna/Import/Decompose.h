@@ -114,7 +114,8 @@ public:
                                         llvm::ArrayRef<int64_t> axes,
                                         bool keepdim, double correction,
                                         bool sqrtOf);
-  /// The p-norm over `axes` for p = 1, 2 or infinity.
+  /// The p-norm over `axes`: 1, 2, inf and -inf (the largest / smallest
+  /// |x|), any other nonzero p as (sum |x|^p)^(1/p).
   mlir::FailureOr<mlir::Value> vectorNorm(mlir::Value x, double p,
                                           llvm::ArrayRef<int64_t> axes,
                                           bool keepdim);

@@ -314,11 +314,17 @@ FailureOr<Value> Decomposer::vectorNorm(Value x, double p,
     return failure();
   if (p == 1.0)
     return reduce(ReduceKind::sum, *a, axes, keepdim);
-  if (std::isinf(p) && p > 0)
-    return reduce(ReduceKind::max, *a, axes, keepdim);
-  return emitError(loc) << "a " << p
-                        << "-norm is not supported (only 1, 2 and inf)",
-         failure();
+  if (std::isinf(p))
+    return reduce(p > 0 ? ReduceKind::max : ReduceKind::min, *a, axes, keepdim);
+  if (p == 0.0)
+    return emitError(loc) << "a 0-norm (a count of the nonzero elements) is "
+                             "not supported",
+           failure();
+  // (sum |x|^p)^(1/p).
+  Type et = x.getType().cast<VTensorType>().getElementType();
+  auto powered = make<PowOp>({*a, scalar(p, et)});
+  auto s = failed(powered) ? powered : reduce(ReduceKind::sum, *powered, axes, keepdim);
+  return failed(s) ? s : make<PowOp>({*s, scalar(1.0 / p, et)});
 }
 
 FailureOr<Value> Decomposer::rmsNorm(Value x, int64_t axis, Value weight,

@@ -7,7 +7,8 @@ trapezoid over one sample and by points; nanmean / nansum of everything;
 count_nonzero over every dimension; kron of different ranks; block_diag
 of a 0-D, a 1-D and a 2-D tensor; rot90 by -3; cov and corrcoef; ldexp;
 sums and products of a mask (int64, as torch: they were summed as i1),
-floor / trunc division of integers and floats; linalg.norm (Frobenius,
+floor / trunc division of integers and floats; vector norms of any p;
+linalg.norm (Frobenius,
 matrix 1 / -1 / inf / -inf); stft (1-D and 2-D,
 win_length < n_fft, normalized, two-sided, center=False, the real layout).
 Each is a model whose loss reads it, exported with varuna.export,
@@ -59,6 +60,10 @@ CASES = {
     "integer_sums": lambda h: (h > 0).sum(-1).float().sum() + (h > 0).sum()
     + torch.div((h * 10).long() - 7, 3, rounding_mode="floor").float().sum()
     + torch.div(h * 10, 3, rounding_mode="trunc").sum() + (h > -1).prod(1).float().sum(),
+    "vector_norms": lambda h: torch.linalg.vector_norm(h, 3, dim=1).sum()
+    + torch.norm(h.abs() + 0.1, p=0.5, dim=0).sum()
+    + torch.linalg.vector_norm(h, -float("inf"), dim=1).sum()
+    + torch.linalg.norm(h, -1.5, dim=1, keepdim=True).sum(),
     "linalg_norm": lambda h: torch.linalg.norm(h.reshape(-1, 2, 3), dim=(1, 2)).sum()
     + torch.linalg.norm(h) + torch.linalg.norm(h, "fro", dim=(0, 1))
     + torch.linalg.norm(STATIC * h.mean(), 1) + torch.linalg.norm(STATIC * h.mean(), -1)
