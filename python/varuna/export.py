@@ -27,6 +27,7 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Mapping
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -114,7 +115,6 @@ class _Adapted(torch.nn.Module):
 def _loss_output(out):
     """A dict-like output's "loss" (a ModelOutput's, which is also a
     Mapping), else the output as it is."""
-    from collections.abc import Mapping
     if isinstance(out, Mapping):
         if not isinstance(out.get("loss"), torch.Tensor):
             raise ValueError("model.forward returned a mapping without a 'loss' tensor (keys: "
@@ -183,12 +183,17 @@ def _check_batch(inputs, names, batch_dim) -> int:
     return b
 
 
+def _autocast_on(device: str) -> bool:
+    """Whether torch.autocast is on for `device` ("cpu" or "cuda") now."""
+    try:
+        return torch.is_autocast_enabled(device)
+    except (TypeError, RuntimeError):  # an older torch: CUDA only, no argument
+        return device == "cuda" and torch.is_autocast_enabled()
+
+
 def _autocast_enabled() -> bool:
     """Whether torch.autocast is on for the CPU or CUDA now."""
-    try:
-        return any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda"))
-    except (TypeError, RuntimeError):  # an older torch: CUDA only, no argument
-        return torch.is_autocast_enabled()
+    return any(_autocast_on(d) for d in ("cpu", "cuda"))
 
 
 class _GradientWatch(torch.overrides.TorchFunctionMode):
@@ -851,11 +856,7 @@ def _outer_autocast_off():
     the model's); autocast the forward turns on itself is warned about."""
     with contextlib.ExitStack() as stack:
         for device in ("cpu", "cuda"):
-            try:
-                on = torch.is_autocast_enabled(device)
-            except (TypeError, RuntimeError):
-                on = device == "cuda" and torch.is_autocast_enabled()
-            if on:
+            if _autocast_on(device):
                 stack.enter_context(torch.autocast(device, enabled=False))
         yield
 
@@ -895,7 +896,6 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
             external_data, loss_name):
     path = os.fspath(path)
     fmt = _resolve_format(path, format)
-    from collections.abc import Mapping
     if isinstance(example_inputs, Mapping):  # model(**batch)
         keys = list(example_inputs.keys())
         bad = [k for k in keys if not isinstance(k, str) or not k.isidentifier()]

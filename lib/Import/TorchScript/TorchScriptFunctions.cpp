@@ -2168,11 +2168,9 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
   return bindResult(n, r);
 }
 
-/// For the reductions with an optional dimension: with `all`, x flattened
-/// to one dimension and axis 0; else x and operand `dimAt` normalized.
-static FailureOr<std::pair<Value, int64_t>>
-flatOrAxis(TSImporter &imp, TSImporter::Node *n, Location loc, Value x,
-           bool all, unsigned dimAt) {
+FailureOr<std::pair<Value, int64_t>>
+varuna::ts::flatOrAxis(TSImporter &imp, TSImporter::Node *n, Location loc,
+                       Value x, bool all, unsigned dimAt) {
   if (all) {
     std::optional<SymInt> count = product(dimsOf(x));
     auto flat = count ? imp.reshape(x, {*count}, loc) : FailureOr<Value>();

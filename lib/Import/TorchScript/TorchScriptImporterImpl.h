@@ -461,6 +461,12 @@ llvm::SmallVector<SymInt> dimsOf(mlir::Value v);
 /// torch's floating functions promote them).
 mlir::FailureOr<mlir::Value> floatInput(TSImporter &imp, TSImporter::Node *n,
                                         mlir::Location loc);
+/// For the reductions with an optional dimension (median, argmax, quantile):
+/// with `all`, x flattened to one dimension and axis 0; else x and operand
+/// `dimAt` normalized.
+mlir::FailureOr<std::pair<mlir::Value, int64_t>>
+flatOrAxis(TSImporter &imp, TSImporter::Node *n, mlir::Location loc,
+           mlir::Value x, bool all, unsigned dimAt);
 inline VTensorType tensorType(mlir::Value v) {
   return v.getType().cast<VTensorType>();
 }

@@ -172,21 +172,10 @@ LogicalResult TSImporter::hQuantile(Node *n, Location loc) {
            failure();
   int64_t rank = tensorType(*x).getRank();
   bool all = isNoneArg(n, 2);
-  Value v = *x;
-  int64_t axis = 0;
-  if (all) {
-    std::optional<SymInt> count = product(dimsOf(v));
-    auto flat = count ? reshape(v, {*count}, loc) : FailureOr<Value>();
-    if (failed(flat))
-      return failure();
-    v = *flat;
-  } else {
-    auto d = intArg(n, 2, loc);
-    auto a = failed(d) ? FailureOr<int64_t>() : normIndex(n, *d, rank, loc);
-    if (failed(a))
-      return failure();
-    axis = *a;
-  }
+  auto at = flatOrAxis(*this, n, loc, *x, all, 2);
+  if (failed(at))
+    return failure();
+  auto [v, axis] = *at;
   auto size = staticSize(*this, n, loc, v, axis, "quantile");
   if (failed(size))
     return failure();
