@@ -638,7 +638,8 @@ LogicalResult TSImporter::convertNode(Node *n) {
     return success();
   bool complex = touchesComplex(n);
   auto it = handlers.find(functional);
-  if (!complex && it == handlers.end()) {
+  bool selection = !complex && readsSelection(n);
+  if (!complex && !selection && it == handlers.end()) {
     std::string src = where(n);
     return emitError(loc) << "unsupported TorchScript op '" << kind
                           << "' at " << src;
@@ -651,8 +652,11 @@ LogicalResult TSImporter::convertNode(Node *n) {
       d.attachNote() << "while importing '" << kind << "' at " << where(n);
     return failure(); // keep propagating to the tool's handler
   });
-  if (failed(complex ? convertComplex(n, loc, n->kind().toUnqualString())
-                     : (this->*(it->second))(n, loc)))
+  if (failed(complex     ? convertComplex(n, loc, n->kind().toUnqualString())
+             : selection ? convertSelected(n, loc, kind,
+                                           it == handlers.end() ? nullptr
+                                                                : it->second)
+                         : (this->*(it->second))(n, loc)))
     return failure();
   if (inplace && n->outputs().size() == 1) {
     bind(n->input(0), lookup(n->output()));

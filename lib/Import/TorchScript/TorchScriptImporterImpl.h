@@ -15,6 +15,9 @@
 // TorchScriptFunctions.cpp: functions without a varuna op (activations,
 // logsumexp, variance, norms, RMS / instance norm, elementwise losses),
 // composed by the Decomposer shared with the ONNX importer.
+// TorchScriptSelection.cpp: values selected by a boolean mask (x[mask]).
+// TorchScriptStatistics.cpp, TorchScriptComplex.cpp: statistics functions;
+// complex numbers, FFTs and stft.
 // All code here runs inside the try/catch of importTorchScript.
 //
 //===----------------------------------------------------------------------===//
@@ -33,6 +36,7 @@
 #include <torch/csrc/jit/ir/ir.h>
 
 #include <map>
+#include <tuple>
 #include <memory>
 #include <optional>
 #include <set>
@@ -43,6 +47,18 @@ class PyTorchStreamReader;
 }
 
 namespace varuna::ts {
+
+/// Orders selectedCounts' keys (mlir::Value and Type have no operator<).
+struct SelectedCountOrder {
+  bool operator()(const std::tuple<mlir::Value, int64_t, mlir::Type> &a,
+                  const std::tuple<mlir::Value, int64_t, mlir::Type> &b) const {
+    auto key = [](const std::tuple<mlir::Value, int64_t, mlir::Type> &t) {
+      return std::make_tuple(std::get<0>(t).getAsOpaquePointer(), std::get<1>(t),
+                             std::get<2>(t).getAsOpaquePointer());
+    };
+    return key(a) < key(b);
+  }
+};
 
 /// The importer's view of one TorchScript value.
 struct TSValue {
@@ -80,11 +96,13 @@ struct TSValue {
   bool scalarTensor = false;
   /// Tensor, Packed: the rows are in a BatchOrder's sorted order.
   bool rowsSorted = false;
-  /// Tensor: masked_select(labels [N, S], mask) held as [N, S] with each
-  /// row's selected labels moved to its front (zeros after them): Hugging
-  /// Face's CTC loss flattens its targets so. Only ctc_loss may read it,
-  /// as padded targets (asTensor refuses it elsewhere).
-  bool rowsCompacted = false;
+  /// Tensor: x[mask] or masked_select(x, mask) -- as many rows as the mask
+  /// selects, a number the data decides -- held unselected: `tensor` is the
+  /// whole x, `selectMask` the mask (i1) over its first `selectDims`
+  /// dimensions. Its torch shape is [selected] + x's later dimensions. Only
+  /// TorchScriptSelection.cpp reads it (asTensor refuses it elsewhere).
+  mlir::Value selectMask;
+  int64_t selectDims = 0;
   /// Tensor: complex numbers, held as a real tensor with a trailing axis of
   /// 2 (real, imaginary; view_as_real's layout): its torch shape is the
   /// tensor's without that axis. Only TorchScriptComplex.cpp reads it.
@@ -171,6 +189,7 @@ public:
 
   TSValue &lookup(JitValue *v) { return env[v]; }
   void bind(JitValue *v, TSValue t) { env[v] = std::move(t); }
+  void forget(JitValue *v) { env.erase(v); }
   void bindTensor(JitValue *v, mlir::Value t) { env[v] = TSValue::ofTensor(t); }
   /// Binds the node's (single) output to `r` if it succeeded.
   mlir::LogicalResult bindResult(Node *n, mlir::FailureOr<mlir::Value> r) {
@@ -350,10 +369,6 @@ public:
                                     const TSValue &order, int64_t dim);
   /// sort / argsort across the examples of their lengths (hTopK).
   bool sortsExamples(Node *n, mlir::Location loc);
-  /// masked_select of integer rows read as ctc_loss's targets
-  /// (TSValue::rowsCompacted); false when the operands are not such rows.
-  mlir::FailureOr<bool> compactRows(Node *n, mlir::Location loc);
-
   // --- TorchScriptStatistics.cpp -------------------------------------------
   /// The r-th smallest element (from 0) along static `axis` of v and its
   /// index (i64), with the axis kept as 1 or dropped (median, kthvalue).
@@ -363,8 +378,45 @@ public:
   /// While set (by the handlers named at TSValue::Kind::BatchOrder),
   /// asTensor accepts values whose rows are sorted.
   bool sortedRowsOk = false;
-  /// While set (by hCtcLoss), asTensor accepts rowsCompacted values.
-  bool compactedRowsOk = false;
+
+  // --- TorchScriptSelection.cpp ---------------------------------------------
+  /// Whether `n` reads a value selected by a boolean mask
+  /// (TSValue::selectMask), directly or in a list.
+  bool readsSelection(Node *n);
+  /// Imports such a node (`h`: its handler, null when it has none); the ops
+  /// it takes and how are listed at the top of TorchScriptSelection.cpp.
+  mlir::LogicalResult convertSelected(Node *n, mlir::Location loc,
+                                      llvm::StringRef kind, Handler h);
+  /// Binds n's output to x selected by `mask` over x's leading dimensions
+  /// (an error unless the mask is boolean and its shape theirs).
+  mlir::LogicalResult bindSelection(Node *n, mlir::Location loc,
+                                    mlir::Value x, mlir::Value mask);
+  /// "<node>: reads a tensor selected by a boolean mask ...: " (the caller
+  /// adds what is wrong with it).
+  mlir::InFlightDiagnostic selectionError(Node *n, mlir::Location loc);
+  /// `mask` reshaped to broadcast against `like` (1s after its dimensions).
+  mlir::FailureOr<mlir::Value> broadcastMask(mlir::Value mask,
+                                             mlir::Value like,
+                                             mlir::Location loc);
+  /// The sum (or mean, divided by the selected count, at least 1) of a
+  /// selection over its selected rows and the whole tensor's `trailing`
+  /// axes (sorted, each >= selectDims); keepdim gives torch's shape.
+  mlir::FailureOr<mlir::Value> selectedSum(Node *n, mlir::Location loc,
+                                           const TSValue &sel,
+                                           llvm::ArrayRef<int64_t> trailing,
+                                           bool mean, bool keepdim);
+  /// The masks of the selections so far (a mask computed again is
+  /// replaced by the first).
+  std::vector<mlir::Value> selectionMasks;
+  /// selectedSum's divisors by mask, elements per row and element type.
+  std::map<std::tuple<mlir::Value, int64_t, mlir::Type>, mlir::Value,
+           SelectedCountOrder>
+      selectedCounts;
+  /// labels [N, S] (static S) with each row's labels where `mask` is set
+  /// moved to its front, in order, zeros after (ctc_loss's padded targets).
+  mlir::FailureOr<mlir::Value> compactedRows(mlir::Value labels,
+                                             mlir::Value mask,
+                                             mlir::Location loc);
 
   // --- TorchScriptComplex.cpp -----------------------------------------------
   /// Whether `n` reads a complex tensor (TSValue::complex) or makes one.

@@ -828,9 +828,7 @@ LogicalResult TSImporter::hCtcLoss(Node *n, Location loc) {
                               "tensor [N] (a list has the traced batch's "
                               "length and values)";
   auto x = tensorArg(n, 0, loc);
-  compactedRowsOk = true; // masked_select's rows: padded targets
-  auto y = tensorArg(n, 1, loc);
-  compactedRowsOk = false;
+  auto y = tensorArg(n, 1, loc); // masked_select's: TorchScriptSelection.cpp
   auto il = tensorArg(n, 2, loc), tl = tensorArg(n, 3, loc);
   auto blank = optArg(n, 4, loc, &TSImporter::intArg, 0);
   auto reduction = reductionArg(n, 5, loc);
@@ -970,7 +968,8 @@ LogicalResult TSImporter::hGatherAlong(Node *n, Location loc) {
 /// x[..., idx, ...] (aten::index with one index tensor in the list, the
 /// others None): a gather along that axis, numpy's result shape. Several
 /// index tensors: numpy's advanced indexing (Decomposer::advancedIndex).
-/// Boolean masks (a data-dependent shape) are refused.
+/// A boolean mask over the leading dimensions selects rows
+/// (TorchScriptSelection.cpp).
 LogicalResult TSImporter::hIndex(Node *n, Location loc) {
   if (const TSValue &list = lookup(n->input(1));
       list.kind == TSValue::Kind::List && list.list.size() == 1 &&
@@ -990,6 +989,15 @@ LogicalResult TSImporter::hIndex(Node *n, Location loc) {
     auto idx = asTensor(v, Type(), loc, n);
     if (failed(idx))
       return failure();
+    if (i == 0 && tensorType(*idx).getElementType().isInteger(1) &&
+        llvm::all_of(ArrayRef(list.list).drop_front(),
+                     [](const TSValue &e) { return e.kind == K::None; }))
+      return bindSelection(n, loc, *x, *idx);
+    if (tensorType(*idx).getElementType().isInteger(1))
+      return error(n, loc) << "a boolean mask after other indices (x[:, "
+                              "mask]) selects a data-dependent number of "
+                              "elements; only a mask over the leading "
+                              "dimensions (x[mask]) is supported";
     if (!tensorType(*idx).getElementType().isSignlessInteger(64) &&
         !tensorType(*idx).getElementType().isSignlessInteger(32))
       return error(n, loc)

@@ -28,12 +28,9 @@ FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
                     "packed sequence, pad_packed_sequence and index_select "
                     "by the unsorting indices may use it",
              failure();
-    if (v.rowsCompacted && !compactedRowsOk)
-      return error(n, loc)
-                 << "this tensor is masked_select's result, whose size the "
-                    "data decides; only ctc_loss may use it, as its targets "
-                    "(Hugging Face's CTC loss flattens them so). Keep the "
-                    "shape fixed -- torch.where(mask, x, 0) or a masked sum",
+    if (v.selectMask) // convertNode sends nodes that read one elsewhere
+      return error(n, loc) << "a tensor selected by a boolean mask is used "
+                              "as a whole one",
              failure();
     if (v.complex) // convertNode sends nodes that read one elsewhere
       return error(n, loc) << "a complex tensor is used as a real one",

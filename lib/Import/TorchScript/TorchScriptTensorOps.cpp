@@ -51,55 +51,21 @@ LogicalResult TSImporter::hClamp(Node *n, Location loc) {
   return success();
 }
 
-/// masked_select(labels, mask) of an integer [N, S] (static S) by a mask of
-/// its shape: bound as rowsCompacted -- row n's selected labels at its
-/// front, in order (the column of each is the count of selected ones before
-/// it: a one-hot of that count, times the labels, summed), zeros after.
-/// Returns false (nothing bound) for other operands.
-FailureOr<bool> TSImporter::compactRows(Node *n, Location loc) {
-  auto x = tensorArg(n, 0, loc), mask = tensorArg(n, 1, loc);
-  if (failed(x) || failed(mask))
-    return failure();
-  SmallVector<SymInt> dims = dimsOf(*x);
-  Type et = tensorType(*x).getElementType();
-  if (dims.size() != 2 || !dims[1].isStatic() || isFloatType(et) ||
-      dimsOf(*mask) != dims)
-    return false;
-  int64_t width = dims[1].constant;
-  Type i64 = b().getI64Type();
-  Value selected = cast(*mask, i64, loc);
-  Value before = b().create<CumsumOp>(loc, selected, 1, /*exclusive=*/true,
-                                      /*reverse=*/false);
-  SmallVector<double> columns;
-  for (int64_t j = 0; j < width; ++j)
-    columns.push_back(double(j));
-  Value column = Decomposer(b(), loc).constant({1, 1, width}, i64, columns);
-  MathBuilder m{*this, loc, i64};
-  auto at = reshape(before, {dims[0], dims[1], SymInt(1)}, loc);
-  auto sel = reshape(selected, {dims[0], dims[1], SymInt(1)}, loc);
-  auto labels = reshape(cast(*x, i64, loc), {dims[0], dims[1], SymInt(1)}, loc);
-  auto hit = m.where(m.cmp(ComparePredicate::eq, at, column), sel, m.c(0));
-  auto moved = m.bin<MulOp>(hit, labels);
-  auto out = failed(moved) ? moved : reduce(ReduceKind::sum, *moved, {1}, false, loc);
-  if (failed(out))
-    return failure();
-  TSValue v = TSValue::ofTensor(cast(*out, et, loc));
-  v.rowsCompacted = true;
-  bind(n->output(), v);
-  return true;
-}
-
 /// Ops whose result has a size the data decides (nonzero, masked_select,
 /// unique, bincount, ...) and random ops without a formula on uniform or
 /// normal draws: refused with what to write instead.
 LogicalResult TSImporter::hUnsupportedShape(Node *n, Location loc) {
   std::string op = opName(n);
-  if (op == "masked_select") { // ctc_loss's targets, compacted per row
-    auto compacted = compactRows(n, loc);
-    if (failed(compacted))
+  if (op == "masked_select") { // TorchScriptSelection.cpp reads it
+    auto x = tensorArg(n, 0, loc), mask = tensorArg(n, 1, loc);
+    if (failed(x) || failed(mask))
       return failure();
-    if (*compacted)
-      return success();
+    if (dimsOf(*x) != dimsOf(*mask))
+      return error(n, loc) << "masked_select of a tensor of shape "
+                           << dimsStr(dimsOf(*x)) << " by a mask of shape "
+                           << dimsStr(dimsOf(*mask))
+                           << ": the shapes must be equal (expand the mask)";
+    return bindSelection(n, loc, *x, *mask);
   }
   if (op == "multinomial" || op == "poisson" || op == "randperm" ||
       op == "binomial" || op == "_standard_gamma" || op == "_sample_dirichlet")

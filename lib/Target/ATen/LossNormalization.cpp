@@ -300,6 +300,9 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
   // a log of a sum, ...).
   enum Kind { Const, Sum, Ratio, Mean, Other };
   llvm::DenseMap<Value, Kind> memo;
+  // A Ratio's divisor: Ratios by the same one add up (means over the same
+  // x[mask] selection share their count).
+  llvm::DenseMap<Value, Value> divisorOf;
   std::function<Kind(Value)> kind = [&](Value v) -> Kind {
     auto it = memo.find(v);
     if (it != memo.end())
@@ -310,8 +313,12 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
       k = Other;
     else if (!op)
       k = Const;
-    else if (llvm::isa<CutPointOp>(op)) // passes each operand on
-      k = kind(op->getOperand(llvm::cast<OpResult>(v).getResultNumber()));
+    else if (llvm::isa<CutPointOp>(op)) { // passes each operand on
+      Value in = op->getOperand(llvm::cast<OpResult>(v).getResultNumber());
+      k = kind(in);
+      if (Value d = divisorOf.lookup(in))
+        divisorOf[v] = d;
+    }
     else if (llvm::any_of(op->getOperands(), isBatched)) {
       // Reduces the batch dimension away.
       if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
@@ -337,12 +344,20 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
         in.push_back(kind(o));
       bool allConst = llvm::all_of(in, [](Kind x) { return x == Const; });
       auto linear = [](Kind x) { return x == Const || x == Sum; };
+      // The divisor of the one non-constant operand, or of both when they
+      // are Ratios by the same one.
+      Value d0 = op->getNumOperands() > 0 ? divisorOf.lookup(op->getOperand(0))
+                                          : Value();
+      Value d1 = op->getNumOperands() > 1 ? divisorOf.lookup(op->getOperand(1))
+                                          : Value();
+      Value divisor = d0 && d1 ? (d0 == d1 ? d0 : Value()) : d0 ? d0 : d1;
       if (allConst)
         k = Const;
       else if (llvm::isa<AddOp, SubOp>(op))
         k = llvm::all_of(in, linear) ? Sum
             : in[0] == Mean && in[1] == Mean ? Mean
-                                              : Other;
+            : in[0] == Ratio && in[1] == Ratio && divisor ? Ratio
+                                                          : Other;
       else if (llvm::isa<MulOp>(op))
         k = in[0] == Const ? in[1] : in[1] == Const ? in[0] : Other;
       else if (llvm::isa<DivOp>(op)) {
@@ -352,7 +367,7 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
         else if (in[0] == Sum &&
                  fromInputsAlone(d, fromInputs, /*constantParams=*/true)) {
           k = Ratio;
-          result.divisor = d;
+          divisor = result.divisor = d;
         } else
           k = Other;
       } else if (llvm::isa<CastOp, ReshapeOp>(op))
@@ -364,6 +379,8 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
                 : Other;
       else if (auto u = llvm::dyn_cast<UnaryOp>(op))
         k = u.getKind() == UnaryKind::neg ? in[0] : Other;
+      if (k == Ratio)
+        divisorOf[v] = divisor;
     }
     memo[v] = k;
     return k;

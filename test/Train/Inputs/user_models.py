@@ -213,6 +213,16 @@ stft_loss       TorchScript: a vocoder-style generator trained with a
 mel_front       TorchScript: a log-mel front end inside the model (torch.stft
                 with center padding, power from .real / .imag, a filterbank
                 matmul) before a small CNN classifier
+masked_tokens   TorchScript: losses over the positions a boolean mask
+                selects, written with x[mask]: cross-entropy (class weights,
+                label smoothing) of logits[mask] and of a flattened
+                view(-1, C)[active], plus a regression head's mean squared
+                and smooth-L1 error over the same positions
+masked_compute  TorchScript: layers run on the selected tokens only
+                (out[mask] = proj(norm(h[mask]))), masked_scatter back,
+                softmax / log_softmax / logsumexp / cumsum / unsqueeze /
+                slicing of selected rows, masked_select, a mean over the
+                rows and a sum per row, a BCE-with-logits over them
 """
 import torch
 import torch.nn as nn
@@ -1894,3 +1904,69 @@ class MelFront(nn.Module):
 
 def mel_front():
     return MelFront(), (torch.randn(2, 256), torch.randint(0, C, (2,)))
+
+
+class MaskedTokens(nn.Module):
+    """Per-token cross-entropies over the positions a mask selects, as
+    users write them: F.cross_entropy(logits[mask], labels[mask]) with class
+    weights and label smoothing, and the flattened form."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.block = Block(F.gelu, False)
+        self.cls = nn.Linear(D, C)
+        self.register_buffer("w", torch.linspace(0.5, 1.5, C))
+
+    def forward(self, ids, labels, mask):               # [B, S] each
+        logits = self.cls(self.block(self.emb(ids)))
+        m = mask.bool()
+        ce = F.cross_entropy(logits[m], labels[m], weight=self.w, label_smoothing=0.1)
+        active = mask.view(-1) == 1
+        return ce + F.cross_entropy(logits.view(-1, C)[active], labels.view(-1)[active])
+
+
+def masked_tokens():
+    return MaskedTokens(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)),
+                            (torch.arange(2 * S).reshape(2, S) % 3 != 0).long())
+
+
+class MaskedCompute(nn.Module):
+    """Layers on the selected tokens only, written back with index_put and
+    masked_scatter; row-wise functions of a selection; means over its rows
+    (all by the same mask: one count), a regression's errors among them."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.norm = nn.LayerNorm(D)
+        self.proj = nn.Linear(D, D)
+        self.gate = nn.Linear(D, D)
+        self.head = nn.Linear(D, C)
+        self.reg = nn.Linear(D, 1)
+
+    def forward(self, ids, labels, mask):
+        h = self.emb(ids)                               # [B, S, D]
+        m = mask > 0
+        out = h.clone()
+        out[m] = self.proj(self.norm(h[m]))             # index_put of a selection
+        g = torch.sigmoid(self.gate(out))[m]
+        out = out.masked_scatter(m[..., None], out[m] * g)
+        logits = self.head(torch.tanh(out))
+        sel = logits[m]                                 # [n, C]
+        p = torch.softmax(sel, -1)
+        lp = torch.log_softmax(sel, dim=1)
+        ent = -(p * lp).sum(-1)                         # a selection of rows
+        lse = torch.logsumexp(sel[:, :4], dim=-1, keepdim=True).unsqueeze(-1)
+        run = torch.cumsum(p, dim=1)[:, C // 2]
+        onehot = F.one_hot(labels[m], C).float()
+        bce = F.binary_cross_entropy_with_logits(sel, onehot, reduction="none").sum(-1)
+        picked = torch.masked_select(logits[..., 0], m)
+        pred = self.reg(out).squeeze(-1)
+        target = labels.float() / C
+        mse = ((pred - target)[m] ** 2).mean()
+        return ent.mean() + 0.1 * lse[:, 0, 0].mean() + run.mean() + bce.mean() \
+            + (picked ** 2).mean() + mse + F.smooth_l1_loss(pred[m], target[m])
+
+
+def masked_compute():
+    return MaskedCompute(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)),
+                             (torch.arange(2 * S).reshape(2, S) % 3 != 0).long())

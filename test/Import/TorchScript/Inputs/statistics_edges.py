@@ -16,8 +16,6 @@ imported by varuna-translate and evaluated by varuna-eval (tools from
 PATH); the oracle is PyTorch's loss. Prints one line per case and
 "N cases, N equal"."""
 import os
-import re
-import subprocess
 import sys
 
 import numpy as np
@@ -25,6 +23,7 @@ import torch
 import torch.nn as nn
 
 import varuna
+from evaluate import evaluate
 
 STATIC = torch.arange(12.).reshape(3, 4)  # tensors that are not per example
 CASES = {
@@ -99,12 +98,7 @@ for name, f in CASES.items():
     want = model(x).item()
     varuna.export(model, (x,), os.path.join(d, "m.pt"), input_names=["x"])
     np.save(os.path.join(d, "in", "x.npy"), x.numpy())
-    mlir = os.path.join(d, "m.mlir")
-    subprocess.run(["varuna-translate", "--import-torchscript", os.path.join(d, "m.pt"), "-o",
-                    mlir], check=True)
-    run = subprocess.run(["varuna-eval", mlir, "--inputs", os.path.join(d, "in")],
-                         check=True, capture_output=True, text=True)
-    got = float(re.search(r"loss[^0-9-]*(-?[0-9.eE+-]+)", run.stdout).group(1))
+    got = evaluate(d)
     ok = abs(got - want) <= 1e-5 * max(1.0, abs(want))
     equal += ok
     print(f"{name}: {'equal' if ok else 'DIFFERENT'} (varuna {got!r}, torch {want!r})")
