@@ -323,6 +323,12 @@ at::Tensor reduceKernel(Reduce kind, const at::Tensor &x,
   unsupported("unknown reduction kind");
 }
 
+at::Tensor stepDivideKernel(const at::Tensor &sum, const at::Tensor &count) {
+  if (LossDenominators *scope = LossDenominators::current())
+    return sum / scope->take();
+  return at::div(sum, count);
+}
+
 at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log) {
   return log ? at::log_softmax(x, axis) : at::softmax(x, axis);
 }
@@ -502,7 +508,7 @@ double LossDenominators::take() {
   if (next == values.size())
     throw std::runtime_error(
         "more means over the examples (mean cross_entropies, step_mean "
-        "reduces) ran than the step counted for (" +
+        "reduces, step divisors) ran than the step counted for (" +
         std::to_string(values.size()) + ")");
   return values[next++];
 }

@@ -101,6 +101,9 @@ Tensor binary(Binary kind, const Tensor &a, const Tensor &b) {
   return guarded(rt::kBinaryNames[int(kind)],
                  [&] { return rt::binaryKernel(kind, T(a), T(b)); });
 }
+Tensor step_divide(const Tensor &sum, const Tensor &count) {
+  return guarded("div", [&] { return rt::stepDivideKernel(T(sum), T(count)); });
+}
 Tensor compare(Compare pred, const Tensor &a, const Tensor &b) {
   return guarded("compare", [&] { return rt::compareKernel(pred, T(a), T(b)); });
 }

@@ -525,6 +525,14 @@ LogicalResult onnx_import::importNode(NodeContext &nc) {
     fn = lookupShapeOpImporter(op);
   if (!fn)
     fn = lookupNNOpImporter(op);
+  if (!fn && (op == "NonZero" || op == "Compress" || op == "Unique"))
+    return nc.error("'" + op + "' returns as many elements as the data "
+                    "decides (torch exports x[mask] and nonzero so): every "
+                    "tensor of a stage needs a shape known before the data "
+                    "arrives. The TorchScript importer follows x[mask] into "
+                    "losses and row-wise ops: export to TorchScript "
+                    "(varuna.export(model, batch, \"model.pt\")), or use "
+                    "torch.where(mask, x, 0)");
   if (!fn)
     return nc.error("unsupported ONNX op '" + op + "' (opset " +
                     Twine(nc.importer.file().opsetVersion()) + ")");

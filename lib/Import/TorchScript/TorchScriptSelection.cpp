@@ -32,9 +32,11 @@
 //     selection by the same mask) become where(mask, v, x); ctc_loss reads
 //     masked_select(labels, mask) of [N, S] labels as padded targets.
 //
-// The selected count enters a loss only as the divisor of a sum (the mean,
-// cross-entropy's count), which varuna-run divides exactly across
-// micro-batches. Anything else reading a selection (its size, reshapes,
+// The selected count enters a loss only as the divisor of a sum: a
+// cross-entropy's count, or a mean's division marked step_divisor, which
+// each micro-batch takes as the whole step's count (LossNormalization.h), so
+// means over selections add up exactly across micro-batches, also next to
+// other means. Anything else reading a selection (its size, reshapes,
 // concatenation, dropout's draws, a reduction of its rows other than
 // sum / mean, two different masks) is an error naming the op.
 //
@@ -212,6 +214,8 @@ FailureOr<Value> TSImporter::selectedSum(Node *n, Location loc,
     auto q = m.bin<DivOp>(out, divisor);
     if (failed(q))
       return failure();
+    // Micro-batches divide by the whole step's count (LossNormalization.h).
+    q->getDefiningOp()->setAttr(kStepDivisorAttr, b().getUnitAttr());
     out = *q;
   }
   if (!keepdim)

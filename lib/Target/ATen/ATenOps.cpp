@@ -139,7 +139,11 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
       .Case([&](AddOp) { return rt::binaryKernel(rt::Binary::add, in[0], in[1]); })
       .Case([&](SubOp) { return rt::binaryKernel(rt::Binary::sub, in[0], in[1]); })
       .Case([&](MulOp) { return rt::binaryKernel(rt::Binary::mul, in[0], in[1]); })
-      .Case([&](DivOp) { return rt::binaryKernel(rt::Binary::div, in[0], in[1]); })
+      .Case([&](DivOp d) {
+        return d->hasAttr(kStepDivisorAttr)
+                   ? rt::stepDivideKernel(in[0], in[1])
+                   : rt::binaryKernel(rt::Binary::div, in[0], in[1]);
+      })
       .Case([&](PowOp) { return rt::binaryKernel(rt::Binary::pow, in[0], in[1]); })
       .Case([&](MaximumOp) {
         return rt::binaryKernel(rt::Binary::maximum, in[0], in[1]);

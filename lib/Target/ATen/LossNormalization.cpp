@@ -50,12 +50,14 @@ static bool fromInputsAlone(Value v, llvm::DenseMap<Value, bool> &memo,
 }
 
 /// The ops of `f` that take a step denominator inside a
-/// rt::LossDenominators scope, in program order: mean cross_entropies and
-/// step_mean reduces.
+/// rt::LossDenominators scope, in program order: mean cross_entropies,
+/// step_mean reduces and step divisors.
 static SmallVector<Operation *> stepMeans(func::FuncOp f) {
   SmallVector<Operation *> means;
   f.walk([&](Operation *op) {
-    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
+    if (llvm::isa<DivOp>(op) && op->hasAttr(kStepDivisorAttr)) {
+      means.push_back(op);
+    } else if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
       if (ce.getReduction() == LossReduction::mean)
         means.push_back(op);
     } else if (auto r = llvm::dyn_cast<ReduceOp>(op)) {
@@ -76,6 +78,9 @@ static bool sameMean(Operation *a, Operation *b) {
            ca.getLabelSmoothing() == cb.getLabelSmoothing() &&
            bool(ca.getWeight()) == bool(cb.getWeight());
   }
+  if (llvm::isa<DivOp>(a))
+    return llvm::isa<DivOp>(b) &&
+           a->getOperand(1).getType() == b->getOperand(1).getType();
   auto ra = llvm::cast<ReduceOp>(a);
   auto rb = llvm::dyn_cast<ReduceOp>(b);
   return rb && ra.getAxes() == rb.getAxes() &&
@@ -184,9 +189,12 @@ LabelCounter::create(ModuleOp job, InputSlice::ParamLoader params) {
   if (!graph || graph.getBody().empty())
     return std::nullopt;
   SmallVector<Operation *> means = stepMeans(graph);
-  SmallVector<Value> roots; // each cross_entropy's labels (and weights)
+  // Each cross_entropy's labels (and weights), each step divisor.
+  SmallVector<Value> roots;
   for (Operation *op : means)
-    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
+    if (llvm::isa<DivOp>(op)) {
+      roots.push_back(op->getOperand(1));
+    } else if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
       roots.push_back(ce.getLabels());
       if (Value w = ce.getWeight()) {
         if (!params) // class weights are read through `params`
@@ -242,9 +250,11 @@ LabelCounter::count(const std::vector<rt::BatchTensor> &rows,
                     int64_t batch) const {
   std::vector<at::Tensor> values = labels.evaluate(rows, batch);
   std::vector<double> counts;
-  size_t next = 0; // the next cross_entropy's labels (then its weights)
+  size_t next = 0; // the next root: labels (then weights), a divisor
   for (Operation *op : means) {
-    if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
+    if (llvm::isa<DivOp>(op)) {
+      counts.push_back(values[next++].item<double>());
+    } else if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
       const at::Tensor &labels = values[next++];
       at::Tensor weight = ce.getWeight() ? values[next++] : at::Tensor();
       counts.push_back(countOf(ce, labels, weight));
@@ -364,7 +374,10 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
         Value d = op->getOperand(1);
         if (in[1] == Const)
           k = in[0];
-        else if (in[0] == Sum &&
+        else if (in[0] == Sum && op->hasAttr(kStepDivisorAttr) && countable) {
+          k = Sum; // the step's count divides its sum, as above
+          normalizes = true;
+        } else if (in[0] == Sum &&
                  fromInputsAlone(d, fromInputs, /*constantParams=*/true)) {
           k = Ratio;
           divisor = result.divisor = d;

@@ -255,7 +255,11 @@ std::string BodyEmitter::call(Operation *op) {
       .Case([&](AddOp) { return bin(rt::Binary::add); })
       .Case([&](SubOp) { return bin(rt::Binary::sub); })
       .Case([&](MulOp) { return bin(rt::Binary::mul); })
-      .Case([&](DivOp) { return bin(rt::Binary::div); })
+      .Case([&](DivOp d) {
+        return d->hasAttr(kStepDivisorAttr)
+                   ? "stage::step_divide(" + o(0) + ", " + o(1) + ")"
+                   : bin(rt::Binary::div);
+      })
       .Case([&](PowOp) { return bin(rt::Binary::pow); })
       .Case([&](MaximumOp) { return bin(rt::Binary::maximum); })
       .Case([&](MinimumOp) { return bin(rt::Binary::minimum); })

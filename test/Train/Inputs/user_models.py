@@ -223,6 +223,11 @@ masked_compute  TorchScript: layers run on the selected tokens only
                 softmax / log_softmax / logsumexp / cumsum / unsqueeze /
                 slicing of selected rows, masked_select, a mean over the
                 rows and a sum per row, a BCE-with-logits over them
+masked_mixed    TorchScript: an ELECTRA-style loss -- a generator's
+                cross-entropy over the masked tokens plus a discriminator's
+                BCE over the tokens the attention mask keeps plus a
+                regression mean over a third mask: means counting different
+                selections, added
 """
 import torch
 import torch.nn as nn
@@ -1970,3 +1975,31 @@ class MaskedCompute(nn.Module):
 def masked_compute():
     return MaskedCompute(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)),
                              (torch.arange(2 * S).reshape(2, S) % 3 != 0).long())
+
+
+class MaskedMixed(nn.Module):
+    """Means over three different selections added together: each divides
+    by its own count of the whole step."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.block = Block(F.gelu, True)
+        self.gen = nn.Linear(D, C)
+        self.disc = nn.Linear(D, 1)
+
+    def forward(self, ids, labels, mask, attention_mask):
+        h = self.block(self.emb(ids))
+        m = mask > 0
+        gen = F.cross_entropy(self.gen(h)[m], labels[m])
+        active = attention_mask.view(-1, ids.shape[1]) == 1
+        logits = self.disc(h).squeeze(-1)
+        disc = F.binary_cross_entropy_with_logits(logits[active], m[active].float())
+        far = labels > C // 2
+        reg = ((logits - 0.5)[far] ** 2).mean()
+        return gen + 0.5 * disc + 0.1 * reg
+
+
+def masked_mixed():
+    return MaskedMixed(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)),
+                           (torch.arange(2 * S).reshape(2, S) % 3 != 0).long(),
+                           (torch.arange(2 * S).reshape(2, S) % 5 != 4).long())

@@ -16,9 +16,13 @@
 //               never parameters or random numbers; class weights from
 //               frozen parameters or constants), and reduce means
 //               marked step_mean (varuna-mark-step-means: a mean over the
-//               examples only the loss reads). Each such mean is a sum
+//               examples only the loss reads), and divisions marked
+//               step_divisor (kStepDivisorAttr: means over the rows an
+//               x[mask] selects) whose count is computed from the inputs
+//               alone. Each such mean is a sum
 //               divided by a count (the labels not ignored, or the sum of
-//               their class weights; the elements reduced); over the whole
+//               their class weights; the elements reduced; the selected
+//               rows); over the whole
 //               step that count is known before the first forward, from
 //               the step's inputs (and the weights) or its shape
 //               (LabelCounter). Each micro-batch divides its sum by the

@@ -75,6 +75,10 @@ at::Tensor triluKernel(const at::Tensor &x, int64_t k, bool upper);
 at::Tensor reduceKernel(Reduce kind, const at::Tensor &x,
                         c10::IntArrayRef axes, bool keepdim,
                         bool stepMean = false);
+/// `sum / count` for a varuna.div marked step_divisor (a mean over the rows
+/// a mask selects): inside a LossDenominators scope, `sum` divided by the
+/// scope's next denominator (the whole step's count) instead.
+at::Tensor stepDivideKernel(const at::Tensor &sum, const at::Tensor &count);
 at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log);
 at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,
                            const at::Tensor &weight, const at::Tensor &bias,

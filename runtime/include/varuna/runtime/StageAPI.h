@@ -107,6 +107,8 @@ VARUNA_STAGE_API Tensor random(Context &ctx, ElemType type, IntList shape,
 
 // --- Elementwise -------------------------------------------------------------
 VARUNA_STAGE_API Tensor binary(Binary kind, const Tensor &a, const Tensor &b);
+/// varuna.div marked step_divisor (rt::stepDivideKernel).
+VARUNA_STAGE_API Tensor step_divide(const Tensor &sum, const Tensor &count);
 VARUNA_STAGE_API Tensor compare(Compare pred, const Tensor &a, const Tensor &b);
 VARUNA_STAGE_API Tensor where(const Tensor &c, const Tensor &a, const Tensor &b);
 VARUNA_STAGE_API Tensor unary(Unary kind, const Tensor &x);

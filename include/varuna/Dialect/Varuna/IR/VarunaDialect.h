@@ -14,6 +14,10 @@ constexpr llvm::StringLiteral kGraphAttr = "varuna.graph";   // on func.func
 constexpr llvm::StringLiteral kNameAttr = "varuna.name";     // arg / result
 constexpr llvm::StringLiteral kLossAttr = "varuna.loss";     // result
 constexpr llvm::StringLiteral kSourceAttr = "varuna.source"; // module: model file
+/// On a varuna.div: a mean's sum divided by its count (the selected rows of
+/// x[mask]), which micro-batches take as the whole step's count
+/// (include/varuna/Target/ATen/LossNormalization.h).
+constexpr llvm::StringLiteral kStepDivisorAttr = "varuna.step_divisor";
 } // namespace varuna
 
 #endif // VARUNA_DIALECT_VARUNA_IR_VARUNADIALECT_H
