@@ -83,6 +83,15 @@ def classify(cls, cfg):
     return Classify(cls(cfg)), (ids, mask, torch.tensor([0, cfg.num_labels - 1]))
 
 
+def replaced(cls, cfg):
+    """ELECTRA's discriminator: a 0/1 label per token (replaced or not),
+    its loss over the tokens the padding mask keeps (x[mask] in HF)."""
+    ids = torch.randint(0, V, (2, 16))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, 10:] = 0
+    return Classify(cls(cfg)), (ids, mask, torch.randint(0, 2, (2, 16)))
+
+
 class Speech(torch.nn.Module):
     """A CTC speech recognizer from raw audio (its labels: padded token
     ids; Hugging Face's CTC loss drops the blank / pad ones by
@@ -130,6 +139,9 @@ MODELS = {
         num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2, mask_time_prob=0.0,
         layerdrop=0.0, ctc_loss_reduction="mean", pad_token_id=0, **EAGER))),
         (torch.randn(2, 400), torch.tensor([[1, 2, 3], [4, 5, 6]]))),
+    "electra-pretraining": lambda: replaced(T.ElectraForPreTraining, T.ElectraConfig(
+        vocab_size=V, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=2, intermediate_size=64, max_position_embeddings=32, **EAGER)),
     "bert-cls": lambda: classify(T.BertForSequenceClassification, T.BertConfig(
         vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         intermediate_size=64, max_position_embeddings=32, num_labels=3, **EAGER)),
