@@ -268,7 +268,9 @@ public:
   /// count of elements that beat it (greater, or equal at a lower index),
   /// and output r is the one-hot selection of rank r times x (a matmul, so
   /// the gradient reaches the picked elements). Quadratic in the axis size,
-  /// which is limited to kMaxSortSize. Ties go to the lower index.
+  /// which is limited to kMaxSortSize. Ties go to the lower index. Integer
+  /// and bool values are ordered as f64 (exact below 2^53) and keep their
+  /// type.
   static constexpr int64_t kMaxSortSize = 1024;
   mlir::FailureOr<std::pair<mlir::Value, mlir::Value>>
   topK(mlir::Value x, int64_t axis, int64_t k, bool largest);

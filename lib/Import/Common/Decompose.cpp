@@ -1608,10 +1608,17 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
   }
   int64_t n = t.getDim(axis).constant;
   Type et = t.getElementType();
-  if (!et.isa<FloatType>())
-    return emitError(loc) << "sorting " << t
-                          << ": only floating-point values are supported",
-           fail();
+  if (!et.isa<FloatType>()) {
+    // Integers and bools: ordered as f64 (exact below 2^53), the values
+    // cast back (argsort of MAE's shuffled patch indices).
+    Value wide = b.create<CastOp>(loc, t.withElementType(b.getF64Type()), x);
+    auto r = topK(wide, axis, k, largest);
+    if (failed(r))
+      return fail();
+    auto vt = r->first.getType().cast<VTensorType>();
+    Value values = b.create<CastOp>(loc, vt.withElementType(et), r->first);
+    return std::make_pair(values, r->second);
+  }
   if (n > kMaxSortSize || k < 0 || k > n)
     return emitError(loc) << "sorting " << n << " elements for the top " << k
                           << ": at most " << kMaxSortSize

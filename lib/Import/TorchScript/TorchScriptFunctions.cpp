@@ -1256,7 +1256,7 @@ LogicalResult TSImporter::hTopK(Node *n, Location loc) {
   std::string op = opName(n);
   if (op != "topk" && sortsExamples(n, loc))
     return success();
-  auto x = floatInput(*this, n, loc);
+  auto x = tensorArg(n, 0, loc); // integers keep their type (topK)
   if (failed(x))
     return failure();
   int64_t rank = tensorType(*x).getRank();

@@ -66,6 +66,19 @@ class Vision(torch.nn.Module):
         return self.m(pixel_values=pixel_values, labels=labels).loss
 
 
+class MaskedAutoencoder(torch.nn.Module):
+    """ViT-MAE pre-training: patches kept by the argsort of per-example
+    noise (an input, so both runs mask alike), the reconstruction loss over
+    the masked ones."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, pixel_values, noise):
+        return self.m(pixel_values=pixel_values, noise=noise).loss
+
+
 def text(cls, cfg):
     ids = torch.randint(0, V, (2, 16))
     return TextLM(cls(cfg)), (ids, ids.clone())
@@ -139,6 +152,11 @@ MODELS = {
         num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2, mask_time_prob=0.0,
         layerdrop=0.0, ctc_loss_reduction="mean", pad_token_id=0, **EAGER))),
         (torch.randn(2, 400), torch.tensor([[1, 2, 3], [4, 5, 6]]))),
+    "vitmae": lambda: (MaskedAutoencoder(T.ViTMAEForPreTraining(T.ViTMAEConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, decoder_hidden_size=16, decoder_num_hidden_layers=1,
+        decoder_num_attention_heads=2, decoder_intermediate_size=32, mask_ratio=0.5, **EAGER))),
+        (torch.randn(2, 3, 32, 32), torch.rand(2, 16))),
     "electra-pretraining": lambda: replaced(T.ElectraForPreTraining, T.ElectraConfig(
         vocab_size=V, embedding_size=16, hidden_size=32, num_hidden_layers=2,
         num_attention_heads=2, intermediate_size=64, max_position_embeddings=32, **EAGER)),

@@ -56,6 +56,11 @@ CASES = {
     "cov_corrcoef": lambda h: (torch.cov(STATIC ** 1.5 * h.mean()) * STATIC[:, :3]).sum()
     + torch.corrcoef(STATIC ** 1.3 + h.mean()).sum() + torch.cov(STATIC[0], correction=0),
     "ldexp": lambda h: torch.ldexp(h, torch.tensor([[1, -2, 0, 3, 1, 1]])).sum(),
+    # sorting integers keeps them integers, exact past 2^24 (they were
+    # sorted as f32 and came back as floats)
+    "integer_sort": lambda h: (torch.sort((h * 1e8).long() + 123456789, dim=1).values % 1000)
+    .float().sum() + torch.argsort(-(h * 10).long(), dim=1).float().sum()
+    + torch.topk((h > 0).long(), 2, dim=1).values.float().sum(),
     "integer_sums": lambda h: (h > 0).sum(-1).float().sum() + (h > 0).sum()
     + torch.div((h * 10).long() - 7, 3, rounding_mode="floor").float().sum()
     + torch.div(h * 10, 3, rounding_mode="trunc").sum() + (h > -1).prod(1).float().sum(),
