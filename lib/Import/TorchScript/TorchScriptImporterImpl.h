@@ -203,6 +203,10 @@ public:
   TSValue *operand(Node *n, unsigned i) {
     return i < n->inputs().size() ? &lookup(n->input(i)) : nullptr;
   }
+  /// `values` expanded to their common broadcast shape (an error naming
+  /// the shapes when they do not broadcast).
+  mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+  broadcastValues(Node *n, mlir::Location loc, llvm::ArrayRef<mlir::Value> values);
   /// Emits "operand I is not WHAT" at the node and fails.
   mlir::LogicalResult operandError(Node *n, unsigned i, mlir::Location loc,
                                    llvm::StringRef what);

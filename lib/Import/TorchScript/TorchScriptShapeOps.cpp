@@ -714,12 +714,10 @@ LogicalResult TSImporter::hRepeatInterleave(Node *n, Location loc) {
 
 /// broadcast_tensors(tensors): each expanded to their common shape (a list,
 /// as torch returns).
-LogicalResult TSImporter::hBroadcastTensors(Node *n, Location loc) {
-  auto ts = tensorListArg(n, 0, loc);
-  if (failed(ts))
-    return failure();
+FailureOr<SmallVector<Value>>
+TSImporter::broadcastValues(Node *n, Location loc, ArrayRef<Value> values) {
   SmallVector<SymInt> shape;
-  for (Value v : *ts) {
+  for (Value v : values) {
     SmallVector<SymInt> dims = dimsOf(v);
     if (dims.size() > shape.size())
       shape.insert(shape.begin(), dims.size() - shape.size(), SymInt(1));
@@ -730,20 +728,32 @@ LogicalResult TSImporter::hBroadcastTensors(Node *n, Location loc) {
         continue;
       if (s != SymInt(1))
         return error(n, loc) << "shapes do not broadcast: " << dimsStr(dims)
-                             << " against " << dimsStr(shape);
+                             << " against " << dimsStr(shape),
+               failure();
       s = dims[i];
     }
   }
-  TSValue out = TSValue::make(K::List);
-  for (Value v : *ts) {
+  SmallVector<Value> out;
+  for (Value v : values) {
     auto type = typeFromDims(shape, tensorType(v).getElementType(), loc);
     if (failed(type))
       return failure();
-    Value e = *type == tensorType(v)
-                  ? v
-                  : b().create<ExpandOp>(loc, *type, v).getResult();
-    out.list.push_back(TSValue::ofTensor(e));
+    out.push_back(*type == tensorType(v)
+                      ? v
+                      : b().create<ExpandOp>(loc, *type, v).getResult());
   }
+  return out;
+}
+
+LogicalResult TSImporter::hBroadcastTensors(Node *n, Location loc) {
+  auto ts = tensorListArg(n, 0, loc);
+  auto all = failed(ts) ? FailureOr<SmallVector<Value>>(failure())
+                        : broadcastValues(n, loc, *ts);
+  if (failed(all))
+    return failure();
+  TSValue out = TSValue::make(K::List);
+  for (Value e : *all)
+    out.list.push_back(TSValue::ofTensor(e));
   bind(n->output(), out);
   return success();
 }

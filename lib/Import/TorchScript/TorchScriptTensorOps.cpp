@@ -60,12 +60,10 @@ LogicalResult TSImporter::hUnsupportedShape(Node *n, Location loc) {
     auto x = tensorArg(n, 0, loc), mask = tensorArg(n, 1, loc);
     if (failed(x) || failed(mask))
       return failure();
-    if (dimsOf(*x) != dimsOf(*mask))
-      return error(n, loc) << "masked_select of a tensor of shape "
-                           << dimsStr(dimsOf(*x)) << " by a mask of shape "
-                           << dimsStr(dimsOf(*mask))
-                           << ": the shapes must be equal (expand the mask)";
-    return bindSelection(n, loc, *x, *mask);
+    auto both = broadcastValues(n, loc, {*x, *mask}); // torch broadcasts
+    if (failed(both))
+      return failure();
+    return bindSelection(n, loc, (*both)[0], (*both)[1]);
   }
   if (op == "multinomial" || op == "poisson" || op == "randperm" ||
       op == "binomial" || op == "_standard_gamma" || op == "_sample_dirichlet")
