@@ -22,8 +22,8 @@ namespace {
 
 /// Whether everything computed from `mean` has no batch dimension and ends
 /// only in the graph's loss results (`lossResults`), which it reaches.
-bool onlyFeedsLoss(ReduceOp mean, const llvm::DenseSet<unsigned> &lossResults) {
-  SmallVector<Value> work{mean.getResult()};
+bool onlyFeedsLoss(Value mean, const llvm::DenseSet<unsigned> &lossResults) {
+  SmallVector<Value> work{mean};
   llvm::DenseSet<Operation *> seen;
   bool reachesLoss = false;
   while (!work.empty()) {
@@ -145,6 +145,12 @@ struct MarkStepMeans : public varuna::impl::MarkStepMeansBase<MarkStepMeans> {
       if (r.getKind() == ReduceKind::mean && isBatched(r.getInput()) &&
           !isBatched(r.getResult()) && onlyFeedsLoss(r, lossResults))
         r.setStepMean(true);
+    });
+    // The importer's means over x[mask] selections (kStepDivisorAttr) keep
+    // the mark only where they feed nothing but the loss, likewise.
+    graph.walk([&](DivOp d) {
+      if (d->hasAttr(kStepDivisorAttr) && !onlyFeedsLoss(d, lossResults))
+        d->removeAttr(kStepDivisorAttr);
     });
   }
 };

@@ -87,3 +87,28 @@ func.func @section_0(%x: !varuna.tensor<[B, 4], f32>) -> !varuna.tensor<[], f32>
   %m = varuna.reduce mean, %x {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
   return %m : !varuna.tensor<[], f32>
 }
+
+// -----
+
+// Means over an x[mask] selection (the importer's division by the selected
+// count, marked varuna.step_divisor): kept where the quotient feeds only the
+// loss; dropped where it also scales the examples (a batch statistic).
+// CHECK-LABEL: func.func @selection_means
+// CHECK: %[[LOSSMEAN:.*]] = varuna.div %{{.*}}, %{{.*}} {varuna.step_divisor}
+// CHECK: %[[STAT:.*]] = varuna.div %{{.*}}, %{{.*}} :
+// CHECK: varuna.mul %arg0, %[[STAT]]
+func.func @selection_means(%x: !varuna.tensor<[B, 4], f32>, %m: !varuna.tensor<[B, 4], i1>) -> (!varuna.tensor<[], f32> {varuna.loss}) attributes {varuna.graph} {
+  %zero = varuna.constant dense<0.0> : tensor<f32> -> !varuna.tensor<[], f32>
+  %one = varuna.constant dense<1.0> : tensor<f32> -> !varuna.tensor<[], f32>
+  %kept = varuna.where %m, %x, %zero : !varuna.tensor<[B, 4], i1>, !varuna.tensor<[B, 4], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[B, 4], f32>
+  %sum = varuna.reduce sum, %kept {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+  %mf = varuna.cast %m : !varuna.tensor<[B, 4], i1> -> !varuna.tensor<[B, 4], f32>
+  %cnt = varuna.reduce sum, %mf {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+  %d = varuna.maximum %cnt, %one : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  %mean = varuna.div %sum, %d {varuna.step_divisor} : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  %stat = varuna.div %sum, %d {varuna.step_divisor} : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  %scaled = varuna.mul %x, %stat : !varuna.tensor<[B, 4], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[B, 4], f32>
+  %s2 = varuna.reduce sum, %scaled {axes = array<i64: 0, 1>, keepdim = false} : !varuna.tensor<[B, 4], f32> -> !varuna.tensor<[], f32>
+  %l = varuna.add %mean, %s2 : !varuna.tensor<[], f32>, !varuna.tensor<[], f32> -> !varuna.tensor<[], f32>
+  return %l : !varuna.tensor<[], f32>
+}

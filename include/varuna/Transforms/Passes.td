@@ -350,7 +350,10 @@ def MarkStepMeans : Pass<"varuna-mark-step-means", "mlir::ModuleOp"> {
     graph's loss result (varuna.loss). A mean over the examples that flows
     back into per-example values (a batch statistic normalizing
     activations) or into another output is left alone: its value must stay
-    the micro-batch's own. The mark changes nothing outside a trainer's
+    the micro-batch's own. Likewise, a `varuna.div` the importer marked
+    `varuna.step_divisor` (a mean over an x[mask] selection: a sum divided
+    by the selected count) loses the mark unless its result feeds only the
+    loss. The mark changes nothing outside a trainer's
     loss-denominators scope (evaluation, whole-batch steps, losses the
     trainer weighs another way).
 
