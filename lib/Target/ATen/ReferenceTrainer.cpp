@@ -76,6 +76,46 @@ static std::optional<int64_t> firstUnevenStep(ModuleOp job,
   return -1;
 }
 
+/// The first op of `graph` that computes something over the examples (an
+/// operand has the batch dimension, no result has) which flows back into
+/// per-example values -- a batch statistic by hand (`h - h.mean(0)`, a
+/// mean over x[mask] scaling activations), which each micro-batch computes
+/// over its own examples. Batch norms are counted apart; null when none.
+static Operation *batchStatistic(func::FuncOp graph) {
+  Operation *found = nullptr;
+  graph.walk([&](Operation *op) {
+    if (found || llvm::isa<BatchNormOp>(op) || op->getNumResults() == 0 ||
+        !llvm::any_of(op->getOperands(), isBatched) ||
+        llvm::any_of(op->getResults(), isBatched))
+      return;
+    SmallVector<Value> work(op->getResults().begin(), op->getResults().end());
+    llvm::DenseSet<Value> seen;
+    while (!work.empty() && !found) {
+      Value v = work.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        // A cut point passes each operand on as its own result.
+        SmallVector<Value> next;
+        if (llvm::isa<CutPointOp>(user))
+          next.push_back(user->getResult(use.getOperandNumber()));
+        else
+          next.append(user->getResults().begin(), user->getResults().end());
+        for (Value r : next) {
+          if (isBatched(r)) {
+            found = op;
+            break;
+          }
+          if (seen.insert(r).second)
+            work.push_back(r);
+        }
+        if (found)
+          break;
+      }
+    }
+  });
+  return found;
+}
+
 void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
                                      const rt::DataSource *data) {
   if (options.microBatch >= options.globalBatch)
@@ -155,6 +195,16 @@ void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
         << options.globalBatch << "; --micro-batch " << options.globalBatch
         << " with one replica trains exactly";
   }
+  if (Operation *stat = graph ? batchStatistic(graph) : nullptr)
+    emitWarning(stat->getLoc())
+        << "'" << stat->getName().getStringRef()
+        << "' computes a statistic over the examples that flows back into "
+           "per-example values (like a batch norm): each micro-batch of "
+        << options.microBatch
+        << " computes it over its own examples, so the loss and gradients "
+           "differ from one full-batch step of "
+        << options.globalBatch << "; --micro-batch " << options.globalBatch
+        << " with one replica trains exactly";
   if (!first)
     return;
   emitWarning(first.getLoc())

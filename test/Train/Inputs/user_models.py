@@ -228,6 +228,9 @@ masked_mixed    TorchScript: an ELECTRA-style loss -- a generator's
                 BCE over the tokens the attention mask keeps plus a
                 regression mean over a third mask: means counting different
                 selections, added
+batch_stats     TorchScript: statistics over the batch by hand that flow
+                back into the examples (features centred by h.mean(0),
+                scaled by a mean over an x[mask] selection)
 """
 import torch
 import torch.nn as nn
@@ -2003,3 +2006,23 @@ def masked_mixed():
     return MaskedMixed(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)),
                            (torch.arange(2 * S).reshape(2, S) % 3 != 0).long(),
                            (torch.arange(2 * S).reshape(2, S) % 5 != 4).long())
+
+
+class BatchStats(nn.Module):
+    """Batch statistics written by hand: features centred by the batch's
+    mean and scaled by the mean over the selected tokens."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.head = nn.Linear(D, C)
+
+    def forward(self, ids, labels, mask):
+        h = self.emb(ids)                               # [B, S, D]
+        h = h - h.mean(0, keepdim=True)
+        h = h / (1 + h[mask > 0].abs().mean())
+        return F.cross_entropy(self.head(h).flatten(0, 1), labels.flatten())
+
+
+def batch_stats():
+    return BatchStats(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)),
+                          (torch.arange(2 * S).reshape(2, S) % 3 != 0).long())
