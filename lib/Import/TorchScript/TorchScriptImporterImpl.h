@@ -402,17 +402,18 @@ public:
   mlir::FailureOr<mlir::Value> broadcastMask(mlir::Value mask,
                                              mlir::Value like,
                                              mlir::Location loc);
-  /// The sum (or mean, divided by the selected count, at least 1) of a
-  /// selection over its selected rows and the whole tensor's `trailing`
-  /// axes (sorted, each >= selectDims); keepdim gives torch's shape.
-  mlir::FailureOr<mlir::Value> selectedSum(Node *n, mlir::Location loc,
-                                           const TSValue &sel,
-                                           llvm::ArrayRef<int64_t> trailing,
-                                           bool mean, bool keepdim);
+  /// The sum, mean (divided by the selected count, at least 1), max or min
+  /// of a selection over its selected rows and the whole tensor's
+  /// `trailing` axes (sorted, each >= selectDims); keepdim gives torch's
+  /// shape.
+  mlir::FailureOr<mlir::Value> selectedReduce(Node *n, mlir::Location loc,
+                                              const TSValue &sel,
+                                              llvm::ArrayRef<int64_t> trailing,
+                                              ReduceKind kind, bool keepdim);
   /// The masks of the selections so far (a mask computed again is
   /// replaced by the first).
   std::vector<mlir::Value> selectionMasks;
-  /// selectedSum's divisors by mask, elements per row and element type.
+  /// selectedReduce's divisors by mask, elements per row and element type.
   std::map<std::tuple<mlir::Value, int64_t, mlir::Type>, mlir::Value,
            SelectedCountOrder>
       selectedCounts;

@@ -23,7 +23,7 @@
 //     one_hot of selected indices, cosine_similarity, glu);
 //   * sum and mean over the selected rows: a sum of where(mask, x, 0) (the
 //     mean divides it by the selected count, at least 1: torch's mean of an
-//     empty selection is nan, here 0);
+//     empty selection is nan, here 0); amax / amin of where(mask, x, -+inf);
 //   * losses: cross_entropy / nll_loss of class indices ignore the rows the
 //     mask leaves out (the target there becomes ignore_index, so weights,
 //     label smoothing and the mean are torch's); the elementwise losses and
@@ -47,6 +47,8 @@
 #include "varuna/Import/Decompose.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <cmath>
 
 using namespace mlir;
 using namespace varuna;
@@ -157,28 +159,38 @@ FailureOr<Value> TSImporter::broadcastMask(Value mask, Value like,
   return reshape(mask, dims, loc);
 }
 
-FailureOr<Value> TSImporter::selectedSum(Node *n, Location loc,
-                                         const TSValue &sel,
-                                         ArrayRef<int64_t> trailing,
-                                         bool mean, bool keepdim) {
+FailureOr<Value> TSImporter::selectedReduce(Node *n, Location loc,
+                                            const TSValue &sel,
+                                            ArrayRef<int64_t> trailing,
+                                            ReduceKind kind, bool keepdim) {
   Value x = sel.tensor;
   Type et = tensorType(x).getElementType();
-  if (mean && !isFloatType(et))
-    return error(n, loc) << "mean of an integer tensor", failure();
-  if (!mean && !isFloatType(et)) // torch sums integers and bools in int64
+  bool mean = kind == ReduceKind::mean;
+  bool extreme = kind == ReduceKind::max || kind == ReduceKind::min;
+  if ((mean || extreme) && !isFloatType(et))
+    return error(n, loc) << (mean ? "mean" : "an extreme")
+                         << " of an integer tensor's selected rows",
+           failure();
+  if (!isFloatType(et)) // torch sums integers and bools in int64
     x = cast(x, b().getI64Type(), loc), et = b().getI64Type();
   int64_t k = sel.selectDims;
   auto mask = broadcastMask(sel.selectMask, x, loc);
   if (failed(mask))
     return failure();
-  auto kept = make<WhereOp>(loc, {*mask, x, scalarConstant(0, et, loc)});
+  // The rows left out: 0 for sums, -inf / +inf for max / min (an empty
+  // selection's extreme is that; torch raises).
+  double fill = kind == ReduceKind::max   ? -INFINITY
+                : kind == ReduceKind::min ? INFINITY
+                                          : 0.0;
+  auto kept = make<WhereOp>(loc, {*mask, x, scalarConstant(fill, et, loc)});
   if (failed(kept))
     return failure();
   SmallVector<int64_t> axes;
   for (int64_t a = 0; a < k; ++a)
     axes.push_back(a);
   axes.append(trailing.begin(), trailing.end());
-  auto sum = reduce(ReduceKind::sum, *kept, axes, /*keepdim=*/false, loc);
+  auto sum = reduce(extreme ? kind : ReduceKind::sum, *kept, axes,
+                    /*keepdim=*/false, loc);
   if (failed(sum))
     return failure();
   Value out = *sum;
@@ -478,10 +490,17 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
       }
     }
     if (overRows) {
-      if (h != &TSImporter::hReduce || (op != "sum" && op != "mean"))
+      std::optional<ReduceKind> rk =
+          h != &TSImporter::hReduce ? std::nullopt
+          : op == "sum"             ? std::optional(ReduceKind::sum)
+          : op == "mean"            ? std::optional(ReduceKind::mean)
+          : op == "amax"            ? std::optional(ReduceKind::max)
+          : op == "amin"            ? std::optional(ReduceKind::min)
+                                    : std::nullopt;
+      if (!rk)
         return selectionError(n, loc)
                << "'" << kind << "' over its selected rows is not supported "
-                  "(sum and mean are)";
+                  "(sum, mean, amax and amin are)";
       int keepAt = argIndex(n, "keepdim");
       auto keepdim = keepAt < 0 ? FailureOr<bool>(false)
                                 : optArg(n, keepAt, loc, &TSImporter::boolArg,
@@ -496,7 +515,7 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
       if (*dtype)
         v.tensor = cast(v.tensor, *dtype, loc);
       return bindResult(
-          n, selectedSum(n, loc, v, mapped, op == "mean", *keepdim));
+          n, selectedReduce(n, loc, v, mapped, *rk, *keepdim));
     }
     unselectAll();
     if (dimAt >= 0) {
@@ -616,8 +635,11 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
     SmallVector<int64_t> trailing;
     for (int64_t a = dims; a < tensorType(per.tensor).getRank(); ++a)
       trailing.push_back(a);
-    auto r = selectedSum(n, loc, per, trailing,
-                         *reduction == LossReduction::mean, false);
+    auto r = selectedReduce(n, loc, per, trailing,
+                            *reduction == LossReduction::mean
+                                ? ReduceKind::mean
+                                : ReduceKind::sum,
+                            false);
     if (failed(r))
       return failure();
     bindTensor(n->output(), *r);

@@ -26,7 +26,8 @@ CASES = {
     + x[m > 0].sum(dim=(0, 1), keepdim=True).sum(),
     # trailing reductions stay row-wise; amax / argmax / norm within rows
     "row_reductions": lambda x, y, m: x[m > 0].amax(-1).mean() + x[m > 0].argmax(1).float().mean()
-    + torch.linalg.vector_norm(x[m > 0], dim=-1).mean() + x[m > 0].prod(1).sum(),
+    + torch.linalg.vector_norm(x[m > 0], dim=-1).mean() + x[m > 0].prod(1).sum()
+    + x[m > 0].amax(0).sum() + x[m > 0].amin(dim=(0, 1), keepdim=True).sum(),
     # cross-entropy with reduction sum and none, nll_loss, probability targets
     "class_losses": lambda x, y, m: F.cross_entropy(x[m > 0], y[m > 0], reduction="sum") / 10
     + F.cross_entropy(x[m > 0], y[m > 0], reduction="none").sum() / 10
@@ -51,8 +52,8 @@ REFUSED = {
     "two_masks": lambda x, y, m: (x[m > 0].sum(-1) * x[m.roll(1, 1) > 0].sum(-1)).sum(),
     # concatenation of selections
     "concat": lambda x, y, m: torch.cat([x[m > 0], x[m > 0]]).sum(),
-    # an extreme over the rows
-    "max_rows": lambda x, y, m: x[m > 0].amax(0).sum(),
+    # a product over the rows
+    "prod_rows": lambda x, y, m: x[m > 0].prod(0).sum(),
     # a tensor with as many rows as this batch's selection
     "rows_mismatch": lambda x, y, m: (x[m > 0] * ROWS).sum(),
     # a mask over later dimensions
