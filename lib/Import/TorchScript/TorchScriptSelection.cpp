@@ -532,6 +532,23 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
     return run(s.mask, s.dims);
   }
 
+  // Dropout that drops nothing (p = 0, eval mode) passes it on; dropping
+  // would draw torch's random numbers for the selected elements only,
+  // which the whole tensor cannot reproduce.
+  if (h == &TSImporter::hDropout && selected(0)) {
+    auto p = floatArg(n, 1, loc);
+    auto train = boolArg(n, 2, loc);
+    if (failed(p) || failed(train))
+      return failure();
+    if (!*train || *p == 0.0) {
+      bind(n->output(), lookup(n->input(0)));
+      return success();
+    }
+    return selectionError(n, loc)
+           << "dropout of it draws random numbers for the selected elements "
+              "only, which is not supported; apply dropout before selecting";
+  }
+
   // Ops on each row's trailing dimensions.
   if (h == &TSImporter::hLinear && selected(0) && !selected(1) &&
       !selected(2)) {

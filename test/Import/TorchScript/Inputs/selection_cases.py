@@ -52,6 +52,8 @@ REFUSED = {
     "two_masks": lambda x, y, m: (x[m > 0].sum(-1) * x[m.roll(1, 1) > 0].sum(-1)).sum(),
     # concatenation of selections
     "concat": lambda x, y, m: torch.cat([x[m > 0], x[m > 0]]).sum(),
+    # dropout that drops (dropout with p = 0 passes it on)
+    "dropout": lambda x, y, m: F.dropout(x[m > 0], 0.1).sum() + F.dropout(x[m > 0], 0.0).sum(),
     # a product over the rows
     "prod_rows": lambda x, y, m: x[m > 0].prod(0).sum(),
     # a tensor with as many rows as this batch's selection
