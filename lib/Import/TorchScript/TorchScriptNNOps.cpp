@@ -989,6 +989,9 @@ LogicalResult TSImporter::hIndex(Node *n, Location loc) {
     auto idx = asTensor(v, Type(), loc, n);
     if (failed(idx))
       return failure();
+    // A uint8 index is a mask too (torch's older form of one).
+    if (tensorType(*idx).getElementType().isUnsignedInteger(8))
+      idx = cast(*idx, b().getI1Type(), loc);
     if (i == 0 && tensorType(*idx).getElementType().isInteger(1) &&
         llvm::all_of(ArrayRef(list.list).drop_front(),
                      [](const TSValue &e) { return e.kind == K::None; }))

@@ -20,7 +20,8 @@ W = torch.linspace(0.5, 1.5, 5)
 CASES = {
     # mask over every dimension: a 1-D selection
     "all_dims": lambda x, y, m: (x[x > 0.3] ** 2).sum() + x.masked_select(x < 0).mean()
-    + x.masked_select((m > 0)[..., None]).sum(),  # a mask broadcast to x
+    + x.masked_select((m > 0)[..., None]).sum()  # a mask broadcast to x
+    + x[m.to(torch.uint8)].sum(),  # torch's older uint8 mask
     # a flattened mask over [B*S] rows; sums keeping the dimensions
     "flat_rows": lambda x, y, m: x.reshape(-1, 5)[m.reshape(-1) > 0].sum(0, keepdim=True).pow(2).sum()
     + x[m > 0].sum(dim=(0, 1), keepdim=True).sum(),
