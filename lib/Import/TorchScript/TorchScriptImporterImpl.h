@@ -50,10 +50,11 @@ namespace varuna::ts {
 
 /// Orders selectedCounts' keys (mlir::Value and Type have no operator<).
 struct SelectedCountOrder {
-  bool operator()(const std::tuple<mlir::Value, int64_t, mlir::Type> &a,
-                  const std::tuple<mlir::Value, int64_t, mlir::Type> &b) const {
-    auto key = [](const std::tuple<mlir::Value, int64_t, mlir::Type> &t) {
-      return std::make_tuple(std::get<0>(t).getAsOpaquePointer(), std::get<1>(t),
+  using Key = std::tuple<mlir::Value, int64_t, mlir::Type>;
+  bool operator()(const Key &a, const Key &b) const {
+    auto key = [](const Key &t) {
+      return std::make_tuple(std::get<0>(t).getAsOpaquePointer(),
+                             std::get<1>(t),
                              std::get<2>(t).getAsOpaquePointer());
     };
     return key(a) < key(b);
@@ -206,7 +207,8 @@ public:
   /// `values` expanded to their common broadcast shape (an error naming
   /// the shapes when they do not broadcast).
   mlir::FailureOr<llvm::SmallVector<mlir::Value>>
-  broadcastValues(Node *n, mlir::Location loc, llvm::ArrayRef<mlir::Value> values);
+  broadcastValues(Node *n, mlir::Location loc,
+                  llvm::ArrayRef<mlir::Value> values);
   /// Emits "operand I is not WHAT" at the node and fails.
   mlir::LogicalResult operandError(Node *n, unsigned i, mlir::Location loc,
                                    llvm::StringRef what);

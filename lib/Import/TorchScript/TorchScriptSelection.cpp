@@ -298,10 +298,10 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
   std::string op = opName(n);
   // Lists and tuples hold selections as they are; an op reading one from a
   // list is checked when it does (only broadcast_tensors may).
-  if (llvm::is_contained(std::initializer_list<StringRef>{"ListConstruct", "TupleConstruct", "ListUnpack",
-                          "TupleUnpack", "__getitem__", "TupleIndex"},
-                         StringRef(op)) &&
-      h)
+  static const std::initializer_list<StringRef> containers = {
+      "ListConstruct", "TupleConstruct", "ListUnpack",
+      "TupleUnpack",   "__getitem__",    "TupleIndex"};
+  if (h && llvm::is_contained(containers, StringRef(op)))
     return (this->*h)(n, loc);
   // The one mask every selected operand (or element of broadcast_tensors'
   // list) shares, and the first one's rank.
@@ -382,6 +382,12 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
   };
 
   using H = Handler;
+  static const std::initializer_list<StringRef> mathElementwise = {
+      "exp2",     "log2",       "log10",      "square",     "frac",
+      "hypot",    "lerp",       "addcmul",    "addcdiv",    "logaddexp",
+      "xlogy",    "nan_to_num", "softshrink", "hardshrink", "threshold",
+      "logit",    "sinc",       "float_power", "atan2",     "arctan2",
+      "logaddexp2", "copysign", "heaviside",  "ldexp"};
   bool elementwise =
       llvm::is_contained(
           std::initializer_list<H>{
@@ -392,13 +398,7 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
               &TSImporter::hMaskedFill},
           h) ||
       (h == &TSImporter::hMath &&
-       llvm::is_contained(std::initializer_list<StringRef>{"exp2", "log2", "log10", "square", "frac", "hypot",
-                           "lerp", "addcmul", "addcdiv", "logaddexp", "xlogy",
-                           "nan_to_num", "softshrink", "hardshrink",
-                           "threshold", "logit", "sinc", "float_power",
-                           "atan2", "arctan2", "logaddexp2", "copysign",
-                           "heaviside", "ldexp"},
-                          StringRef(op)));
+       llvm::is_contained(mathElementwise, StringRef(op)));
   bool passThrough = llvm::is_contained(
       std::initializer_list<H>{&TSImporter::hTo, &TSImporter::hDetach,
                                &TSImporter::hPassThrough},
