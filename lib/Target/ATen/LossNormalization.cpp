@@ -328,8 +328,7 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
       k = kind(in);
       if (Value d = divisorOf.lookup(in))
         divisorOf[v] = d;
-    }
-    else if (llvm::any_of(op->getOperands(), isBatched)) {
+    } else if (llvm::any_of(op->getOperands(), isBatched)) {
       // Reduces the batch dimension away.
       if (auto ce = llvm::dyn_cast<CrossEntropyOp>(op)) {
         k = ce.getReduction() == LossReduction::sum    ? Sum
