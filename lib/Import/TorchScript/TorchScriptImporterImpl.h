@@ -78,9 +78,13 @@ struct TSValue {
   /// rowsSorted), pack_padded_sequence, the recurrent layers over a packed
   /// sequence and pad_packed_sequence read such values; to any other op
   /// they are an error (asTensor).
+  /// MaskIndex: component `i` of torch.where(mask) / nonzero(as_tuple=True)
+  /// (`tensor` the mask): as many indices as the mask selects; only
+  /// x[torch.where(mask)] -- all components in order -- reads them, as
+  /// x[mask] (TorchScriptSelection.cpp).
   enum class Kind {
     Other, None, Tensor, Int, Float, Bool, Str, List, Module, Packed,
-    PackedSizes, BatchOrder
+    PackedSizes, BatchOrder, MaskIndex
   };
   Kind kind = Kind::Other;
   mlir::Value tensor;    // Tensor (null until a parameter is first read)
@@ -393,6 +397,9 @@ public:
   /// it takes and how are listed at the top of TorchScriptSelection.cpp.
   mlir::LogicalResult convertSelected(Node *n, mlir::Location loc,
                                       llvm::StringRef kind, Handler h);
+  /// torch.where(mask) / nonzero(as_tuple=True) (aten::where with one
+  /// operand, aten::nonzero_numpy): a list of MaskIndex values.
+  mlir::LogicalResult bindMaskIndices(Node *n, mlir::Location loc);
   /// Binds n's output to x selected by `mask` over x's leading dimensions
   /// (an error unless the mask is boolean and its shape theirs).
   mlir::LogicalResult bindSelection(Node *n, mlir::Location loc,

@@ -981,6 +981,21 @@ LogicalResult TSImporter::hIndex(Node *n, Location loc) {
   TSValue list = lookup(n->input(1));
   if (list.kind != TSValue::Kind::List)
     return error(n, loc) << "expected a list of indices";
+  // x[torch.where(mask)]: every component of the mask's indices, in order,
+  // is x[mask].
+  if (!list.list.empty() && list.list[0].kind == K::MaskIndex) {
+    Value mask = list.list[0].tensor;
+    bool whole = int64_t(list.list.size()) == tensorType(mask).getRank();
+    for (auto [a, e] : llvm::enumerate(list.list))
+      whole &= e.kind == K::MaskIndex && e.tensor == mask &&
+               e.i == SymInt(int64_t(a));
+    if (!whole)
+      return error(n, loc) << "indexes with part of torch.where(mask) / "
+                              "nonzero(as_tuple=True) (as many indices as "
+                              "the mask selects); x[torch.where(mask)] with "
+                              "all of them, in order, is supported";
+    return bindSelection(n, loc, *x, mask);
+  }
   SmallVector<int64_t> axes;
   SmallVector<Value> indices;
   for (auto [i, v] : llvm::enumerate(list.list)) {

@@ -50,6 +50,13 @@ FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
     return scalarConstant(v.f, like ? like : b().getF32Type(), loc);
   case K::Bool:
     return scalarConstant(v.b, like ? like : b().getI1Type(), loc);
+  case K::MaskIndex:
+    return error(n, loc) << "an index from torch.where(mask) / "
+                            "nonzero(as_tuple=True) (as many as the mask "
+                            "selects, a number the data decides) is used as "
+                            "a tensor; only x[torch.where(mask)] (as x[mask]) "
+                            "is supported",
+           failure();
   case K::BatchOrder:
     return error(n, loc) << "the order of a sort across the examples "
                             "(pack_padded_sequence(enforce_sorted=False)'s "

@@ -1015,6 +1015,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like",
        "aten::empty_like"},
       &TSImporter::hFullLike);
+  reg({"aten::nonzero_numpy"}, &TSImporter::hNonzeroNumpy);
   reg({"aten::nonzero", "aten::argwhere", "aten::masked_select",
        "aten::unique", "aten::_unique", "aten::_unique2", "aten::unique_dim",
        "aten::unique_consecutive", "aten::bincount", "aten::multinomial",

@@ -267,6 +267,25 @@ FailureOr<Value> TSImporter::compactedRows(Value labels, Value mask,
   return cast(*out, et, loc);
 }
 
+LogicalResult TSImporter::hNonzeroNumpy(Node *n, Location loc) {
+  return bindMaskIndices(n, loc);
+}
+
+LogicalResult TSImporter::bindMaskIndices(Node *n, Location loc) {
+  auto mask = tensorArg(n, 0, loc);
+  if (failed(mask))
+    return failure();
+  Value m = *mask;
+  if (!tensorType(m).getElementType().isInteger(1)) // nonzero of numbers
+    m = cast(m, b().getI1Type(), loc);
+  TSValue out = TSValue::make(K::List);
+  for (int64_t a = 0; a < tensorType(m).getRank(); ++a)
+    out.list.push_back(
+        {.kind = K::MaskIndex, .tensor = m, .i = SymInt(a)});
+  bind(n->output(), out);
+  return success();
+}
+
 LogicalResult TSImporter::bindSelection(Node *n, Location loc, Value x,
                                         Value mask) {
   SmallVector<SymInt> xd = dimsOf(x), md = dimsOf(mask);

@@ -79,9 +79,11 @@ LogicalResult TSImporter::hUnsupportedShape(Node *n, Location loc) {
 }
 
 LogicalResult TSImporter::hWhere(Node *n, Location loc) {
+  if (n->inputs().size() == 1) // torch.where(mask): its indices
+    return bindMaskIndices(n, loc);
   if (n->inputs().size() != 3)
-    return error(n, loc) << "where(condition) (nonzero) is data-dependent "
-                            "and not supported";
+    return error(n, loc) << "where with " << n->inputs().size()
+                         << " operands";
   auto cond = tensorArg(n, 0, loc);
   if (failed(cond))
     return failure();

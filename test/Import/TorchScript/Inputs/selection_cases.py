@@ -21,7 +21,8 @@ CASES = {
     # mask over every dimension: a 1-D selection
     "all_dims": lambda x, y, m: (x[x > 0.3] ** 2).sum() + x.masked_select(x < 0).mean()
     + x.masked_select((m > 0)[..., None]).sum()  # a mask broadcast to x
-    + x[m.to(torch.uint8)].sum(),  # torch's older uint8 mask
+    + x[m.to(torch.uint8)].sum()  # torch's older uint8 mask
+    + x[torch.where(m > 0)].pow(2).mean() + x[(m > 0).nonzero(as_tuple=True)].sum(),
     # a flattened mask over [B*S] rows; sums keeping the dimensions
     "flat_rows": lambda x, y, m: x.reshape(-1, 5)[m.reshape(-1) > 0].sum(0, keepdim=True).pow(2).sum()
     + x[m > 0].sum(dim=(0, 1), keepdim=True).sum(),
@@ -55,6 +56,8 @@ REFUSED = {
     "concat": lambda x, y, m: torch.cat([x[m > 0], x[m > 0]]).sum(),
     # dropout that drops (dropout with p = 0 passes it on)
     "dropout": lambda x, y, m: F.dropout(x[m > 0], 0.1).sum() + F.dropout(x[m > 0], 0.0).sum(),
+    # part of torch.where(mask)'s indices
+    "where_part": lambda x, y, m: x[torch.where(m > 0)[0]].sum(),
     # a product over the rows
     "prod_rows": lambda x, y, m: x[m > 0].prod(0).sum(),
     # a tensor with as many rows as this batch's selection
