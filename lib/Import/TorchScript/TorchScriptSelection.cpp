@@ -610,14 +610,30 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
     auto reduction = reductionArg(n, reductionAt, loc);
     if (failed(reduction))
       return failure();
-    // Every selection of the loss, by their rows: [N, trailing...].
+    // Class losses take the selections by their rows, [N, trailing...];
+    // their per-row losses are unflattened to the mask's dimensions again.
     Value mask = s.mask;
     int64_t dims = s.dims;
+    SmallVector<SymInt> md = dimsOf(s.mask);
+    auto unflatten = [&]() -> LogicalResult {
+      Value v = lookup(n->output()).tensor;
+      SmallVector<SymInt> d = dimsOf(v), to = md;
+      to.append(d.begin() + 1, d.end());
+      auto r = reshape(v, to, loc);
+      if (failed(r))
+        return failure();
+      TSValue out = TSValue::ofTensor(*r);
+      out.selectMask = s.mask;
+      out.selectDims = s.dims;
+      bind(n->output(), out);
+      mask = s.mask;
+      dims = s.dims;
+      return success();
+    };
     if (classLoss) {
       if (!selected(1))
         return selectionError(n, loc)
                << "the loss's target must be selected by the same mask";
-      SmallVector<SymInt> md = dimsOf(s.mask);
       std::optional<SymInt> rows = product(md);
       if (!rows)
         return error(n, loc) << "a mask of shape " << dimsStr(md)
@@ -651,8 +667,9 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
         if (failed(kept))
           return failure();
         rebind.set(1, TSValue::ofTensor(*kept));
-        return *reduction == LossReduction::none ? run(mask, dims)
-                                                 : (this->*h)(n, loc);
+        if (*reduction != LossReduction::none)
+          return (this->*h)(n, loc);
+        return failed((this->*h)(n, loc)) ? failure() : unflatten();
       }
       rebind.set(1, TSValue::ofTensor(*target));
     } else {
@@ -663,7 +680,7 @@ LogicalResult TSImporter::convertSelected(Node *n, Location loc,
     }
     // Per element (per row for probability targets), then reduced.
     rebind.set(reductionAt, TSValue::ofInt(0));
-    if (failed(run(mask, dims)))
+    if (failed(run(mask, dims)) || (classLoss && failed(unflatten())))
       return failure();
     if (*reduction == LossReduction::none)
       return success();

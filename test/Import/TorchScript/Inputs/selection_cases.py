@@ -32,7 +32,7 @@ CASES = {
     + x[m > 0].amax(0).sum() + x[m > 0].amin(dim=(0, 1), keepdim=True).sum(),
     # cross-entropy with reduction sum and none, nll_loss, probability targets
     "class_losses": lambda x, y, m: F.cross_entropy(x[m > 0], y[m > 0], reduction="sum") / 10
-    + F.cross_entropy(x[m > 0], y[m > 0], reduction="none").sum() / 10
+    + (F.cross_entropy(x[m > 0], y[m > 0], reduction="none") * x[m > 0, 0]).sum() / 10
     + F.nll_loss(torch.log_softmax(x, -1)[m > 0], y[m > 0], weight=W, ignore_index=2)
     + F.cross_entropy(x[m > 0], torch.softmax(x * 2, -1)[m > 0]),
     # elementwise losses with sum and mean, BCE with a per-class weight
