@@ -397,9 +397,6 @@ public:
   /// it takes and how are listed at the top of TorchScriptSelection.cpp.
   mlir::LogicalResult convertSelected(Node *n, mlir::Location loc,
                                       llvm::StringRef kind, Handler h);
-  /// torch.where(mask) / nonzero(as_tuple=True) (aten::where with one
-  /// operand, aten::nonzero_numpy): a list of MaskIndex values.
-  mlir::LogicalResult bindMaskIndices(Node *n, mlir::Location loc);
   /// Binds n's output to x selected by `mask` over x's leading dimensions
   /// (an error unless the mask is boolean and its shape theirs).
   mlir::LogicalResult bindSelection(Node *n, mlir::Location loc,

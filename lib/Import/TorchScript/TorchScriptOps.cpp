@@ -1015,8 +1015,9 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::zeros_like", "aten::ones_like", "aten::full_like",
        "aten::empty_like"},
       &TSImporter::hFullLike);
-  reg({"aten::nonzero_numpy"}, &TSImporter::hNonzeroNumpy);
-  reg({"aten::nonzero", "aten::argwhere", "aten::masked_select",
+  reg({"aten::nonzero_numpy"}, &TSImporter::hMaskIndices);
+  reg({"aten::masked_select"}, &TSImporter::hMaskedSelect);
+  reg({"aten::nonzero", "aten::argwhere",
        "aten::unique", "aten::_unique", "aten::_unique2", "aten::unique_dim",
        "aten::unique_consecutive", "aten::bincount", "aten::multinomial",
        "aten::poisson", "aten::randperm", "aten::binomial",

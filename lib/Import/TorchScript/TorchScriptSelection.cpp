@@ -206,9 +206,9 @@ FailureOr<Value> TSImporter::selectedReduce(Node *n, Location loc,
                failure();
       per *= xd[a].constant;
     }
-    // One divisor per mask and row size: means over the same selection
-    // divide by the same value, which varuna-run's loss analysis
-    // (LossNormalization.cpp) recognizes as one count of the step.
+    // One divisor per mask and row size, computed once: means over the
+    // same selection divide by the same value (also one Ratio for the loss
+    // analysis where the step's count cannot be taken from the inputs).
     MathBuilder m{*this, loc, et};
     Value &divisor = selectedCounts[{sel.selectMask, per, et}];
     if (!divisor) {
@@ -267,11 +267,9 @@ FailureOr<Value> TSImporter::compactedRows(Value labels, Value mask,
   return cast(*out, et, loc);
 }
 
-LogicalResult TSImporter::hNonzeroNumpy(Node *n, Location loc) {
-  return bindMaskIndices(n, loc);
-}
-
-LogicalResult TSImporter::bindMaskIndices(Node *n, Location loc) {
+/// torch.where(mask) / nonzero(as_tuple=True) (aten::nonzero_numpy; hWhere
+/// with one operand): a list of MaskIndex values, one per mask dimension.
+LogicalResult TSImporter::hMaskIndices(Node *n, Location loc) {
   auto mask = tensorArg(n, 0, loc);
   if (failed(mask))
     return failure();
@@ -284,6 +282,18 @@ LogicalResult TSImporter::bindMaskIndices(Node *n, Location loc) {
         {.kind = K::MaskIndex, .tensor = m, .i = SymInt(a)});
   bind(n->output(), out);
   return success();
+}
+
+/// masked_select(x, mask): x selected by the mask broadcast to x's shape
+/// (as torch broadcasts it), over all of x's dimensions.
+LogicalResult TSImporter::hMaskedSelect(Node *n, Location loc) {
+  auto x = tensorArg(n, 0, loc), mask = tensorArg(n, 1, loc);
+  if (failed(x) || failed(mask))
+    return failure();
+  auto both = broadcastValues(n, loc, {*x, *mask});
+  if (failed(both))
+    return failure();
+  return bindSelection(n, loc, (*both)[0], (*both)[1]);
 }
 
 LogicalResult TSImporter::bindSelection(Node *n, Location loc, Value x,

@@ -51,20 +51,11 @@ LogicalResult TSImporter::hClamp(Node *n, Location loc) {
   return success();
 }
 
-/// Ops whose result has a size the data decides (nonzero, masked_select,
-/// unique, bincount, ...) and random ops without a formula on uniform or
-/// normal draws: refused with what to write instead.
+/// Ops whose result has a size the data decides (nonzero, unique,
+/// bincount, ...) and random ops without a formula on uniform or normal
+/// draws: refused with what to write instead.
 LogicalResult TSImporter::hUnsupportedShape(Node *n, Location loc) {
   std::string op = opName(n);
-  if (op == "masked_select") { // TorchScriptSelection.cpp reads it
-    auto x = tensorArg(n, 0, loc), mask = tensorArg(n, 1, loc);
-    if (failed(x) || failed(mask))
-      return failure();
-    auto both = broadcastValues(n, loc, {*x, *mask}); // torch broadcasts
-    if (failed(both))
-      return failure();
-    return bindSelection(n, loc, (*both)[0], (*both)[1]);
-  }
   if (op == "multinomial" || op == "poisson" || op == "randperm" ||
       op == "binomial" || op == "_standard_gamma" || op == "_sample_dirichlet")
     return error(n, loc) << "draws random numbers from a distribution that "
@@ -80,7 +71,7 @@ LogicalResult TSImporter::hUnsupportedShape(Node *n, Location loc) {
 
 LogicalResult TSImporter::hWhere(Node *n, Location loc) {
   if (n->inputs().size() == 1) // torch.where(mask): its indices
-    return bindMaskIndices(n, loc);
+    return hMaskIndices(n, loc);
   if (n->inputs().size() != 3)
     return error(n, loc) << "where with " << n->inputs().size()
                          << " operands";

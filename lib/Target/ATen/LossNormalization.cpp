@@ -310,8 +310,9 @@ static LossAnalysis analyzeLoss(ModuleOp job) {
   // a log of a sum, ...).
   enum Kind { Const, Sum, Ratio, Mean, Other };
   llvm::DenseMap<Value, Kind> memo;
-  // A Ratio's divisor: Ratios by the same one add up (means over the same
-  // x[mask] selection share their count).
+  // A Ratio's divisor: Ratios by the same one add up (`n = mask.sum()`
+  // dividing two sums; the importer's selection means when their count
+  // cannot be taken from the step's inputs, which share it per mask).
   llvm::DenseMap<Value, Value> divisorOf;
   std::function<Kind(Value)> kind = [&](Value v) -> Kind {
     auto it = memo.find(v);

@@ -33,9 +33,9 @@
 //               mean) and micro-batches without a counted label.
 //   Ratio       a sum over the examples divided by a count computed from
 //               the graph inputs alone (LossDivisor), or several such
-//               ratios by the same count value added together (means over
-//               one x[mask] selection): each micro-batch's loss weighs its
-//               own count -- exact.
+//               ratios by the same count value added together (`n =
+//               mask.sum()` dividing two sums): each micro-batch's loss
+//               weighs its own count -- exact.
 //   Mean        anything else (a reduce mean, means of different things
 //               added together):
 //               each micro-batch's loss weighs what it averages over (its
