@@ -134,6 +134,15 @@ Tensor slice(const Tensor &x, int64_t axis, int64_t start, int64_t end,
              int64_t step) {
   return guarded("slice", [&] { return rt::sliceKernel(T(x), axis, start, end, step); });
 }
+void split(const Tensor &x, int64_t axis, IntList sizes, Tensor *out) {
+  std::vector<at::Tensor> parts;
+  guarded("split", [&] {
+    parts = at::split_with_sizes(T(x), ia(sizes), axis);
+    return at::Tensor();
+  });
+  for (size_t i = 0; i < parts.size(); ++i)
+    out[i] = fromATen(parts[i]);
+}
 Tensor concat(std::initializer_list<Tensor> xs, int64_t axis) {
   return guarded("concat", [&] {
     std::vector<at::Tensor> ts;

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -168,6 +169,21 @@ private:
   /// The call computing `op`'s single result.
   std::string call(Operation *op);
   std::string constant(ConstantOp op);
+  /// Groups the body's slices that tile their operand (splits below).
+  void findSplits(Block &body);
+
+  /// A value's slices along one axis, step 1, that tile it exactly (two or
+  /// more, the axis static): generated as one stage::split into an array of
+  /// pieces, made at the first of the slices; each slice then takes its
+  /// piece. The values are the ones the slices would give (views of the
+  /// operand); the backward concatenates instead of adding zero-padded
+  /// gradients -- a fused qkv projection split into q, k and v, say.
+  struct Split {
+    std::vector<int64_t> sizes;
+    std::string array; // empty until emitted
+  };
+  std::vector<Split> splits;
+  llvm::DenseMap<Operation *, std::pair<unsigned, unsigned>> pieceOf;
 
   func::FuncOp func;
   llvm::DenseMap<Value, std::string> names;
@@ -446,8 +462,46 @@ std::string BodyEmitter::call(Operation *op) {
       });
 }
 
+void BodyEmitter::findSplits(Block &body) {
+  // Per (operand, axis): its step-1 slices in program order.
+  llvm::MapVector<std::pair<Value, int64_t>, SmallVector<SliceOp>> users;
+  for (Operation &op : body)
+    if (auto s = dyn_cast<SliceOp>(op))
+      if (s.getStep() == 1)
+        users[{s.getOperand(), static_cast<int64_t>(s.getAxis())}].push_back(
+            s);
+  for (auto &[key, slices] : users) {
+    auto t = key.first.getType().dyn_cast<VTensorType>();
+    if (slices.size() < 2 || !t || key.second < 0 ||
+        key.second >= t.getRank() || !t.getDim(key.second).isStatic())
+      continue;
+    int64_t size = t.getDim(key.second).constant;
+    SmallVector<SliceOp> byStart(slices.begin(), slices.end());
+    llvm::sort(byStart, [](SliceOp a, SliceOp b) {
+      return a.getStart() < b.getStart();
+    });
+    int64_t at = 0;
+    bool tiles = true;
+    for (SliceOp sl : byStart) {
+      tiles &= static_cast<int64_t>(sl.getStart()) == at &&
+               static_cast<int64_t>(sl.getEnd()) > at;
+      at = static_cast<int64_t>(sl.getEnd());
+    }
+    if (!tiles || at != size)
+      continue;
+    Split sp;
+    for (auto [i, sl] : llvm::enumerate(byStart)) {
+      sp.sizes.push_back(static_cast<int64_t>(sl.getEnd() - sl.getStart()));
+      pieceOf[sl] = {static_cast<unsigned>(splits.size()),
+                     static_cast<unsigned>(i)};
+    }
+    splits.push_back(std::move(sp));
+  }
+}
+
 std::string BodyEmitter::emit(std::vector<std::string> &paramNames) {
   Block &body = func.getBody().front();
+  findSplits(body);
   for (BlockArgument a : body.getArguments())
     names[a] = "args[" + std::to_string(a.getArgNumber()) + "]";
 
@@ -491,7 +545,22 @@ std::string BodyEmitter::emit(std::vector<std::string> &paramNames) {
       break;
     }
     std::string local = "v" + std::to_string(nextLocal++);
-    stmts += "  stage::Tensor " + local + " = " + call(&op) + ";\n";
+    auto piece = pieceOf.find(&op);
+    if (piece != pieceOf.end()) {
+      Split &sp = splits[piece->second.first];
+      if (sp.array.empty()) {
+        sp.array = "split" + std::to_string(piece->second.first);
+        stmts += "  stage::Tensor " + sp.array + "[" +
+                 std::to_string(sp.sizes.size()) + "];\n  stage::split(" +
+                 operand(&op, 0) + ", " +
+                 lit(static_cast<int64_t>(cast<SliceOp>(op).getAxis())) +
+                 ", " + intList(sp.sizes) + ", " + sp.array + ");\n";
+      }
+      stmts += "  stage::Tensor " + local + " = std::move(" + sp.array + "[" +
+               std::to_string(piece->second.second) + "]);\n";
+    } else {
+      stmts += "  stage::Tensor " + local + " = " + call(&op) + ";\n";
+    }
     if (pendingError)
       break;
     names[op.getResult(0)] = local;

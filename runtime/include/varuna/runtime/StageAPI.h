@@ -122,6 +122,13 @@ VARUNA_STAGE_API Tensor transpose(const Tensor &x, IntList perm);
 VARUNA_STAGE_API Tensor slice(const Tensor &x, int64_t axis, int64_t start,
                               int64_t end, int64_t step);
 VARUNA_STAGE_API Tensor concat(std::initializer_list<Tensor> xs, int64_t axis);
+/// Slices of `x` along `axis` that tile it (sizes adding up to its size
+/// there), into out[0 .. sizes.size): the views slice() would give, made by
+/// one autograd node whose backward concatenates the pieces' gradients
+/// (separate slices would each scatter theirs into zeros of x's size, to be
+/// added up). The code generator emits it for a value's slices that tile it.
+VARUNA_STAGE_API void split(const Tensor &x, int64_t axis, IntList sizes,
+                            Tensor *out);
 VARUNA_STAGE_API Tensor gather(const Tensor &x, const Tensor &idx, int64_t axis);
 /// Lookup along axis 0 whose rows at `padding_idx` get no gradient.
 VARUNA_STAGE_API Tensor embedding(const Tensor &table, const Tensor &idx,
