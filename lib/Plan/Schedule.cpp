@@ -66,8 +66,14 @@ class Simulator {
   using Candidate = std::pair<int64_t, int>; ///< (ready tick, micro-batch)
 
 public:
-  Simulator(ScheduleKind kind, int P, int Nm, TimingModel t)
-      : kind(kind), P(P), Nm(Nm), t(t), ready(size_t(P) * 4 * Nm, kUnknown),
+  /// Zero-bubble: stage s > 0 splits B(k) for k >= splitFrom (the last
+  /// Nm - splitFrom backwards); ignored by the other kinds.
+  /// W takes `splitOverhead` ticks more than t.weight.
+  Simulator(ScheduleKind kind, int P, int Nm, TimingModel t, int splitFrom,
+            int64_t splitOverhead)
+      : kind(kind), P(P), Nm(Nm), t(t), splitFrom(splitFrom),
+        splitOverhead(splitOverhead),
+        ready(size_t(P) * 4 * Nm, kUnknown),
         pending(size_t(P) * 4 * Nm, 0), started(size_t(P) * 4 * Nm, false),
         busyUntil(P, 0), stages(P) {
     for (auto &tasks : stages)
@@ -79,7 +85,7 @@ public:
           pending[id(s, TaskKind::Recompute, k)] =
               kind == ScheduleKind::Varuna ? 2 : 1;
         pending[id(s, TaskKind::Backward, k)] = hasRecompute(s) ? 2 : 1;
-        if (hasWeight(s))
+        if (hasWeight(s, k))
           pending[id(s, TaskKind::Weight, k)] = 1;
       }
     if (greedy()) {
@@ -101,7 +107,8 @@ public:
   bool run() {
     size_t total = 0;
     for (int s = 0; s < P; ++s)
-      total += size_t(Nm) * (2 + hasRecompute(s) + hasWeight(s));
+      for (int k = 0; k < Nm; ++k)
+        total += 2 + hasRecompute(s) + hasWeight(s, k);
     size_t done = 0;
     int64_t last = -1;
     (void)last;
@@ -134,7 +141,9 @@ private:
     return (kind == ScheduleKind::Varuna || kind == ScheduleKind::GPipe) &&
            s != P - 1;
   }
-  bool hasWeight(int s) const { return splitsBackward(kind, s); }
+  bool hasWeight(int s, int k) const {
+    return splitsBackward(kind, s) && k >= splitFrom;
+  }
   /// Varuna and zero-bubble pick tasks as they go; GPipe and 1F1B follow
   /// fixed orders.
   bool greedy() const {
@@ -152,15 +161,15 @@ private:
       return start;
     return std::max(start, end + t.latency - t.forward);
   }
-  int64_t duration(int s, TaskKind kd) const {
+  int64_t duration(int s, TaskKind kd, int k) const {
     switch (kd) {
     case TaskKind::Forward:
     case TaskKind::Recompute:
       return t.forward;
     case TaskKind::Backward:
-      return hasWeight(s) ? t.backward - t.weight : t.backward;
+      return hasWeight(s, k) ? t.backward - t.weight : t.backward;
     case TaskKind::Weight:
-      return t.weight;
+      return t.weight + splitOverhead;
     }
     return t.forward;
   }
@@ -280,13 +289,13 @@ private:
   void start(int s, Task task, int64_t now) {
     int k = task.microBatch;
     started[id(s, task.kind, k)] = true;
-    int64_t end = now + duration(s, task.kind);
+    int64_t end = now + duration(s, task.kind, k);
     if (kind == ScheduleKind::ZeroBubble) {
       // Held from F(k) to the task that frees its activations.
       if (task.kind == TaskKind::Forward)
         ++held[s];
-      else if (task.kind == (hasWeight(s) ? TaskKind::Weight
-                                          : TaskKind::Backward))
+      else if (task.kind == (hasWeight(s, k) ? TaskKind::Weight
+                                             : TaskKind::Backward))
         --held[s];
     }
     busyUntil[s] = end;
@@ -311,7 +320,7 @@ private:
         if (kind == ScheduleKind::Varuna)
           satisfy(s - 1, TaskKind::Recompute, k, recomputeTrigger(now, end));
       }
-      if (hasWeight(s))
+      if (hasWeight(s, k))
         satisfy(s, TaskKind::Weight, k, end);
       break;
     case TaskKind::Weight:
@@ -322,6 +331,8 @@ private:
   ScheduleKind kind;
   int P, Nm;
   TimingModel t;
+  int splitFrom;
+  int64_t splitOverhead;
   std::vector<int64_t> ready; ///< max of the satisfied dependencies' ticks
   std::vector<int> pending;   ///< unsatisfied dependencies
   std::vector<char> started;
@@ -387,10 +398,10 @@ int64_t Schedule::makespan() const {
 int64_t Schedule::maxInFlight(int stage) const {
   if (stage < 0 || stage >= int(stages.size()))
     return 0;
-  TaskKind release =
-      splitsBackward(kind, stage) ? TaskKind::Weight : TaskKind::Backward;
   int64_t inFlight = 0, peak = 0;
   for (const ScheduledTask &x : stages[stage]) {
+    TaskKind release = splits(stage, x.task.microBatch) ? TaskKind::Weight
+                                                        : TaskKind::Backward;
     if (x.task.kind == TaskKind::Forward)
       peak = std::max(peak, ++inFlight);
     else if (x.task.kind == release)
@@ -438,6 +449,11 @@ ScheduleResult varuna::plan::schedule(ScheduleKind kind, int numStages,
     return badTicks("backward ticks", t.backward, 1);
   if (t.latency < 0 || t.latency > kMaxTicks)
     return badTicks("latency ticks", t.latency, 0);
+  if (t.splitCostPercent < 0 || t.splitCostPercent > 100)
+    return ScheduleResult::failure(
+        ErrorKind::InvalidTiming,
+        "the split cost must be in [0, 100] percent, got " +
+            std::to_string(t.splitCostPercent));
   if (kind == ScheduleKind::ZeroBubble && numStages > 1 &&
       (t.weight < 1 || t.weight >= t.backward))
     return ScheduleResult::failure(
@@ -446,18 +462,67 @@ ScheduleResult varuna::plan::schedule(ScheduleKind kind, int numStages,
             std::to_string(t.backward - 1) + "], got " +
             std::to_string(t.weight));
 
-  Simulator sim(kind, numStages, numMicroBatches, t);
-  if (!sim.run())
+  auto generate = [&](const TimingModel &t, int splitFrom,
+                      int64_t splitOverhead = 0) -> std::optional<Schedule> {
+    Simulator sim(kind, numStages, numMicroBatches, t, splitFrom,
+                  splitOverhead);
+    if (!sim.run())
+      return std::nullopt;
+    Schedule s;
+    s.kind = kind;
+    s.numStages = numStages;
+    s.numMicroBatches = numMicroBatches;
+    s.timing = t;
+    s.splitFrom = splitFrom;
+    s.stages = std::move(sim.result());
+    return s;
+  };
+  auto stalled = [&] {
     return ScheduleResult::failure(
         ErrorKind::Internal, std::string("the ") + scheduleKindName(kind) +
                                  " schedule stalled (a bug)");
-  Schedule s;
-  s.kind = kind;
-  s.numStages = numStages;
-  s.numMicroBatches = numMicroBatches;
-  s.timing = t;
-  s.stages = std::move(sim.result());
-  return ScheduleResult::success(std::move(s));
+  };
+  if (kind != ScheduleKind::ZeroBubble || numStages < 2) {
+    std::optional<Schedule> s = generate(t, 0);
+    if (!s)
+      return stalled();
+    return ScheduleResult::success(std::move(*s));
+  }
+  // Zero-bubble: how many of the last backwards to split, judged in the
+  // model with each split costing splitCostPercent of the backward more
+  // (ticks scaled by kScale so that a few percent are whole ticks; the cost
+  // goes on W). A split pays only in the pipeline's fill and drain, so the
+  // candidates are up to 2 P + 2 of the last backwards, and all of them.
+  constexpr int64_t kScale = 20;
+  TimingModel costed = t;
+  costed.forward *= kScale;
+  costed.backward *= kScale;
+  costed.weight *= kScale;
+  costed.latency *= kScale;
+  int64_t overhead = (costed.backward * t.splitCostPercent + 50) / 100;
+  int best = numMicroBatches;
+  int64_t bestSpan = -1;
+  auto consider = [&](int n) -> bool {
+    std::optional<Schedule> s = generate(costed, numMicroBatches - n, overhead);
+    if (!s)
+      return false;
+    int64_t span = s->makespan();
+    if (bestSpan < 0 || span < bestSpan) {
+      bestSpan = span;
+      best = numMicroBatches - n;
+    }
+    return true;
+  };
+  int scan = std::min(numMicroBatches, 2 * numStages + 2);
+  for (int n = 0; n <= scan; ++n)
+    if (!consider(n))
+      return stalled();
+  if (scan < numMicroBatches && !consider(numMicroBatches))
+    return stalled();
+  std::optional<Schedule> s = generate(t, best);
+  if (!s)
+    return stalled();
+  return ScheduleResult::success(std::move(*s));
 }
 
 int64_t varuna::plan::makespan(const ScheduleResult &r) {

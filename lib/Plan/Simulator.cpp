@@ -251,19 +251,19 @@ SimulationResult simulateOnce(const SimulationConfig &c,
   for (int s = 0; s < P; ++s)
     events.lower(s, 0.0);
 
-  // Zero-bubble splits the backward of stages s > 0 into B and W.
-  auto split = [&](int s) { return splitsBackward(c.schedule, s); };
+  // Zero-bubble splits some backwards of stages s > 0 into B and W.
+  auto split = [&](int s, int k) { return sched->splits(s, k); };
   auto weightPart = [&](int s) {
     const StageCost &sc = c.stages[s];
     return sc.weight < 0 ? sc.backward / 2 : std::min(sc.weight, sc.backward);
   };
-  auto duration = [&](int s, TaskKind k) {
+  auto duration = [&](int s, TaskKind k, int mb) {
     const StageCost &sc = c.stages[s];
     switch (k) {
     case TaskKind::Forward: return sc.forward;
     case TaskKind::Recompute: return sc.recompute < 0 ? sc.forward : sc.recompute;
     case TaskKind::Backward:
-      if (!split(s))
+      if (!split(s, mb))
         return sc.backward;
       return sc.input >= 0 ? sc.input : sc.backward - weightPart(s);
     case TaskKind::Weight: return weightPart(s);
@@ -384,7 +384,7 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     while (x.next < x.order.size() && x.done[x.next])
       ++x.next;
     --remaining;
-    double cost = duration(s, t.kind);
+    double cost = duration(s, t.kind, t.microBatch);
     if (profile) {
       cost = sharedDuration(*profile, now, cost, c.replicasSharing,
                             c.sharedCores, c.oversubscribedSlowdown);
@@ -401,7 +401,8 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     x.busy += end - now;
     x.lastEnd = std::max(x.lastEnd, end);
     // The last task that adds to the weight gradients: the buckets follow it.
-    TaskKind final = split(s) ? TaskKind::Weight : TaskKind::Backward;
+    TaskKind final =
+        split(s, t.microBatch) ? TaskKind::Weight : TaskKind::Backward;
     if (t.kind == final && end >= x.lastBackwardEnd) {
       x.lastBackwardStart = now;
       x.lastBackwardEnd = end;
@@ -429,7 +430,7 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       --x.held;
     } else {
       x.mb[k].bEnd = end;
-      if (!split(s))
+      if (!split(s, k))
         --x.held;
       if (s > 0) {
         double bytes = c.boundaryBytes.empty() ? 0 : c.boundaryBytes[s - 1];

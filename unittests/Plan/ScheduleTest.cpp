@@ -174,10 +174,11 @@ TEST(ScheduleTest, OneFOneBFourStagesEightMicroBatches) {
     EXPECT_EQ(r->maxInFlight(s), 4 - s);
 }
 
-// Zero-bubble (ZB-H1), P=2, Nm=4, unit model: F = 1; stage 1 splits the
+// Zero-bubble (ZB-H1), P=2, Nm=4, unit model: F = 1; stage 1 splits a
 // backward (B = 2) into B = 1 and W = 1; stage 0 has no input gradient, so
 // its B is the whole 2 ticks and it has no W. A stage holds a micro-batch
-// from its F to its W (stage 0: its B), at most P - s + 1.
+// from its F to its W (a whole backward: its B), at most P - s + 1.
+// Splitting all four backwards:
 //   stage 0: F0 [0,1) F1 [1,2) F2 [2,3) (holds 3); the gradient of B0 is
 //            there at 3: B0 [3,5); B1's at 5: B1 [5,7); B2's comes at 8:
 //            F3 [7,8) first; B2 [8,10); B3 at 11: [11,13).
@@ -186,34 +187,75 @@ TEST(ScheduleTest, OneFOneBFourStagesEightMicroBatches) {
 //            there at 8 but it holds 2 again: W1 [8,9) F3 [9,10) B3 [10,11)
 //            W2 [11,12) W3 [12,13).
 // Makespan 13, against 1F1B's 15: stage 0 waits for B's of one tick, not
-// for B+W.
+// for B+W. Splitting only B2 and B3 (splitFrom 2) also takes 13 ticks:
+//   stage 1: F0 [1,2) B0 [2,4) F1 [4,5) B1 [5,7) F2 [7,8) B2 [8,9) F3
+//            [9,10) B3 [10,11) W2 [11,12) W3 [12,13);
+//   stage 0: F0 F1 F2 [0,3), B0 [4,6) F3 [6,7) B1 [7,9) B2 [9,11) B3
+//            [11,13).
+// Splitting only B3 takes 14 (stage 0's B2 starts at 10), so the schedule
+// splits two.
 TEST(ScheduleTest, ZeroBubbleTwoStagesFourMicroBatches) {
   ScheduleResult r = make(ScheduleKind::ZeroBubble, 2, 4);
-  EXPECT_EQ(ticks(*r, 0), "F0@0 F1@1 F2@2 B0@3 B1@5 F3@7 B2@8 B3@11");
+  EXPECT_EQ(r->splitFrom, 2);
+  EXPECT_EQ(ticks(*r, 0), "F0@0 F1@1 F2@2 B0@4 F3@6 B1@7 B2@9 B3@11");
   EXPECT_EQ(ticks(*r, 1),
-            "F0@1 B0@2 F1@3 B1@4 W0@5 F2@6 B2@7 W1@8 F3@9 B3@10 W2@11 W3@12");
+            "F0@1 B0@2 F1@4 B1@5 F2@7 B2@8 F3@9 B3@10 W2@11 W3@12");
   EXPECT_EQ(makespan(r), 13);
   EXPECT_EQ(makespan(make(ScheduleKind::OneFOneB, 2, 4)), 15);
   EXPECT_EQ(r->maxInFlight(0), 3);
   EXPECT_EQ(r->maxInFlight(1), 2);
-  EXPECT_EQ(gantt(r), "stage 0: F0 F1 F2 B0 -- B1 -- F3 B2 -- .. B3 --\n"
-                      "stage 1: .. F0 B0 F1 B1 W0 F2 B2 W1 F3 B3 W2 W3\n");
+  EXPECT_FALSE(r->splits(0, 3));
+  EXPECT_FALSE(r->splits(1, 1));
+  EXPECT_TRUE(r->splits(1, 2));
+  EXPECT_EQ(gantt(r), "stage 0: F0 F1 F2 .. B0 -- F3 B1 -- B2 -- B3 --\n"
+                      "stage 1: .. F0 B0 -- F1 B1 -- F2 B2 F3 B3 W2 W3\n");
 }
 
-// With the unit model and Nm >= 2 the last stage never idles after its F0
-// at P-1 (3 Nm ticks of work) and ends with W(Nm-2) W(Nm-1), so its B(Nm-1)
-// ends at 3 Nm + P - 3; that gradient then crosses P - 2 stages of one-tick
-// B's and stage 0's two: 3 Nm + 2P - 3, against 1F1B's 3 (Nm + P - 1) --
-// P ticks less.
+// With the unit model, splits free (splitCostPercent 0) and Nm >= 2, the
+// last stage never idles after its F0 at P-1 (3 Nm ticks of work) and ends
+// with W(Nm-2) W(Nm-1), so its B(Nm-1) ends at 3 Nm + P - 3; that gradient
+// then crosses P - 2 stages of one-tick B's and stage 0's two: 3 Nm + 2P -
+// 3, against 1F1B's 3 (Nm + P - 1) -- P ticks less. With the default split
+// cost the schedule splits what pays in the costed model (in ticks without
+// the cost it may take longer), never longer than 1F1B's.
 TEST(ScheduleTest, ZeroBubbleMakespanUnitModel) {
+  TimingModel free;
+  free.splitCostPercent = 0;
   for (int P = 2; P <= 8; ++P)
     for (int Nm = 2; Nm <= 16; ++Nm) {
       SCOPED_TRACE("P=" + std::to_string(P) + " Nm=" + std::to_string(Nm));
-      ScheduleResult r = make(ScheduleKind::ZeroBubble, P, Nm);
+      ScheduleResult r = make(ScheduleKind::ZeroBubble, P, Nm, free);
       EXPECT_EQ(makespan(r), 3 * Nm + 2 * P - 3);
-      EXPECT_EQ(makespan(make(ScheduleKind::OneFOneB, P, Nm)),
-                3 * (Nm + P - 1));
+      int64_t oneFOneB = makespan(make(ScheduleKind::OneFOneB, P, Nm));
+      EXPECT_EQ(oneFOneB, 3 * (Nm + P - 1));
+      ScheduleResult costed = make(ScheduleKind::ZeroBubble, P, Nm);
+      EXPECT_LE(makespan(costed), oneFOneB);
     }
+}
+
+// P = 2, Nm = 8: splitting the last two backwards reaches the makespan of
+// splitting all eight (25 ticks; stage 0's first backward waits for B0
+// either way: it runs F0 F1 F2 first); splitting one gives 26, none 1F1B's
+// 27. At 12% a split (the default) two are worth it; at 25% (W 1.5 ticks
+// in the costed model) only the last one; at 100% none.
+TEST(ScheduleTest, ZeroBubbleSplitsWhatPays) {
+  auto with = [](int64_t percent) {
+    TimingModel t;
+    t.splitCostPercent = percent;
+    return make(ScheduleKind::ZeroBubble, 2, 8, t);
+  };
+  ScheduleResult r = with(12);
+  EXPECT_EQ(r->splitFrom, 6);
+  EXPECT_EQ(makespan(r), 25);
+  EXPECT_EQ(render(r),
+            "stage 0: F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7\n"
+            "stage 1: F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 F6 B6 F7 B7 W6 W7\n");
+  EXPECT_EQ(with(0)->splitFrom, 6);
+  EXPECT_EQ(with(25)->splitFrom, 7);
+  EXPECT_EQ(makespan(with(25)), 26);
+  EXPECT_EQ(with(100)->splitFrom, 8);
+  EXPECT_EQ(makespan(with(100)), 27);
+  EXPECT_EQ(render(with(100)).find('W'), std::string::npos);
 }
 
 TEST(ScheduleTest, SingleStage) {
@@ -522,7 +564,8 @@ TEST(ScheduleTest, InvariantsRandomTiming) {
 }
 
 /// Zero-bubble's contract (Schedule.h), from the result's own ticks: each
-/// task once with its duration, no overlap, dependencies, forwards in
+/// task once with its duration (W only for the split backwards, the last
+/// Nm - splitFrom), no overlap, dependencies, forwards in
 /// order, at most P - s + 1 micro-batches held, and the greedy rule: a
 /// stage never idles while it may start something, and it starts a ready
 /// backward before a forward, a ready forward before a W.
@@ -533,15 +576,18 @@ void checkZeroBubble(int P, int Nm, const TimingModel &t,
   ASSERT_TRUE(r.ok()) << r.error();
   std::map<Key, ScheduledTask> at;
   for (int s = 0; s < P; ++s) {
-    ASSERT_EQ(r->stages[s].size(), size_t(Nm) * (s > 0 ? 3 : 2)) << s;
+    int splitCount = s > 0 ? Nm - r->splitFrom : 0;
+    ASSERT_EQ(r->stages[s].size(), size_t(Nm) * 2 + splitCount) << s;
     int64_t free = 0;
     for (const ScheduledTask &x : r->stages[s]) {
       ASSERT_NE(x.task.kind, TaskKind::Recompute);
       ASSERT_TRUE(s > 0 || x.task.kind != TaskKind::Weight);
       ASSERT_TRUE(at.insert({{s, x.task.kind, x.task.microBatch}, x}).second);
+      bool split = r->splits(s, x.task.microBatch);
+      ASSERT_TRUE(split || x.task.kind != TaskKind::Weight);
       int64_t want = x.task.kind == TaskKind::Forward ? t.forward
                      : x.task.kind == TaskKind::Weight ? t.weight
-                     : s > 0                           ? t.backward - t.weight
+                     : split                           ? t.backward - t.weight
                                                        : t.backward;
       ASSERT_EQ(x.end - x.start, want) << x.task.str() << " stage " << s;
       ASSERT_GE(x.start, free);
@@ -565,7 +611,6 @@ void checkZeroBubble(int P, int Nm, const TimingModel &t,
   };
   for (int s = 0; s < P; ++s) {
     const std::vector<ScheduledTask> &st = r->stages[s];
-    const TaskKind release = s > 0 ? TaskKind::Weight : TaskKind::Backward;
     int held = 0, nextF = 0;
     int64_t free = 0;
     for (size_t i = 0; i < st.size(); ++i) {
@@ -600,7 +645,8 @@ void checkZeroBubble(int P, int Nm, const TimingModel &t,
         EXPECT_EQ(x.task.microBatch, nextF++) << "stage " << s;
         ++held;
       }
-      if (x.task.kind == release)
+      if (x.task.kind == (r->splits(s, x.task.microBatch) ? TaskKind::Weight
+                                                          : TaskKind::Backward))
         --held;
       free = x.end;
     }
@@ -683,6 +729,10 @@ TEST(ScheduleTest, Errors) {
             "zero-bubble weight ticks must be in [1, backward - 1] = [1, 1], "
             "got 2");
   EXPECT_TRUE(schedule(ScheduleKind::GPipe, 2, 2, t).ok()); // unused there
+  t = {};
+  t.splitCostPercent = 101;
+  EXPECT_EQ(schedule(ScheduleKind::ZeroBubble, 2, 2, t).error(),
+            "the split cost must be in [0, 100] percent, got 101");
 }
 
 TEST(ScheduleTest, TaskNames) {

@@ -65,6 +65,16 @@
 //            gradients travel at once, so a pipeline's fill and drain wait
 //            for B's alone; the W's fill the gaps. With F = B = W the
 //            makespan is 3 Nm + (P - 1) ticks against 1F1B's 3 (Nm + P - 1).
+//            Only the backwards that shorten the schedule are split: the
+//            last n of every stage s > 0 (B(k) for k >= splitFrom = Nm - n;
+//            the others are whole, with no W), n chosen among 0 .. 2P + 2
+//            and Nm for the shortest makespan in the model where W takes
+//            splitCostPercent of the backward more (ties: fewer splits).
+//            A split costs more than the whole backward in practice (the
+//            weight half re-reads what has left the cache), and in the
+//            steady state of a pipeline it only moves work: its gain is in
+//            the fill and drain. The schedule's own ticks are the plain
+//            model's (no split cost).
 //   GPipe and 1F1B orders are fixed; their ticks are the list-scheduling of
 //   that order (each task at the earliest tick after its predecessor on the
 //   stage and its dependencies).
@@ -72,7 +82,7 @@
 // Errors are returned values (the library is built with -fno-exceptions):
 // P < 1, Nm < 1, P * Nm > kMaxStageMicroBatches, forward or backward < 1 or
 // > kMaxTicks, latency < 0 or > kMaxTicks, zero-bubble with weight outside
-// [1, backward - 1].
+// [1, backward - 1], splitCostPercent outside [0, 100].
 //
 //===----------------------------------------------------------------------===//
 
@@ -108,8 +118,9 @@ constexpr ScheduleKind kScheduleKinds[] = {
     ScheduleKind::Varuna, ScheduleKind::GPipe, ScheduleKind::OneFOneB,
     ScheduleKind::ZeroBubble};
 
-/// Whether `stage` of a `kind` pipeline splits its backward into B and W:
-/// zero-bubble, every stage but the first (which sends no input gradient).
+/// Whether `stage` of a `kind` pipeline may split its backwards into B and W:
+/// zero-bubble, every stage but the first (which sends no input gradient);
+/// Schedule::splits says which backwards do.
 constexpr bool splitsBackward(ScheduleKind kind, int64_t stage) {
   return kind == ScheduleKind::ZeroBubble && stage > 0;
 }
@@ -142,6 +153,11 @@ struct TimingModel {
   /// Zero-bubble only: W's share of the backward (stages s > 0), in
   /// [1, backward - 1].
   int64_t weight = 1;
+  /// Zero-bubble only: what splitting a backward into B and W costs, in
+  /// percent of the backward, when choosing how many to split (the
+  /// schedule's ticks leave it out). 12: this runtime's split on a CPU
+  /// (docs/pipeline.md). In [0, 100].
+  int64_t splitCostPercent = 12;
   RecomputeTrigger recomputeTrigger = RecomputeTrigger::ForwardBeforeGradient;
 };
 
@@ -157,6 +173,9 @@ struct Schedule {
   int numStages = 0;
   int numMicroBatches = 0;
   TimingModel timing;
+  /// Zero-bubble: stages s > 0 split B(k) into B and W for k >= splitFrom
+  /// (0: every backward); no other kind splits.
+  int splitFrom = 0;
   /// Per stage, its tasks in execution order (start ticks increasing).
   std::vector<std::vector<ScheduledTask>> stages;
 
@@ -168,6 +187,10 @@ struct Schedule {
   int64_t maxInFlight(int stage) const;
   /// Stage s's task order alone.
   std::vector<Task> order(int stage) const;
+  /// Whether stage s's B(k) is split (the order then has W(k)).
+  bool splits(int stage, int k) const {
+    return splitsBackward(kind, stage) && k >= splitFrom;
+  }
 };
 
 /// Either a Schedule or an error message. Check before dereferencing.

@@ -470,10 +470,14 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     stagePeak = static_cast<size_t>(sched->maxInFlight(stage));
   }
   const std::vector<plan::Task> &order = *stageOrder;
-  std::set<int> recomputed;
+  // Zero-bubble: the micro-batches whose B(k) computes the input gradient
+  // only and keeps what W(k) needs to compute the weight gradients later.
+  std::set<int> recomputed, split;
   for (const plan::Task &t : order)
     if (t.kind == plan::TaskKind::Recompute)
       recomputed.insert(t.microBatch);
+    else if (t.kind == plan::TaskKind::Weight)
+      split.insert(t.microBatch);
 
   for (at::Tensor &p : paramLeaves)
     p.mutable_grad() = at::Tensor();
@@ -496,9 +500,6 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
 
   std::map<int, Stash> stash;
   std::map<int, Live> live;
-  // Zero-bubble, stages with an input gradient: B(k) computes it and keeps
-  // what W(k) needs to compute the weight gradients later.
-  bool splitBackward = plan::splitsBackward(pipeline.schedule, stage);
   std::map<int, rt::SplitBackward> weightsDue;
   // Runs `addGrads`, a task that adds a micro-batch's gradients to the
   // parameters (B, or W when split): the step's last one arms the
@@ -666,7 +667,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
             grads.push_back(gi);
           }
       }
-      if (splitBackward) {
+      if (split.count(k)) {
         // Input gradients now (stage s-1 waits for them), weights in W(k).
         rt::SplitBackward split;
         std::vector<at::Tensor> in;

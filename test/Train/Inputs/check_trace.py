@@ -2,13 +2,15 @@
 merged timeline has one process per rank, named after its stage and
 replica, and on each rank exactly STEPS * MICRO forward and backward spans,
 recompute spans on all but the last stage (SCHEDULE varuna, the default, or
-gpipe), W spans on all but the first stage (zb) and none otherwise, plus
-communication spans."""
+gpipe), W spans on all but the first stage (SCHEDULE zb/N: N per step, the
+backwards the schedule splits) and none otherwise, plus communication
+spans."""
 import json
 import sys
 
 path, P, D, steps, micro = sys.argv[1], *map(int, sys.argv[2:6])
 schedule = sys.argv[6] if len(sys.argv) > 6 else "varuna"
+schedule, _, split = schedule.partition("/")
 t = json.load(open(path))["traceEvents"]
 names = {e["pid"]: e["args"]["name"] for e in t if e.get("name") == "process_name"}
 assert sorted(names) == list(range(P * D)), names
@@ -22,7 +24,7 @@ for rank in range(P * D):
     recomputes = schedule in ("varuna", "gpipe") and stage < P - 1
     assert count("R") == (steps * micro if recomputes else 0), (rank, count("R"))
     splits = schedule == "zb" and stage > 0
-    assert count("W") == (steps * micro if splits else 0), (rank, count("W"))
+    assert count("W") == (steps * int(split) if splits else 0), (rank, count("W"))
     assert any(s.startswith("allreduce") for s in spans), rank
     if stage > 0:
         assert any(s.startswith("recv act") for s in spans), rank
