@@ -213,6 +213,12 @@ public:
   mlir::FailureOr<llvm::SmallVector<mlir::Value>>
   broadcastValues(Node *n, mlir::Location loc,
                   llvm::ArrayRef<mlir::Value> values);
+  /// Dimension i of `v` repeated r times through a new axis of 1 expanded
+  /// to r and merged back: the new axis before i tiles the whole dimension
+  /// (repeat), after i repeats each element (repeat_interleave).
+  mlir::FailureOr<mlir::Value> repeatAxis(Node *n, mlir::Location loc,
+                                          mlir::Value v, int64_t i, SymInt r,
+                                          bool interleave);
   /// Emits "operand I is not WHAT" at the node and fails.
   mlir::LogicalResult operandError(Node *n, unsigned i, mlir::Location loc,
                                    llvm::StringRef what);

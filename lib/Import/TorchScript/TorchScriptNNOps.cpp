@@ -852,12 +852,30 @@ LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
   auto gqa = optArg(n, 7, loc, &TSImporter::boolArg, false);
   if (failed(gqa))
     return failure();
-  if (*gqa)
-    return error(n, loc) << "enable_gqa is not supported";
   VTensorType qt = tensorType(*q);
   int64_t rank = qt.getRank();
   if (rank < 2 || !qt.getDim(rank - 1).isStatic())
     return error(n, loc) << "query " << qt << " needs a static last dim";
+  if (*gqa && rank >= 3) {
+    // Grouped-query attention: key and value have fewer heads (dim -3),
+    // each serving Hq / Hk consecutive query heads -- torch repeats them
+    // with repeat_interleave.
+    SymInt hq = qt.getDim(rank - 3), hk = tensorType(*k).getDim(rank - 3),
+           hv = tensorType(*v).getDim(rank - 3);
+    if (hk != hq || hv != hq) {
+      if (!hq.isStatic() || !hk.isStatic() || !hv.isStatic() ||
+          hk != hv || hk.constant < 1 || hq.constant % hk.constant != 0)
+        return error(n, loc)
+               << "enable_gqa needs static head counts, the query's ("
+               << hq.str() << ") a multiple of the key's and value's ("
+               << hk.str() << ", " << hv.str() << ")";
+      SymInt r(hq.constant / hk.constant);
+      k = repeatAxis(n, loc, *k, rank - 3, r, /*interleave=*/true);
+      v = repeatAxis(n, loc, *v, rank - 3, r, /*interleave=*/true);
+      if (failed(k) || failed(v))
+        return failure();
+    }
+  }
   auto scale = optArg(
       n, 6, loc, &TSImporter::floatArg,
       1.0 / std::sqrt(static_cast<double>(qt.getDim(rank - 1).constant)));

@@ -606,12 +606,9 @@ LogicalResult TSImporter::hStack(Node *n, Location loc) {
   return concatInto(*this, n, loc, inputs, *axis);
 }
 
-/// Repeats dimension `i` of `v` (dims `dims`) `r` times through a new axis
-/// of 1 expanded to r and merged back: the new axis before i tiles the whole
-/// dimension (repeat), after i repeats each element (repeat_interleave).
-static FailureOr<Value> repeatAxis(TSImporter &imp, TSImporter::Node *n,
-                                   Location loc, Value v, int64_t i, SymInt r,
-                                   bool interleave) {
+FailureOr<Value> TSImporter::repeatAxis(Node *n, Location loc, Value v,
+                                        int64_t i, SymInt r, bool interleave) {
+  TSImporter &imp = *this;
   SmallVector<SymInt> dims = dimsOf(v);
   if (r.isStatic() ? r.constant < 1 : !r.isBatchMultiple())
     return imp.error(n, loc) << "repeat " << r.str() << " of dimension " << i
@@ -666,7 +663,7 @@ LogicalResult TSImporter::hRepeat(Node *n, Location loc) {
   for (auto [i, r] : llvm::enumerate(*reps)) {
     if (r == SymInt(1))
       continue;
-    auto next = repeatAxis(*this, n, loc, cur, i, r, /*interleave=*/false);
+    auto next = repeatAxis(n, loc, cur, i, r, /*interleave=*/false);
     if (failed(next))
       return failure();
     cur = *next;
@@ -708,7 +705,7 @@ LogicalResult TSImporter::hRepeatInterleave(Node *n, Location loc) {
   }
   if (r == SymInt(1))
     return bindResult(n, cur);
-  return bindResult(n, repeatAxis(*this, n, loc, cur, axis, r,
+  return bindResult(n, repeatAxis(n, loc, cur, axis, r,
                                   /*interleave=*/true));
 }
 
@@ -881,7 +878,7 @@ LogicalResult TSImporter::hUpsampleNearest(Node *n, Location loc) {
                            << " is supported only by an integer factor";
     if (sizes[i] == in)
       continue;
-    auto next = repeatAxis(*this, n, loc, cur, i + 2, SymInt(sizes[i] / in),
+    auto next = repeatAxis(n, loc, cur, i + 2, SymInt(sizes[i] / in),
                            /*interleave=*/true);
     if (failed(next))
       return failure();

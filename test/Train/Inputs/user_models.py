@@ -954,10 +954,15 @@ def _apply_rotary(xq, xk, freqs_cis):
 
 
 class RotaryBlock(nn.Module):
-    def __init__(self, d=16, heads=2):
+    # Grouped-query attention: the `heads` query heads share `kv_heads` key /
+    # value heads, which SDPA repeats (enable_gqa, as Hugging Face's Llama
+    # passes it).
+    def __init__(self, d=16, heads=2, kv_heads=1):
         super().__init__()
-        self.heads = heads
-        self.wq, self.wk, self.wv, self.wo = (nn.Linear(d, d, bias=False) for _ in range(4))
+        self.heads, self.kv_heads = heads, kv_heads
+        kv = d // heads * kv_heads
+        self.wq, self.wo = nn.Linear(d, d, bias=False), nn.Linear(d, d, bias=False)
+        self.wk, self.wv = nn.Linear(d, kv, bias=False), nn.Linear(d, kv, bias=False)
         self.n1, self.n2 = nn.RMSNorm(d, eps=1e-6), nn.RMSNorm(d, eps=1e-6)
         self.w1, self.w3 = nn.Linear(d, 32, bias=False), nn.Linear(d, 32, bias=False)
         self.w2 = nn.Linear(32, d, bias=False)
@@ -965,11 +970,12 @@ class RotaryBlock(nn.Module):
     def forward(self, x, freqs_cis):
         B, T, d = x.shape
         a = self.n1(x)
-        q, k, v = (w(a).view(B, T, self.heads, d // self.heads)
-                   for w in (self.wq, self.wk, self.wv))
+        q = self.wq(a).view(B, T, self.heads, d // self.heads)
+        k, v = (w(a).view(B, T, self.kv_heads, d // self.heads) for w in (self.wk, self.wv))
         q, k = _apply_rotary(q, k, freqs_cis)
         o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
-                                           v.transpose(1, 2), is_causal=True)
+                                           v.transpose(1, 2), is_causal=True,
+                                           enable_gqa=self.kv_heads != self.heads)
         x = x + self.wo(o.transpose(1, 2).reshape(B, T, d))
         b = self.n2(x)
         return x + self.w2(F.silu(self.w1(b)) * self.w3(b))
