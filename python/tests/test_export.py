@@ -493,6 +493,41 @@ def test_python_branch_on_a_tensor_warned(tmp_path, suffix):
         varuna.export(_LayerDrop(), (x, y), tmp_path / ("m" + suffix))
 
 
+class _ConfigLayerDrop(nn.Module):
+    # Hugging Face's form: the probability is an attribute (BART, M2M100,
+    # wav2vec2: encoder_layerdrop / decoder_layerdrop / layerdrop).
+    def __init__(self):
+        super().__init__()
+        self.layerdrop = 0.5
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        for layer in self.layers:
+            if self.training and torch.rand([]) < self.layerdrop:
+                continue
+            x = layer(x)
+        return F.cross_entropy(self.head(x), y)
+
+
+def test_layerdrop_attribute_exported_as_zero(tmp_path):
+    # A traced draw would drop layers for good; the export runs every layer
+    # (LayerDrop 0), says so, and leaves the attribute as it was. (With this
+    # seed the traced draw dropped layer 0 before.)
+    torch.manual_seed(2)
+    model = _ConfigLayerDrop()
+    x, y = torch.randn(2, 4), torch.tensor([0, 2])
+    with pytest.warns(UserWarning, match=r"LayerDrop \(_ConfigLayerDrop.layerdrop = 0.5\) "
+                                         r"skips whole layers at random"):
+        varuna.export(model, (x, y), tmp_path / "m.onnx")
+    assert model.layerdrop == 0.5 and model.training
+    model.eval()  # every layer
+    want = model(x, y).item()
+    sess = ort.InferenceSession(str(tmp_path / "m.onnx"))
+    got = sess.run(None, {i.name: v.numpy() for i, v in zip(sess.get_inputs(), (x, y))})[0]
+    assert abs(float(got) - want) <= 1e-6 * max(1.0, abs(want))
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

@@ -833,12 +833,19 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
         model = model._orig_mod
     training = model.training  # an _Adapted wrapper sets the model's own flag
     try:
-        with _checkpoint_inlined() as cut, _outer_autocast_off():
+        with _checkpoint_inlined() as cut, _outer_autocast_off(), \
+                _layerdrop_off(model) as dropped:
             out = _export(model, example_inputs, path, input_names=input_names,
                           format=format, opset=opset, batch_dim=batch_dim,
                           external_data=external_data, loss_name=loss_name)
     finally:
         model.training = training
+    if dropped and training:
+        warnings.warn(
+            f"LayerDrop ({', '.join(dropped)}) skips whole layers at random in training, "
+            "which a traced graph cannot express (the tracer would freeze one draw, dropping "
+            "a layer for good or never); exported with every layer running, as with LayerDrop "
+            "0. Set it to 0 in PyTorch as well to compare the two", stacklevel=2)
     if cut:
         warnings.warn(
             f"torch.utils.checkpoint(use_reentrant=True) of {', '.join(sorted(cut))} gets no "
@@ -847,6 +854,39 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
             "exported graph does, and varuna trains them. Use use_reentrant=False to train "
             "them in PyTorch as well", stacklevel=2)
     return out
+
+
+@contextlib.contextmanager
+def _layerdrop_off(model: torch.nn.Module):
+    """LayerDrop (Fan et al.; Hugging Face's `layerdrop`, `encoder_layerdrop`,
+    `decoder_layerdrop` on a module or its `config`: `if self.training and
+    torch.rand([]) < self.layerdrop: skip the layer`) set to 0 while exporting
+    and restored after. Yields "owner.attribute = value" for each one that
+    was above 0."""
+    changed, seen = [], set()
+
+    def scan(obj, owner):
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        for key, value in list(vars(obj).items()):
+            if "layerdrop" in key.lower() and isinstance(value, (int, float)) \
+                    and not isinstance(value, bool) and value > 0:
+                changed.append((obj, key, value, f"{owner}.{key} = {value:g}"))
+
+    for name, m in model.named_modules():
+        scan(m, name or type(model).__name__)
+        config = getattr(m, "config", None)
+        if config is not None and not isinstance(config, torch.nn.Module) \
+                and hasattr(config, "__dict__"):
+            scan(config, "config")
+    for obj, key, _, _ in changed:
+        setattr(obj, key, 0.0)
+    try:
+        yield [text for *_, text in changed]
+    finally:
+        for obj, key, value, _ in changed:
+            setattr(obj, key, value)
 
 
 @contextlib.contextmanager
