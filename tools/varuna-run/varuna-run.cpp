@@ -179,6 +179,24 @@ static cl::opt<std::string> messagePrecision(
              "each stage boundary)"),
     cl::cat(toolOptions));
 
+namespace {
+/// Prints each diagnostic (with its notes) in one write: a pipeline's ranks
+/// share the terminal, and a message written in pieces interleaves with the
+/// same message from another rank.
+class WholeDiagnostics : public mlir::SourceMgrDiagnosticHandler {
+public:
+  WholeDiagnostics(llvm::SourceMgr &mgr, mlir::MLIRContext *ctx,
+                   llvm::raw_ostream &os)
+      : SourceMgrDiagnosticHandler(mgr, ctx, os) {
+    setHandler([this, &os](mlir::Diagnostic &d) {
+      emitDiagnostic(d);
+      os.flush();
+      return mlir::success();
+    });
+  }
+};
+} // namespace
+
 static cl::opt<int64_t> scheduleLatency(
     "schedule-latency", cl::init(0),
     cl::desc("Message latency the static schedule plans for, in forward "
@@ -281,7 +299,9 @@ int main(int argc, char **argv) {
   ctx.loadDialect<varuna::VarunaDialect, mlir::func::FuncDialect>();
   ctx.printOpOnDiagnostic(false);
   llvm::SourceMgr sourceMgr;
-  mlir::SourceMgrDiagnosticHandler handler(sourceMgr, &ctx);
+  llvm::raw_fd_ostream diagOut(2, /*shouldClose=*/false, /*unbuffered=*/false);
+  diagOut.SetBufferSize(1 << 16);
+  WholeDiagnostics handler(sourceMgr, &ctx, diagOut);
 
   llvm::SmallString<256> irPath(jobDir);
   llvm::sys::path::append(irPath, "job.mlir");

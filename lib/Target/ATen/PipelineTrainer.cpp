@@ -5,6 +5,7 @@
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Target/ATen/CompiledSections.h"
+#include "varuna/Target/ATen/InputRanges.h"
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/runtime/GradientBuckets.h"
 #include "varuna/runtime/Kernels.h"
@@ -89,6 +90,7 @@ public:
   std::optional<rt::LossScaler> scaler; // fp16 (and bf16 when asked)
   std::map<std::string, int> home; // checkpoint file of each parameter
   int firstSection = 0, endSection = 0, numSections = 0;
+  std::vector<IndexRange> indexRanges; // inputs the job's sections index by
   NamedTensors named() const {
     NamedTensors out;
     for (auto [n, t] : llvm::zip(paramNames, paramLeaves))
@@ -170,6 +172,7 @@ LogicalResult Rank::setUp() {
   endSection = bounds[stage + 1];
   numSections = static_cast<int>(all.size());
   home = checkpointHomes(all);
+  indexRanges = findIndexRanges(job);
 
   // What crosses the stage's boundaries.
   func::FuncOp first = sections.front();
@@ -481,6 +484,9 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
 
   for (at::Tensor &p : paramLeaves)
     p.mutable_grad() = at::Tensor();
+  // Every rank checks the whole step (all stop alike, each saying why).
+  if (auto bad = checkStepInputs(indexRanges, data, s, options.globalBatch))
+    return jobError(job, "step ") << s << ": " << *bad, failure();
   // The labels the stage's mean cross_entropies count over the whole step
   // (every replica's micro-batches: the data is readable by every rank).
   if (labelCounter)

@@ -1,6 +1,7 @@
 //===- ReferenceTrainer.cpp - Single-process training of a job ------------===//
 
 #include "varuna/Target/ATen/ReferenceTrainer.h"
+#include "varuna/Target/ATen/InputRanges.h"
 #include "varuna/runtime/LossScaler.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
@@ -542,6 +543,7 @@ LogicalResult varuna::trainReference(
   std::optional<LossDivisor> divisor = LossDivisor::create(
       job, [&](ParamOp p) { return evaluator->loadParam(p); });
   std::vector<std::string> inputNames = evaluator->getInputNames();
+  std::vector<IndexRange> indexRanges = findIndexRanges(job);
   labels.sections = static_cast<int>(evaluator->getSections().size());
   rt::Trace trace(!options.tracePath.empty());
   for (int64_t step = first; step < options.steps; ++step) {
@@ -552,6 +554,9 @@ LogicalResult varuna::trainReference(
     double lossSum = 0, total = 0;
     double scale = scaler ? scaler->scale() : 1.0;
     try {
+      if (auto bad = checkStepInputs(indexRanges, data, step,
+                                     options.globalBatch))
+        return jobError(job, "step ") << step << ": " << *bad;
       if (counter)
         labels.counts = counter->count(
             data.batch(step, options.globalBatch, 0, options.globalBatch,
@@ -563,6 +568,7 @@ LogicalResult varuna::trainReference(
              data.batch(step, options.globalBatch, j * options.microBatch,
                         options.microBatch))
           inputs.push_back(tensorFromNpy(b.array));
+
         // Losses that add up: weighted by the number of micro-batches (a
         // micro-batch's gradients as large as the whole batch's, what a
         // loss scale is tuned for), undone below.
