@@ -462,9 +462,9 @@ ScheduleResult varuna::plan::schedule(ScheduleKind kind, int numStages,
             std::to_string(t.backward - 1) + "], got " +
             std::to_string(t.weight));
 
-  auto generate = [&](const TimingModel &t, int splitFrom,
+  auto generate = [&](const TimingModel &model, int splitFrom,
                       int64_t splitOverhead = 0) -> std::optional<Schedule> {
-    Simulator sim(kind, numStages, numMicroBatches, t, splitFrom,
+    Simulator sim(kind, numStages, numMicroBatches, model, splitFrom,
                   splitOverhead);
     if (!sim.run())
       return std::nullopt;
@@ -472,7 +472,7 @@ ScheduleResult varuna::plan::schedule(ScheduleKind kind, int numStages,
     s.kind = kind;
     s.numStages = numStages;
     s.numMicroBatches = numMicroBatches;
-    s.timing = t;
+    s.timing = model;
     s.splitFrom = splitFrom;
     s.stages = std::move(sim.result());
     return s;

@@ -475,12 +475,12 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   const std::vector<plan::Task> &order = *stageOrder;
   // Zero-bubble: the micro-batches whose B(k) computes the input gradient
   // only and keeps what W(k) needs to compute the weight gradients later.
-  std::set<int> recomputed, split;
+  std::set<int> recomputed, splitAt;
   for (const plan::Task &t : order)
     if (t.kind == plan::TaskKind::Recompute)
       recomputed.insert(t.microBatch);
     else if (t.kind == plan::TaskKind::Weight)
-      split.insert(t.microBatch);
+      splitAt.insert(t.microBatch);
 
   for (at::Tensor &p : paramLeaves)
     p.mutable_grad() = at::Tensor();
@@ -673,7 +673,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
             grads.push_back(gi);
           }
       }
-      if (split.count(k)) {
+      if (splitAt.count(k)) {
         // Input gradients now (stage s-1 waits for them), weights in W(k).
         rt::SplitBackward split;
         std::vector<at::Tensor> in;

@@ -568,7 +568,6 @@ LogicalResult varuna::trainReference(
              data.batch(step, options.globalBatch, j * options.microBatch,
                         options.microBatch))
           inputs.push_back(tensorFromNpy(b.array));
-
         // Losses that add up: weighted by the number of micro-batches (a
         // micro-batch's gradients as large as the whole batch's, what a
         // loss scale is tuned for), undone below.
