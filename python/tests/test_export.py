@@ -528,6 +528,37 @@ def test_layerdrop_attribute_exported_as_zero(tmp_path):
     assert abs(float(got) - want) <= 1e-6 * max(1.0, abs(want))
 
 
+class _SpecAugment(nn.Module):
+    # wav2vec2 / HuBERT / WavLM: time steps masked with numpy's draw while
+    # training (config.mask_time_prob).
+    def __init__(self):
+        super().__init__()
+        import types
+        self.config = types.SimpleNamespace(mask_time_prob=0.5, hidden_size=4)
+        self.masked = nn.Parameter(torch.zeros(4))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        if self.training and self.config.mask_time_prob > 0:
+            mask = torch.from_numpy(np.random.rand(*x.shape[:2]) < self.config.mask_time_prob)
+            x = torch.where(mask[..., None], self.masked, x)
+        return F.cross_entropy(self.head(x).mean(1), y)
+
+
+def test_specaugment_exported_without_masks(tmp_path):
+    x, y = torch.randn(2, 5, 4), torch.tensor([0, 2])
+    model = _SpecAugment()
+    with pytest.warns(UserWarning, match=r"SpecAugment \(config.mask_time_prob = 0.5\) masks "
+                                         r"time steps and features at random"):
+        varuna.export(model, (x, y), tmp_path / "m.onnx")
+    assert model.config.mask_time_prob == 0.5
+    model.eval()  # no masks
+    want = model(x, y).item()
+    sess = ort.InferenceSession(str(tmp_path / "m.onnx"))
+    got = sess.run(None, {i.name: v.numpy() for i, v in zip(sess.get_inputs(), (x, y))})[0]
+    assert abs(float(got) - want) <= 1e-6 * max(1.0, abs(want))
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

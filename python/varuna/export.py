@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import json
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Mapping
@@ -834,18 +835,21 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     training = model.training  # an _Adapted wrapper sets the model's own flag
     try:
         with _checkpoint_inlined() as cut, _outer_autocast_off(), \
-                _layerdrop_off(model) as dropped:
+                _python_draws_off(model) as draws:
             out = _export(model, example_inputs, path, input_names=input_names,
                           format=format, opset=opset, batch_dim=batch_dim,
                           external_data=external_data, loss_name=loss_name)
     finally:
         model.training = training
-    if dropped and training:
+    what = {"LayerDrop": "skips whole layers at random in training",
+            "SpecAugment": "masks time steps and features at random in training, drawn with "
+                           "numpy"}
+    done = {"LayerDrop": "every layer running", "SpecAugment": "no masking"}
+    for kind, found in draws.items() if training else ():
         warnings.warn(
-            f"LayerDrop ({', '.join(dropped)}) skips whole layers at random in training, "
-            "which a traced graph cannot express (the tracer would freeze one draw, dropping "
-            "a layer for good or never); exported with every layer running, as with LayerDrop "
-            "0. Set it to 0 in PyTorch as well to compare the two", stacklevel=2)
+            f"{kind} ({', '.join(found)}) {what[kind]}, which a traced graph cannot express "
+            f"(the tracer would keep one draw for every step); exported with {done[kind]}, as "
+            f"with {kind} 0. Set it to 0 in PyTorch as well to compare the two", stacklevel=2)
     if cut:
         warnings.warn(
             f"torch.utils.checkpoint(use_reentrant=True) of {', '.join(sorted(cut))} gets no "
@@ -856,13 +860,23 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     return out
 
 
+# Training-time randomness drawn in Python or numpy, held in attributes of
+# the modules or their Hugging Face configs: a trace keeps one draw for good.
+_PYTHON_DRAWS = (
+    # LayerDrop (Fan et al.): `if self.training and torch.rand([]) <
+    # self.layerdrop: skip the layer` -- layerdrop, encoder_layerdrop, ...
+    (re.compile(r"layerdrop", re.IGNORECASE), "LayerDrop"),
+    # SpecAugment (wav2vec2, HuBERT, WavLM, ...): time and feature masks
+    # drawn with numpy (_compute_mask_indices).
+    (re.compile(r"^mask_(time|feature)_prob$"), "SpecAugment"),
+)
+
+
 @contextlib.contextmanager
-def _layerdrop_off(model: torch.nn.Module):
-    """LayerDrop (Fan et al.; Hugging Face's `layerdrop`, `encoder_layerdrop`,
-    `decoder_layerdrop` on a module or its `config`: `if self.training and
-    torch.rand([]) < self.layerdrop: skip the layer`) set to 0 while exporting
-    and restored after. Yields "owner.attribute = value" for each one that
-    was above 0."""
+def _python_draws_off(model: torch.nn.Module):
+    """Every _PYTHON_DRAWS probability above 0 on a module or its `config`
+    set to 0 while exporting and restored after. Yields {kind: ["owner.attr =
+    value", ...]} for those that were above 0."""
     changed, seen = [], set()
 
     def scan(obj, owner):
@@ -870,9 +884,12 @@ def _layerdrop_off(model: torch.nn.Module):
             return
         seen.add(id(obj))
         for key, value in list(vars(obj).items()):
-            if "layerdrop" in key.lower() and isinstance(value, (int, float)) \
-                    and not isinstance(value, bool) and value > 0:
-                changed.append((obj, key, value, f"{owner}.{key} = {value:g}"))
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+                continue
+            for pattern, kind in _PYTHON_DRAWS:
+                if pattern.search(key):
+                    changed.append((obj, key, value, kind, f"{owner}.{key} = {value:g}"))
+                    break
 
     for name, m in model.named_modules():
         scan(m, name or type(model).__name__)
@@ -880,12 +897,15 @@ def _layerdrop_off(model: torch.nn.Module):
         if config is not None and not isinstance(config, torch.nn.Module) \
                 and hasattr(config, "__dict__"):
             scan(config, "config")
-    for obj, key, _, _ in changed:
+    for obj, key, *_ in changed:
         setattr(obj, key, 0.0)
+    found = {}
+    for *_, kind, text in changed:
+        found.setdefault(kind, []).append(text)
     try:
-        yield [text for *_, text in changed]
+        yield found
     finally:
-        for obj, key, value, _ in changed:
+        for obj, key, value, *_ in changed:
             setattr(obj, key, value)
 
 

@@ -1020,14 +1020,32 @@ LogicalResult importPad(NodeContext &nc) {
   if (static_cast<int64_t>(raw->size()) != 2 * n)
     return nc.error("expected " + Twine(2 * n) + " pads");
   std::vector<int64_t> pads(2 * rank, 0);
+  Value x = *v;
   for (int64_t i = 0; i < n; ++i) {
     int64_t a = nc.normalizeAxis(axes[i], rank);
     if (a < 0 || a >= rank)
       return nc.error("axis out of range");
-    if ((*raw)[i] < 0 || (*raw)[i + n] < 0)
-      return nc.error("negative pads (cropping) are not supported");
-    pads[a] = (*raw)[i];
-    pads[a + rank] = (*raw)[i + n];
+    int64_t before = (*raw)[i], after = (*raw)[i + n];
+    // A negative pad crops (nn.ZeroPad2d((0, 0, 1, -1)), RWKV's time
+    // shift): slice it off first, then pad what is positive.
+    if (before < 0 || after < 0) {
+      SymInt size = t.getDim(a);
+      if (!size.isStatic())
+        return nc.error("negative pads (cropping) of the batch-dependent "
+                        "axis " + Twine(a) + " are not supported");
+      int64_t start = std::max<int64_t>(0, -before),
+              end = size.constant - std::max<int64_t>(0, -after);
+      if (end <= start)
+        return nc.error("negative pads " + Twine(before) + ", " +
+                        Twine(after) + " crop all " + Twine(size.constant) +
+                        " elements of axis " + Twine(a));
+      auto cropped = nc.create<SliceOp>(x, a, start, end, int64_t(1));
+      if (failed(cropped))
+        return failure();
+      x = *cropped;
+    }
+    pads[a] = std::max<int64_t>(0, before);
+    pads[a + rank] = std::max<int64_t>(0, after);
   }
   Type et = t.getElementType();
   double fill = 0;
@@ -1041,13 +1059,13 @@ LogicalResult importPad(NodeContext &nc) {
                         ? Attribute(nc.b().getFloatAttr(et, fill))
                         : Attribute(nc.b().getIntegerAttr(et, int64_t(fill)));
   if (llvm::all_of(pads, [](int64_t p) { return p == 0; })) {
-    nc.setOutput(0, *v);
+    nc.setOutput(0, x);
     return success();
   }
   if (indexed)
     return setResult(nc,
-                     Decomposer(nc.b(), nc.loc).padIndexed(*v, pads, *indexed));
-  return setResult(nc, nc.create<PadOp>(*v, pads, value));
+                     Decomposer(nc.b(), nc.loc).padIndexed(x, pads, *indexed));
+  return setResult(nc, nc.create<PadOp>(x, pads, value));
 }
 
 LogicalResult importCumSum(NodeContext &nc) {
