@@ -559,6 +559,25 @@ def test_specaugment_exported_without_masks(tmp_path):
     assert abs(float(got) - want) <= 1e-6 * max(1.0, abs(want))
 
 
+class _UnfoldNegativeDim(nn.Module):
+    # PatchTST's patchifier: unfold along dim -2. torch's ONNX exporter
+    # concatenates the windows along the wrong axis for a negative dim.
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Parameter(torch.zeros(4, 3, 8))
+
+    def forward(self, x, y):
+        return F.mse_loss(x.unfold(-2, 8, 8) + self.pos, y)
+
+
+def test_onnx_the_exporter_got_wrong_is_warned(tmp_path):
+    x, y = torch.randn(2, 32, 3), torch.randn(2, 4, 3, 8)
+    with pytest.warns(UserWarning, match=r"torch's ONNX exporter wrote a graph that onnx's "
+                                         r"shape inference rejects .*Incompatible dimensions"):
+        varuna.export(_UnfoldNegativeDim(), (x, y), tmp_path / "m.onnx")
+    varuna.export(_UnfoldNegativeDim(), (x, y), tmp_path / "m.pt")  # TorchScript: fine
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

@@ -725,6 +725,27 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
         _set_metadata(proto, meta)
         _write_onnx(proto, tmp, path, external)
     onnx.checker.check_model(path)
+    _check_onnx_shapes(path)
+
+
+def _check_onnx_shapes(path: str) -> None:
+    """Warns when onnx's own shape inference rejects what torch's exporter
+    wrote (its unfold over a negative dim, for one, concatenates along the
+    wrong axis): the model ran in PyTorch, the file is wrong, and
+    varuna-compile will refuse the node."""
+    import onnx
+    import onnx.shape_inference
+    with tempfile.TemporaryDirectory(prefix=".varuna-shapes-") as tmp:
+        try:
+            onnx.shape_inference.infer_shapes_path(path, os.path.join(tmp, "m.onnx"),
+                                                   strict_mode=True)
+        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            warnings.warn(
+                f"torch's ONNX exporter wrote a graph that onnx's shape inference rejects "
+                f"({first}): the model ran in PyTorch, so the export is at fault, and "
+                "varuna-compile will refuse that node. Export to TorchScript instead (a .pt "
+                "path or format='torchscript')", stacklevel=5)
 
 
 # ---------------------------------------------------------------------------
