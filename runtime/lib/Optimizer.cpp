@@ -168,6 +168,7 @@ void Optimizer::step(std::vector<at::Tensor> &params,
       gradScale = norm / maxGradNorm;
   }
   ++steps;
+  std::vector<ParamState *> states;
   for (size_t i = 0; i < params.size(); ++i) {
     std::unique_ptr<ParamState> &ps = paramStates[names[i]];
     if (!ps) {
@@ -179,8 +180,17 @@ void Optimizer::step(std::vector<at::Tensor> &params,
     for (at::Tensor &buf : ps->buffers)
       if (buf.defined())
         buf = buf.to(params[i].options());
-    update(params[i], grads[i], *ps, gradScale);
+    states.push_back(ps.get());
   }
+  updateAll(params, grads, states, gradScale);
+}
+
+void Optimizer::updateAll(std::vector<at::Tensor> &params,
+                          const std::vector<at::Tensor> &grads,
+                          const std::vector<ParamState *> &states,
+                          double gradScale) {
+  for (size_t i = 0; i < params.size(); ++i)
+    update(params[i], grads[i], *states[i], gradScale);
 }
 
 OptimizerState Optimizer::state() const {
@@ -292,8 +302,9 @@ private:
   }
 };
 
-/// torch.optim.adam._single_tensor_adam with decoupled_weight_decay True
-/// (AdamW), amsgrad False, maximize False, capturable False.
+/// torch.optim.AdamW(fused=True), amsgrad False, maximize False: ATen's
+/// fused kernel over all parameters at once (docs/optimizers.md has the
+/// formula; it agrees with torch's single-tensor form to rounding).
 class AdamWOptimizer final : public Optimizer {
 public:
   explicit AdamWOptimizer(const OptimizerConfig &c) : Optimizer(c) {}
@@ -302,25 +313,43 @@ private:
   std::vector<std::string> bufferNames() const override {
     return {"exp_avg", "exp_avg_sq"};
   }
+  void updateAll(std::vector<at::Tensor> &params,
+                 const std::vector<at::Tensor> &grads,
+                 const std::vector<ParamState *> &states,
+                 double) override {
+    // One call per (device, dtype), as torch.optim groups them.
+    std::map<std::pair<std::string, at::ScalarType>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < params.size(); ++i) {
+      at::Tensor &expAvg = states[i]->buffers[0],
+                 &expAvgSq = states[i]->buffers[1];
+      if (!expAvg.defined())
+        expAvg = at::zeros_like(params[i], at::MemoryFormat::Preserve);
+      if (!expAvgSq.defined())
+        expAvgSq = at::zeros_like(params[i], at::MemoryFormat::Preserve);
+      groups[{params[i].device().str(), params[i].scalar_type()}].push_back(i);
+    }
+    for (const auto &[key, members] : groups) {
+      std::vector<at::Tensor> p, g, m, v, stepTensors;
+      for (size_t i : members) {
+        p.push_back(params[i]);
+        g.push_back(grads[i]);
+        m.push_back(states[i]->buffers[0]);
+        v.push_back(states[i]->buffers[1]);
+        // The step count after this step, as torch keeps it (a float
+        // scalar tensor per parameter, already incremented).
+        stepTensors.push_back(at::scalar_tensor(
+            static_cast<double>(steps),
+            at::TensorOptions().dtype(at::kFloat).device(params[i].device())));
+      }
+      at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, stepTensors, cfg.lr,
+                        cfg.betas[0], cfg.betas[1], cfg.weightDecay, cfg.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+    }
+  }
   void update(at::Tensor &param, const at::Tensor &grad, ParamState &ps,
-              double) override {
-    at::Tensor &expAvg = ps.buffers[0], &expAvgSq = ps.buffers[1];
-    if (!expAvg.defined())
-      expAvg = at::zeros_like(param, at::MemoryFormat::Preserve);
-    if (!expAvgSq.defined())
-      expAvgSq = at::zeros_like(param, at::MemoryFormat::Preserve);
-    double lr = cfg.lr, beta1 = cfg.betas[0], beta2 = cfg.betas[1];
-    if (cfg.weightDecay != 0)
-      param.mul_(1 - lr * cfg.weightDecay);
-    expAvg.lerp_(grad, 1 - beta1);
-    expAvgSq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-    double step = static_cast<double>(steps);
-    double biasCorrection1 = 1 - std::pow(beta1, step);
-    double biasCorrection2 = 1 - std::pow(beta2, step);
-    double stepSize = lr / biasCorrection1;
-    double biasCorrection2Sqrt = std::pow(biasCorrection2, 0.5);
-    at::Tensor denom = (expAvgSq.sqrt() / biasCorrection2Sqrt).add_(cfg.eps);
-    param.addcdiv_(expAvg, denom, -stepSize);
+              double gradScale) override {
+    std::vector<at::Tensor> one{param};
+    updateAll(one, {grad}, {&ps}, gradScale);
   }
 };
 
