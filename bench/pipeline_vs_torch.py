@@ -8,7 +8,7 @@ both against one process on one core (P = 1) for the pipeline efficiency.
 
     python3 bench/pipeline_vs_torch.py [--build build] [--layers 8] [--hidden 256]
         [--seq 128] [--vocab 1024] [--batch 16] [--micro-batch 2] [--steps 8]
-        [--repeats 3]
+        [--repeats 3] [--torch-fused-adamw]
 
 Runs every configuration once per round, --repeats rounds; prints examples/s
 of each (median step after 2 warm-up steps; the median over rounds, and each
@@ -17,7 +17,10 @@ names: varuna / torch.distributed.pipelining (target >= 1.1)
 and varuna P=2 / varuna P=1 on one core (target >= 1.6). The torch stages
 split the layers at the same boundary as varuna's partition; the tied
 embedding is used by both torch stages through its own copy (the same FLOPs;
-torch's pipelining has no cross-stage ties)."""
+torch's pipelining has no cross-stage ties). Both sides step AdamW: varuna's
+runs ATen's fused kernel; torch's is torch.optim.AdamW as a user gets it by
+default on a CPU (the single-tensor form), or with --torch-fused-adamw the
+same fused kernel."""
 import argparse
 import json
 import os
@@ -82,7 +85,8 @@ def pipelining_step(args, cfg, split, schedule_name, rank):
 
     cls = Schedule1F1B if schedule_name == "1f1b" else ScheduleGPipe
     sched = cls(stage, n_micro, loss_fn=loss_fn)
-    opt = torch.optim.AdamW(module.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-4,
+                            **({"fused": True} if args.torch_fused_adamw else {}))
     g = torch.Generator().manual_seed(1)
 
     def step():
@@ -103,6 +107,9 @@ def main():
     ap.add_argument("--micro-batch", type=int, default=2)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--torch-fused-adamw", action="store_true",
+                    help="torch.optim.AdamW(fused=True) on the torch side (varuna's AdamW "
+                         "runs that kernel; torch's default on a CPU is the single-tensor form)")
     args = ap.parse_args()
     cfg = benchlib.gpt_config(args)
     work, job, _ = benchlib.adamw_gpt_job(args, "varuna-pipe-bench-", batch=args.micro_batch)
@@ -150,7 +157,8 @@ def main():
     print(f"GPT {args.layers}x{args.hidden}, seq {args.seq}, vocab {args.vocab}, batch "
           f"{args.batch} in micro-batches of {args.micro_batch} "
           f"({args.batch // args.micro_batch} per step), split after layer {split}, "
-          f"one thread per rank; {args.repeats} rounds, medians")
+          f"one thread per rank; {args.repeats} rounds, medians; torch's AdamW "
+          f"{'fused' if args.torch_fused_adamw else 'default (single-tensor)'}")
     for k in runs:
         print(f"  {k:42s} {statistics.median(r[k] for r in rounds):7.1f} examples/s"
               f"  ({' '.join(f'{r[k]:.1f}' for r in rounds)})")
