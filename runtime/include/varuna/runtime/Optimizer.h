@@ -21,7 +21,8 @@
 //      AdamW == torch.optim.AdamW(lr, betas, eps, weight_decay) with
 //               amsgrad False, computed by ATen's fused AdamW kernel (what
 //               torch.optim.AdamW(fused=True) runs: one pass over each
-//               parameter, 4x faster on a CPU than the single-tensor form);
+//               parameter, 2.5-4x faster on a CPU than the single-tensor
+//               form, docs/optimizers.md);
 //               it agrees with the single-tensor form (foreach False) to
 //               rounding, ~1e-8 of a parameter's scale after 10 steps.
 //      LAMB  == You et al. 2019, Algorithm 2 as in NVIDIA apex FusedLAMB
