@@ -16,6 +16,7 @@
 
 #include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
+#include "varuna/Target/ATen/InputRanges.h"
 #include "varuna/Target/ATen/PipelineTrainer.h"
 #include "varuna/Target/ATen/ReferenceTrainer.h"
 #include "varuna/runtime/Launch.h"
@@ -65,9 +66,11 @@ static cl::opt<std::string> dataDir("data",
 static cl::opt<bool> synthetic("synthetic", cl::init(false),
                                cl::desc("Deterministic synthetic data"),
                                cl::cat(toolOptions));
-static cl::opt<int64_t> vocab("synthetic-vocab", cl::init(64),
-                              cl::desc("Integer inputs' range for --synthetic"),
-                              cl::cat(toolOptions));
+static cl::opt<int64_t> vocab(
+    "synthetic-vocab", cl::init(64),
+    cl::desc("Integer inputs' range for --synthetic (default: 64, or less "
+             "for an input that indexes fewer embedding rows or classes)"),
+    cl::cat(toolOptions));
 static cl::opt<int64_t> syntheticSamples(
     "synthetic-samples", cl::init(0),
     cl::desc("Distinct synthetic samples before they repeat (0: no repeat)"),
@@ -332,8 +335,18 @@ int main(int argc, char **argv) {
   std::unique_ptr<varuna::rt::DataSource> data;
   try {
     if (synthetic) {
-      for (auto &s : *specs)
+      // Integer inputs the model indexes by (token ids, labels) stay within
+      // what they index unless --synthetic-vocab is given (then it is
+      // checked like any data).
+      std::vector<varuna::IndexRange> ranges = varuna::findIndexRanges(*job);
+      for (auto &s : *specs) {
         s.vocab = vocab;
+        if (vocab.getNumOccurrences())
+          continue;
+        for (const varuna::IndexRange &r : ranges)
+          if (r.input == s.name && r.lo <= 0 && r.hi > 0)
+            s.vocab = std::min<int64_t>(s.vocab, r.hi);
+      }
       data = std::make_unique<varuna::rt::SyntheticDataset>(seed, *specs,
                                                             syntheticSamples);
     } else {
