@@ -1913,9 +1913,13 @@ LogicalResult TSImporter::hPredicate(Node *n, Location loc) {
 /// softshrink hardshrink threshold logit sinc float_power rrelu (eval)
 /// bucketize searchsorted atan2 histc; baddbmm addmm addmv addbmm (beta *
 /// self + alpha * product); outer / ger (a[:, None] * b), addr (beta * self
-/// + alpha * outer).
+/// + alpha * outer); rad2deg deg2rad; special_entr (-x log x); renorm (each
+/// slice along dim with a p-norm above maxnorm scaled to it); linalg_cross /
+/// cross (of 3-vectors along dim); special_xlogy / special_logit (aliases).
 LogicalResult TSImporter::hMath(Node *n, Location loc) {
   std::string op = opName(n);
+  if (op == "special_xlogy" || op == "special_logit")
+    op = op.substr(8);
   // Operands that are tensors here take the first tensor's float type.
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
@@ -1937,6 +1941,102 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
   FailureOr<Value> r = failure();
   if (op == "exp2") {
     r = m.un(UnaryKind::exp, m.bin<MulOp>(*x, m.c(ln2)));
+  } else if (op == "rad2deg" || op == "deg2rad") {
+    double pi = std::acos(-1.0);
+    r = m.bin<MulOp>(*x, m.c(op == "rad2deg" ? 180.0 / pi : pi / 180.0));
+  } else if (op == "special_entr") {
+    // -x ln x above 0, 0 at 0, -inf below (torch.special.entr); x = 0 and
+    // negative x get no gradient.
+    auto pos = m.cmp(ComparePredicate::gt, *x, m.c(0));
+    auto safe = m.where(pos, *x, m.c(1));
+    r = m.where(pos,
+                m.un(UnaryKind::neg, m.bin<MulOp>(safe, m.un(UnaryKind::log,
+                                                              safe))),
+                m.where(m.cmp(ComparePredicate::eq, *x, m.c(0)), m.c(0),
+                        m.c(-std::numeric_limits<double>::infinity())));
+  } else if (op == "renorm") {
+    // renorm(x, p, dim, maxnorm): x * where(norm > maxnorm, maxnorm /
+    // (norm + 1e-7), 1), the norm of each slice along dim over the others.
+    auto p = floatArg(n, 1, loc);
+    auto d = intArg(n, 2, loc);
+    auto maxnorm = floatArg(n, 3, loc);
+    if (failed(p) || failed(d) || failed(maxnorm))
+      return failure();
+    int64_t rank = tensorType(*x).getRank();
+    auto dim = normIndex(n, *d, rank, loc);
+    if (failed(dim))
+      return failure();
+    if (!(*p > 0))
+      return error(n, loc) << "renorm with p = " << *p << " (only p > 0)";
+    SmallVector<int64_t> others;
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != *dim)
+        others.push_back(i);
+    FailureOr<Value> norm = failure();
+    if (*p == 2) {
+      auto x2 = m.bin<MulOp>(*x, *x);
+      if (failed(x2))
+        return failure();
+      norm = m.un(UnaryKind::sqrt, reduce(ReduceKind::sum, *x2, others,
+                                          /*keepdim=*/true, loc));
+    } else {
+      auto powed = m.un(UnaryKind::exp,
+                        m.bin<MulOp>(m.un(UnaryKind::log,
+                                          m.un(UnaryKind::abs, *x)),
+                                     m.c(*p)));
+      if (failed(powed))
+        return failure();
+      auto sum = reduce(ReduceKind::sum, *powed, others, true, loc);
+      norm = m.un(UnaryKind::exp,
+                  m.bin<MulOp>(m.un(UnaryKind::log, sum), m.c(1.0 / *p)));
+    }
+    auto factor = m.where(
+        m.cmp(ComparePredicate::gt, norm, m.c(*maxnorm)),
+        m.bin<DivOp>(m.c(*maxnorm), m.bin<AddOp>(norm, m.c(1e-7))), m.c(1));
+    r = m.bin<MulOp>(*x, factor);
+  } else if (op == "linalg_cross" || op == "cross") {
+    // a x b of 3-vectors along dim (linalg_cross: -1 by default; cross: the
+    // first dimension of size 3 when none is given, as torch).
+    auto y = operand(1);
+    if (failed(y))
+      return failure();
+    auto both = broadcastValues(n, loc, {*x, *y});
+    if (failed(both))
+      return failure();
+    Value a = (*both)[0], bv = (*both)[1];
+    SmallVector<SymInt> dims = dimsOf(a);
+    int64_t rank = dims.size(), axis = -1;
+    if (n->inputs().size() > 2 && !isNoneArg(n, 2)) {
+      auto d = intArg(n, 2, loc);
+      if (failed(d))
+        return failure();
+      auto norm = normIndex(n, *d, rank, loc);
+      if (failed(norm))
+        return failure();
+      axis = *norm;
+    } else if (op == "linalg_cross") {
+      axis = rank - 1;
+    } else {
+      for (int64_t i = 0; i < rank && axis < 0; ++i)
+        if (dims[i] == SymInt(3))
+          axis = i;
+    }
+    if (axis < 0 || axis >= rank || dims[axis] != SymInt(3))
+      return error(n, loc) << op << " needs a dimension of size 3 there, got "
+                           << dimsStr(dims);
+    auto part = [&](Value v, int64_t i) {
+      return sliceOf(v, axis, SymInt(i), SymInt(i + 1), 1, loc, n);
+    };
+    SmallVector<Value> comps;
+    for (int64_t i = 0; i < 3; ++i) {
+      int64_t j = (i + 1) % 3, k = (i + 2) % 3;
+      auto c = m.bin<SubOp>(m.bin<MulOp>(part(a, j), part(bv, k)),
+                            m.bin<MulOp>(part(a, k), part(bv, j)));
+      if (failed(c))
+        return failure();
+      comps.push_back(*c);
+    }
+    r = make<ConcatOp>(loc, comps, {i64("axis", axis)});
   } else if (op == "log2" || op == "log10") {
     r = m.bin<MulOp>(m.un(UnaryKind::log, *x),
                      m.c(1.0 / (op == "log2" ? ln2 : ln10)));

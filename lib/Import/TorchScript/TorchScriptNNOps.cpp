@@ -1109,7 +1109,10 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::bucketize", "aten::histc", "aten::baddbmm", "aten::addmm", "aten::addmv",
        "aten::addbmm", "aten::atan2", "aten::arctan2", "aten::logaddexp2",
        "aten::copysign", "aten::heaviside", "aten::searchsorted",
-       "aten::outer", "aten::ger", "aten::addr", "aten::ldexp"},
+       "aten::outer", "aten::ger", "aten::addr", "aten::ldexp",
+       "aten::rad2deg", "aten::deg2rad", "aten::special_entr",
+       "aten::special_xlogy", "aten::special_logit", "aten::renorm",
+       "aten::linalg_cross", "aten::cross"},
       &TSImporter::hMath);
   reg({"aten::take_along_dim"}, &TSImporter::hTakeAlongDim);
   reg({"aten::inverse", "aten::linalg_inv", "aten::det", "aten::linalg_det",

@@ -808,6 +808,8 @@ LogicalResult TSImporter::hUnary(Node *n, Location loc) {
            .Case("special_digamma", "digamma")
            .Case("special_psi", "digamma")
            .Case("special_gammaln", "lgamma")
+           .Case("sgn", "sign") // real tensors (complex ones: not here)
+           .Case("special_expit", "sigmoid")
            .Default(op);
   auto kind = symbolizeUnaryKind(op);
   if (!kind)
@@ -970,7 +972,7 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
        "aten::arctan", "aten::arcsin", "aten::arccos", "aten::lgamma",
        "aten::digamma", "aten::erfinv", "aten::erfc", "aten::special_erfc",
        "aten::special_digamma", "aten::special_psi", "aten::special_gammaln",
-       "aten::special_erfinv"},
+       "aten::special_erfinv", "aten::sgn", "aten::special_expit"},
       &TSImporter::hUnary);
   reg({"aten::gelu"}, &TSImporter::hGelu);
   reg({"aten::detach"}, &TSImporter::hDetach);

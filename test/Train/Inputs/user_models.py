@@ -285,6 +285,14 @@ class Functions(nn.Module):
             h.mean(1).unsqueeze(1), self.protos.unsqueeze(0), dim=-1)
         if not self.onnx:
             logits = logits + self.bil(h.mean(1), h.max(1).values) / 4
+            # renorm per example, a cross product, entr, rad2deg / deg2rad,
+            # sgn (TorchScript; torch's ONNX exporter has no renorm / entr).
+            m = h.mean(1)
+            r = torch.renorm(m, 2, 0, 1.0) + torch.renorm(m, 3, 0, 0.5)
+            cr = torch.linalg.cross(r[:, :3], r[:, 3:6])
+            logits = logits + (torch.special.entr(torch.sigmoid(r)).sum(-1, keepdim=True)
+                               + torch.deg2rad(torch.rad2deg(cr)).sum(-1, keepdim=True)
+                               * torch.sgn(m[:, :1])) / 4
         probs = torch.sigmoid(targets)
         loss = (F.cross_entropy(logits, labels) + F.mse_loss(logits, targets)
                 + F.binary_cross_entropy_with_logits(logits, probs)
