@@ -1915,11 +1915,20 @@ LogicalResult TSImporter::hPredicate(Node *n, Location loc) {
 /// self + alpha * product); outer / ger (a[:, None] * b), addr (beta * self
 /// + alpha * outer); rad2deg deg2rad; special_entr (-x log x); renorm (each
 /// slice along dim with a p-norm above maxnorm scaled to it); linalg_cross /
-/// cross (of 3-vectors along dim); special_xlogy / special_logit (aliases).
+/// cross (of 3-vectors along dim); special_xlogy / special_logit (aliases);
+/// asinh acosh atanh; isclose; fmin fmax (NaN-ignoring); mvlgamma; inner;
+/// linalg_matrix_norm ('fro', +-inf, +-1); matrix_power (n >= 0); all /
+/// any (over everything, a dimension or a list of them).
 LogicalResult TSImporter::hMath(Node *n, Location loc) {
   std::string op = opName(n);
   if (op == "special_xlogy" || op == "special_logit")
     op = op.substr(8);
+  if (op == "arcsinh" || op == "arccosh" || op == "arctanh")
+    op = "a" + op.substr(3);
+  if (op == "special_multigammaln")
+    op = "mvlgamma";
+  if (op == "linalg_matrix_power")
+    op = "matrix_power";
   // Operands that are tensors here take the first tensor's float type.
   auto x = tensorArg(n, 0, loc);
   if (failed(x))
@@ -1941,6 +1950,236 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
   FailureOr<Value> r = failure();
   if (op == "exp2") {
     r = m.un(UnaryKind::exp, m.bin<MulOp>(*x, m.c(ln2)));
+  } else if (op == "all" || op == "any") {
+    // min / max of the values as numbers, != 0 (x is a float tensor here).
+    int64_t rank = tensorType(*x).getRank();
+    SmallVector<int64_t> axes;
+    bool keep = false;
+    if (n->inputs().size() > 1 && !isNoneArg(n, 1)) {
+      const TSValue &d = lookup(n->input(1));
+      SmallVector<int64_t> raw;
+      if (d.kind == TSValue::Kind::Int) {
+        raw.push_back(d.i.constant);
+      } else {
+        auto l = intListArg(n, 1, loc);
+        if (failed(l))
+          return failure();
+        raw.assign(l->begin(), l->end());
+      }
+      for (int64_t a : raw) {
+        auto ax = normIndex(n, a, rank, loc);
+        if (failed(ax))
+          return failure();
+        axes.push_back(*ax);
+      }
+      llvm::sort(axes);
+      axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+      auto k = optArg(n, 2, loc, &TSImporter::boolArg, false);
+      if (failed(k))
+        return failure();
+      keep = *k;
+    } else {
+      for (int64_t i = 0; i < rank; ++i)
+        axes.push_back(i);
+    }
+    auto red = axes.empty() ? FailureOr<Value>(*x)
+                            : reduce(op == "all" ? ReduceKind::min
+                                                 : ReduceKind::max,
+                                     *x, axes, keep, loc);
+    return bindResult(n, m.cmp(ComparePredicate::ne, red, m.c(0)));
+  } else if (op == "asinh") {
+    // sign(x) ln(|x| + sqrt(x^2 + 1)): no cancellation for negative x.
+    auto ax = m.un(UnaryKind::abs, *x);
+    r = m.bin<MulOp>(
+        m.un(UnaryKind::sign, *x),
+        m.un(UnaryKind::log,
+             m.bin<AddOp>(ax, m.un(UnaryKind::sqrt,
+                                   m.bin<AddOp>(m.bin<MulOp>(*x, *x),
+                                                m.c(1))))));
+  } else if (op == "acosh") {
+    r = m.un(UnaryKind::log,
+             m.bin<AddOp>(*x, m.un(UnaryKind::sqrt,
+                                   m.bin<SubOp>(m.bin<MulOp>(*x, *x),
+                                                m.c(1)))));
+  } else if (op == "atanh") {
+    r = m.bin<MulOp>(m.bin<SubOp>(m.un(UnaryKind::log1p, *x),
+                                  m.un(UnaryKind::log1p,
+                                       m.un(UnaryKind::neg, *x))),
+                     m.c(0.5));
+  } else if (op == "isclose") {
+    // |a - b| <= atol + rtol |b| (equal values, infinities included, are
+    // close; NaNs only with equal_nan).
+    auto y = operand(1);
+    auto rtol = number(2, 1e-5), atol = number(3, 1e-8);
+    auto equalNan = optArg(n, 4, loc, &TSImporter::boolArg, false);
+    if (failed(y) || failed(rtol) || failed(atol) || failed(equalNan))
+      return failure();
+    auto close = m.cmp(
+        ComparePredicate::le, m.un(UnaryKind::abs, m.bin<SubOp>(*x, *y)),
+        m.bin<AddOp>(m.c(*atol),
+                     m.bin<MulOp>(m.c(*rtol), m.un(UnaryKind::abs, *y))));
+    auto same = m.cmp(ComparePredicate::eq, *x, *y);
+    auto any = [&](FailureOr<Value> a, FailureOr<Value> c) -> FailureOr<Value> {
+      if (failed(a) || failed(c))
+        return failure();
+      return make<OrOp>(loc, {*a, *c});
+    };
+    r = any(close, same);
+    if (*equalNan) {
+      auto both = [&]() -> FailureOr<Value> {
+        auto nx = m.cmp(ComparePredicate::ne, *x, *x);
+        auto ny = m.cmp(ComparePredicate::ne, *y, *y);
+        if (failed(nx) || failed(ny))
+          return failure();
+        return make<AndOp>(loc, {*nx, *ny});
+      }();
+      r = any(r, both);
+    }
+    return bindResult(n, r);
+  } else if (op == "fmin" || op == "fmax") {
+    // minimum / maximum that take the other value where one is NaN.
+    auto y = operand(1);
+    auto pick = op == "fmin" ? m.bin<MinimumOp>(*x, y) : m.bin<MaximumOp>(*x, y);
+    r = m.where(m.cmp(ComparePredicate::ne, y, y), *x,
+                m.where(m.cmp(ComparePredicate::ne, *x, *x), y, pick));
+  } else if (op == "mvlgamma") {
+    // sum_{j < p} lgamma(x - j / 2) + p (p - 1) / 4 ln(pi).
+    auto p = intArg(n, 1, loc);
+    if (failed(p))
+      return failure();
+    if (*p < 1)
+      return error(n, loc) << "mvlgamma needs p >= 1, got " << *p;
+    FailureOr<Value> sum = m.c(double(*p) * double(*p - 1) / 4.0 *
+                               std::log(std::acos(-1.0)));
+    for (int64_t j = 0; j < *p; ++j)
+      sum = m.bin<AddOp>(sum, m.un(UnaryKind::lgamma,
+                                   m.bin<SubOp>(*x, m.c(double(j) / 2))));
+    r = sum;
+  } else if (op == "inner") {
+    // Sum over the last dimension of both: a vector b dots each row of a;
+    // two matrices a @ b^T.
+    auto y = operand(1);
+    if (failed(y))
+      return failure();
+    int64_t ra = tensorType(*x).getRank(), rb = tensorType(*y).getRank();
+    if (ra == 0 || rb == 0) {
+      r = m.bin<MulOp>(*x, *y);
+    } else if (rb == 1) {
+      auto prod = m.bin<MulOp>(*x, *y);
+      if (failed(prod))
+        return failure();
+      r = reduce(ReduceKind::sum, *prod, {ra - 1}, false, loc);
+    } else if (ra == 2 && rb == 2) {
+      r = make<MatmulOp>(loc, {*x, *transpose(*y, {1, 0}, loc)});
+    } else {
+      return error(n, loc) << "inner of ranks " << ra << " and " << rb
+                           << " (only a vector second operand, or two "
+                              "matrices)";
+    }
+  } else if (op == "linalg_matrix_norm") {
+    // ord 'fro' (default), inf / -inf (max / min row sum of |x|), 1 / -1
+    // (column sums); 'nuc' and 2 need singular values (not supported).
+    int64_t rank = tensorType(*x).getRank();
+    if (rank < 2)
+      return error(n, loc) << "matrix_norm of a " << rank << "-D tensor";
+    std::string ord = "fro";
+    if (n->inputs().size() > 1) {
+      const TSValue &o = lookup(n->input(1));
+      if (o.kind == TSValue::Kind::Str)
+        ord = o.s;
+      else if (auto v = floatArg(n, 1, loc); succeeded(v))
+        ord = std::isinf(*v) ? (*v > 0 ? "inf" : "-inf")
+                             : std::to_string(static_cast<int64_t>(*v));
+      else
+        return failure();
+    }
+    auto dims = n->inputs().size() > 2
+                    ? intListArg(n, 2, loc)
+                    : FailureOr<SmallVector<int64_t>>(SmallVector<int64_t>{-2, -1});
+    auto keep = optArg(n, 3, loc, &TSImporter::boolArg, false);
+    if (failed(dims) || failed(keep) || dims->size() != 2)
+      return failed(dims) || failed(keep)
+                 ? failure()
+                 : error(n, loc) << "matrix_norm needs two dimensions";
+    auto d0 = normIndex(n, (*dims)[0], rank, loc),
+         d1 = normIndex(n, (*dims)[1], rank, loc);
+    if (failed(d0) || failed(d1) || *d0 == *d1)
+      return failed(d0) || failed(d1)
+                 ? failure()
+                 : error(n, loc) << "matrix_norm over one dimension twice";
+    int64_t lo = std::min(*d0, *d1), hi = std::max(*d0, *d1);
+    if (ord == "fro") {
+      auto sq = m.bin<MulOp>(*x, *x);
+      if (failed(sq))
+        return failure();
+      r = m.un(UnaryKind::sqrt,
+               reduce(ReduceKind::sum, *sq, {lo, hi}, *keep, loc));
+    } else if (ord == "inf" || ord == "-inf" || ord == "1" || ord == "-1") {
+      // inf: sum over the columns (dim1), then max over the rows (dim0).
+      bool rows = ord == "inf" || ord == "-inf";
+      int64_t first = rows ? *d1 : *d0, second = rows ? *d0 : *d1;
+      auto ax = m.un(UnaryKind::abs, *x);
+      if (failed(ax))
+        return failure();
+      auto s1 = reduce(ReduceKind::sum, *ax, {first}, /*keepdim=*/true, loc);
+      if (failed(s1))
+        return failure();
+      ReduceKind k = ord[0] == '-' ? ReduceKind::min : ReduceKind::max;
+      auto s2 = reduce(k, *s1, {second}, true, loc);
+      if (failed(s2))
+        return failure();
+      if (*keep) {
+        r = s2;
+      } else {
+        SmallVector<SymInt> out;
+        for (auto [i, d] : llvm::enumerate(dimsOf(*s2)))
+          if (int64_t(i) != lo && int64_t(i) != hi)
+            out.push_back(d);
+        r = reshape(*s2, out, loc);
+      }
+    } else {
+      return error(n, loc) << "matrix_norm with ord '" << ord
+                           << "' needs singular values (not supported; "
+                              "'fro', inf, -inf, 1 and -1 are)";
+    }
+  } else if (op == "matrix_power") {
+    auto k = intArg(n, 1, loc);
+    if (failed(k))
+      return failure();
+    SmallVector<SymInt> dims = dimsOf(*x);
+    if (dims.size() < 2 || dims[dims.size() - 1] != dims[dims.size() - 2] ||
+        !dims.back().isStatic())
+      return error(n, loc) << "matrix_power needs square matrices of a "
+                              "static size, got "
+                           << dimsStr(dims);
+    if (*k < 0)
+      return error(n, loc) << "matrix_power with a negative exponent (" << *k
+                           << ") is not supported: use linalg.inv first";
+    if (*k == 0) {
+      int64_t size = dims.back().constant;
+      std::vector<Attribute> eye(size * size, b().getFloatAttr(et, 0.0));
+      for (int64_t i = 0; i < size; ++i)
+        eye[i * size + i] = b().getFloatAttr(et, 1.0);
+      Value id = b().create<ConstantOp>(
+          loc, VTensorType::get(b().getContext(), {size, size}, -1, et),
+          DenseElementsAttr::get(RankedTensorType::get({size, size}, et),
+                                 eye));
+      // Shaped like x (its batch dimensions), no gradient to x.
+      r = m.bin<AddOp>(m.bin<MulOp>(*x, m.c(0)), id);
+    } else {
+      // Square and multiply.
+      FailureOr<Value> result = failure(), base = *x;
+      for (int64_t e = *k; e > 0; e >>= 1) {
+        if (e & 1)
+          result = failed(result) ? base
+                                  : make<MatmulOp>(loc, {*result, *base});
+        if (e > 1 && succeeded(base))
+          base = make<MatmulOp>(loc, {*base, *base});
+        if (failed(base))
+          return failure();
+      }
+      r = result;
+    }
   } else if (op == "rad2deg" || op == "deg2rad") {
     double pi = std::acos(-1.0);
     r = m.bin<MulOp>(*x, m.c(op == "rad2deg" ? 180.0 / pi : pi / 180.0));

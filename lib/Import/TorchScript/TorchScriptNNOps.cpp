@@ -1112,7 +1112,12 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
        "aten::outer", "aten::ger", "aten::addr", "aten::ldexp",
        "aten::rad2deg", "aten::deg2rad", "aten::special_entr",
        "aten::special_xlogy", "aten::special_logit", "aten::renorm",
-       "aten::linalg_cross", "aten::cross"},
+       "aten::linalg_cross", "aten::cross", "aten::asinh", "aten::acosh",
+       "aten::atanh", "aten::arcsinh", "aten::arccosh", "aten::arctanh",
+       "aten::isclose", "aten::fmin", "aten::fmax", "aten::mvlgamma",
+       "aten::special_multigammaln", "aten::inner",
+       "aten::linalg_matrix_norm", "aten::linalg_matrix_power",
+       "aten::matrix_power", "aten::all", "aten::any"},
       &TSImporter::hMath);
   reg({"aten::take_along_dim"}, &TSImporter::hTakeAlongDim);
   reg({"aten::inverse", "aten::linalg_inv", "aten::det", "aten::linalg_det",

@@ -1047,7 +1047,10 @@ void TSImporter::registerBasicOps(llvm::StringMap<Handler> &t) {
   reg({"aten::upsample_linear1d", "aten::upsample_bilinear2d",
        "aten::upsample_trilinear3d", "aten::upsample_bicubic2d"},
       &TSImporter::hUpsampleInterpolate);
-  reg({"aten::flip"}, &TSImporter::hFlip);
+  reg({"aten::flip", "aten::fliplr", "aten::flipud"}, &TSImporter::hFlip);
+  reg({"aten::hstack", "aten::vstack", "aten::row_stack", "aten::dstack",
+       "aten::column_stack"},
+      &TSImporter::hStackAlong);
   reg({"aten::roll"}, &TSImporter::hRoll);
   reg({"aten::clamp", "aten::clamp_min", "aten::clamp_max", "aten::clip",
        "aten::hardtanh", "aten::relu6"},

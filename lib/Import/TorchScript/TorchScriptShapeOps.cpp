@@ -584,6 +584,60 @@ LogicalResult TSImporter::hCat(Node *n, Location loc) {
   return concatInto(*this, n, loc, inputs, *axis);
 }
 
+/// hstack / vstack (row_stack) / dstack / column_stack: the tensors made
+/// at least 1-, 2- or 3-D as torch does, then concatenated.
+LogicalResult TSImporter::hStackAlong(Node *n, Location loc) {
+  std::string op = opName(n);
+  auto l = tensorListArg(n, 0, loc);
+  if (failed(l))
+    return failure();
+  if (l->empty())
+    return error(n, loc) << op << " of no tensors";
+  SmallVector<Value> inputs;
+  int64_t axis = 0;
+  for (Value v : *l) {
+    SmallVector<SymInt> dims = dimsOf(v), want = dims;
+    if (op == "hstack") {
+      if (dims.empty())
+        want = {SymInt(1)};
+    } else if (op == "vstack" || op == "row_stack") {
+      if (dims.size() < 2)
+        want = {SymInt(1), dims.empty() ? SymInt(1) : dims[0]};
+    } else if (op == "dstack") {
+      if (dims.empty())
+        want = {SymInt(1), SymInt(1), SymInt(1)};
+      else if (dims.size() == 1)
+        want = {SymInt(1), dims[0], SymInt(1)};
+      else if (dims.size() == 2)
+        want = {dims[0], dims[1], SymInt(1)};
+    } else { // column_stack: vectors become columns
+      if (dims.empty())
+        want = {SymInt(1), SymInt(1)};
+      else if (dims.size() == 1)
+        want = {dims[0], SymInt(1)};
+    }
+    Value cur = v;
+    if (want != dims) {
+      auto r = reshape(v, want, loc);
+      if (failed(r))
+        return failure();
+      cur = *r;
+    }
+    inputs.push_back(cur);
+  }
+  int64_t rank = tensorType(inputs[0]).getRank();
+  if (op == "hstack")
+    axis = rank == 1 ? 0 : 1;
+  else if (op == "dstack")
+    axis = 2;
+  else if (op == "column_stack")
+    axis = 1;
+  Type elt = tensorType(inputs[0]).getElementType();
+  for (Value &v : inputs)
+    v = cast(v, elt, loc);
+  return concatInto(*this, n, loc, inputs, axis);
+}
+
 LogicalResult TSImporter::hStack(Node *n, Location loc) {
   auto l = tensorListArg(n, 0, loc);
   auto d = intArg(n, 1, loc);
@@ -932,8 +986,12 @@ staticAxis(TSImporter &imp, TSImporter::Node *n, Value v, int64_t dim,
 
 /// flip(x, dims): per dimension a gather with the reversed indices.
 LogicalResult TSImporter::hFlip(Node *n, Location loc) {
+  std::string op = opName(n);
   auto x = tensorArg(n, 0, loc);
-  auto dims = intListArg(n, 1, loc);
+  // fliplr / flipud: dimension 1 / 0.
+  auto dims = op == "flip" ? intListArg(n, 1, loc)
+                           : FailureOr<SmallVector<int64_t>>(
+                                 SmallVector<int64_t>{op == "fliplr" ? 1 : 0});
   if (failed(x) || failed(dims))
     return failure();
   Value cur = *x;

@@ -293,6 +293,15 @@ class Functions(nn.Module):
             logits = logits + (torch.special.entr(torch.sigmoid(r)).sum(-1, keepdim=True)
                                + torch.deg2rad(torch.rad2deg(cr)).sum(-1, keepdim=True)
                                * torch.sgn(m[:, :1])) / 4
+            # asinh / atanh, fmax, fliplr, hstack, a matrix norm, inner with
+            # a vector, isclose and any as masks.
+            g = torch.hstack([torch.asinh(m[:, :3]), torch.atanh(torch.tanh(m[:, 3:6]) * 0.9)])
+            g = torch.fmax(g, torch.fliplr(g) * 0.5)
+            mat = g.view(-1, 2, 3)
+            near = torch.isclose(g, g.round(), atol=0.2).any(1, keepdim=True)
+            logits = logits + (torch.linalg.matrix_norm(mat)[:, None]
+                               + torch.inner(g, torch.arange(6.0))[:, None] / 10
+                               ) * torch.where(near, 0.5, 1.0) / 4
         probs = torch.sigmoid(targets)
         loss = (F.cross_entropy(logits, labels) + F.mse_loss(logits, targets)
                 + F.binary_cross_entropy_with_logits(logits, probs)
