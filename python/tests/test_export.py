@@ -521,10 +521,16 @@ def test_layerdrop_attribute_exported_as_zero(tmp_path):
                                          r"skips whole layers at random"):
         varuna.export(model, (x, y), tmp_path / "m.onnx")
     assert model.layerdrop == 0.5 and model.training
-    model.eval()  # every layer
-    want = model(x, y).item()
-    sess = ort.InferenceSession(str(tmp_path / "m.onnx"))
-    got = sess.run(None, {i.name: v.numpy() for i, v in zip(sess.get_inputs(), (x, y))})[0]
+    _assert_onnx_is_eval_mode(tmp_path / "m.onnx", model, (x, y))  # every layer
+
+
+def _assert_onnx_is_eval_mode(path, model, inputs):
+    """The exported file's loss (onnxruntime) is the model's in eval mode:
+    no random draw was frozen into it."""
+    model.eval()
+    want = model(*inputs).item()
+    sess = ort.InferenceSession(str(path))
+    got = sess.run(None, {i.name: v.numpy() for i, v in zip(sess.get_inputs(), inputs)})[0]
     assert abs(float(got) - want) <= 1e-6 * max(1.0, abs(want))
 
 
@@ -552,11 +558,7 @@ def test_specaugment_exported_without_masks(tmp_path):
                                          r"time steps and features at random"):
         varuna.export(model, (x, y), tmp_path / "m.onnx")
     assert model.config.mask_time_prob == 0.5
-    model.eval()  # no masks
-    want = model(x, y).item()
-    sess = ort.InferenceSession(str(tmp_path / "m.onnx"))
-    got = sess.run(None, {i.name: v.numpy() for i, v in zip(sess.get_inputs(), (x, y))})[0]
-    assert abs(float(got) - want) <= 1e-6 * max(1.0, abs(want))
+    _assert_onnx_is_eval_mode(tmp_path / "m.onnx", model, (x, y))  # no masks
 
 
 class _UnfoldNegativeDim(nn.Module):
