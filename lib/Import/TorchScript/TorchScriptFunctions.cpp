@@ -2070,7 +2070,10 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
         return failure();
       r = reduce(ReduceKind::sum, *prod, {ra - 1}, false, loc);
     } else if (ra == 2 && rb == 2) {
-      r = make<MatmulOp>(loc, {*x, *transpose(*y, {1, 0}, loc)});
+      auto yt = transpose(*y, {1, 0}, loc);
+      if (failed(yt))
+        return failure();
+      r = make<MatmulOp>(loc, {*x, *yt});
     } else {
       return error(n, loc) << "inner of ranks " << ra << " and " << rb
                            << " (only a vector second operand, or two "
@@ -2211,24 +2214,18 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
     for (int64_t i = 0; i < rank; ++i)
       if (i != *dim)
         others.push_back(i);
-    FailureOr<Value> norm = failure();
-    if (*p == 2) {
-      auto x2 = m.bin<MulOp>(*x, *x);
-      if (failed(x2))
-        return failure();
-      norm = m.un(UnaryKind::sqrt, reduce(ReduceKind::sum, *x2, others,
-                                          /*keepdim=*/true, loc));
-    } else {
-      auto powed = m.un(UnaryKind::exp,
-                        m.bin<MulOp>(m.un(UnaryKind::log,
-                                          m.un(UnaryKind::abs, *x)),
-                                     m.c(*p)));
-      if (failed(powed))
-        return failure();
-      auto sum = reduce(ReduceKind::sum, *powed, others, true, loc);
-      norm = m.un(UnaryKind::exp,
-                  m.bin<MulOp>(m.un(UnaryKind::log, sum), m.c(1.0 / *p)));
-    }
+    // sum |x|^p, then its p-th root where it is positive (0 elsewhere: no
+    // infinite derivative of the root at 0 meets a zero gradient there).
+    auto powed = *p == 2 ? m.bin<MulOp>(*x, *x)
+                         : m.bin<PowOp>(m.un(UnaryKind::abs, *x), m.c(*p));
+    if (failed(powed))
+      return failure();
+    auto sum = reduce(ReduceKind::sum, *powed, others, /*keepdim=*/true, loc);
+    auto positive = m.cmp(ComparePredicate::gt, sum, m.c(0));
+    auto safe = m.where(positive, sum, m.c(1));
+    auto root = *p == 2 ? m.un(UnaryKind::sqrt, safe)
+                        : m.bin<PowOp>(safe, m.c(1.0 / *p));
+    FailureOr<Value> norm = m.where(positive, root, m.c(0));
     auto factor = m.where(
         m.cmp(ComparePredicate::gt, norm, m.c(*maxnorm)),
         m.bin<DivOp>(m.c(*maxnorm), m.bin<AddOp>(norm, m.c(1e-7))), m.c(1));
