@@ -1951,41 +1951,16 @@ LogicalResult TSImporter::hMath(Node *n, Location loc) {
   if (op == "exp2") {
     r = m.un(UnaryKind::exp, m.bin<MulOp>(*x, m.c(ln2)));
   } else if (op == "all" || op == "any") {
-    // min / max of the values as numbers, != 0 (x is a float tensor here).
-    int64_t rank = tensorType(*x).getRank();
-    SmallVector<int64_t> axes;
-    bool keep = false;
-    if (n->inputs().size() > 1 && !isNoneArg(n, 1)) {
-      const TSValue &d = lookup(n->input(1));
-      SmallVector<int64_t> raw;
-      if (d.kind == TSValue::Kind::Int) {
-        raw.push_back(d.i.constant);
-      } else {
-        auto l = intListArg(n, 1, loc);
-        if (failed(l))
-          return failure();
-        raw.assign(l->begin(), l->end());
-      }
-      for (int64_t a : raw) {
-        auto ax = normIndex(n, a, rank, loc);
-        if (failed(ax))
-          return failure();
-        axes.push_back(*ax);
-      }
-      llvm::sort(axes);
-      axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-      auto k = optArg(n, 2, loc, &TSImporter::boolArg, false);
-      if (failed(k))
-        return failure();
-      keep = *k;
-    } else {
-      for (int64_t i = 0; i < rank; ++i)
-        axes.push_back(i);
-    }
-    auto red = axes.empty() ? FailureOr<Value>(*x)
-                            : reduce(op == "all" ? ReduceKind::min
-                                                 : ReduceKind::max,
-                                     *x, axes, keep, loc);
+    // min / max of the values as numbers, != 0 (x is a float tensor here)
+    // over everything, a dimension or a list of them.
+    auto axes = axesArg(n, 1, tensorType(*x).getRank(), loc);
+    auto keep = optArg(n, 2, loc, &TSImporter::boolArg, false);
+    if (failed(axes) || failed(keep))
+      return failure();
+    auto red = axes->empty() ? FailureOr<Value>(*x)
+                             : reduce(op == "all" ? ReduceKind::min
+                                                  : ReduceKind::max,
+                                      *x, *axes, *keep, loc);
     return bindResult(n, m.cmp(ComparePredicate::ne, red, m.c(0)));
   } else if (op == "asinh") {
     // sign(x) ln(|x| + sqrt(x^2 + 1)): no cancellation for negative x.
