@@ -1,12 +1,14 @@
 //===- Launch.cpp - Starting a job's ranks on this machine ----------------===//
 
 #include "varuna/runtime/Launch.h"
+#include "varuna/runtime/Stop.h"
 
 #include <arpa/inet.h>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <netinet/in.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -43,6 +45,42 @@ static std::string describe(int status) {
   return "stopped";
 }
 
+namespace {
+/// Stop signals the launcher received (its handler only counts them; the
+/// wait loop below acts on them).
+volatile std::sig_atomic_t stopRequests = 0, lastStopSignal = 0;
+void countStopRequest(int sig) {
+  stopRequests = stopRequests + 1;
+  lastStopSignal = sig;
+}
+
+/// Installs countStopRequest for the stop signals the launcher has not
+/// inherited as ignored; restores the previous handlers when destroyed.
+class LauncherSignals {
+public:
+  LauncherSignals() {
+    stopRequests = 0;
+    for (int i = 0; i < 3; ++i) {
+      ::sigaction(kSignals[i], nullptr, &previous[i]);
+      if (previous[i].sa_handler == SIG_IGN)
+        continue;
+      struct sigaction sa {};
+      sa.sa_handler = countStopRequest;
+      sigemptyset(&sa.sa_mask);
+      ::sigaction(kSignals[i], &sa, nullptr);
+    }
+  }
+  ~LauncherSignals() {
+    for (int i = 0; i < 3; ++i)
+      ::sigaction(kSignals[i], &previous[i], nullptr);
+  }
+
+private:
+  static constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGHUP};
+  struct sigaction previous[3];
+};
+} // namespace
+
 int launchLocalRanks(const LaunchOptions &o) {
   int port = o.masterPort ? o.masterPort : pickFreePort();
   // The parent's environment without the variables we set per rank.
@@ -51,13 +89,22 @@ int launchLocalRanks(const LaunchOptions &o) {
     std::string v = *e;
     bool ours = false;
     for (const char *k : {"MASTER_ADDR=", "MASTER_PORT=", "RANK=",
-                          "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE="})
+                          "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+                          "VARUNA_LAUNCHER_PID="})
       ours |= v.rfind(k, 0) == 0;
     if (!ours)
       base.push_back(v);
   }
   base.insert(base.end(), o.env.begin(), o.env.end());
+  base.push_back("VARUNA_LAUNCHER_PID=" + std::to_string(::getpid()));
 
+  LauncherSignals signals;
+  // Each rank in a process group of its own: a terminal's Ctrl-C reaches
+  // the launcher only, which asks every rank to stop once (below).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   std::map<pid_t, int> rankOf;
   for (int r = 0; r < o.worldSize; ++r) {
     std::vector<std::string> env = base;
@@ -76,7 +123,7 @@ int launchLocalRanks(const LaunchOptions &o) {
       argv.push_back(s.data());
     argv.push_back(nullptr);
     pid_t pid;
-    int err = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(),
+    int err = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(),
                           envp.data());
     if (err != 0) {
       std::fprintf(stderr, "varuna-run: error: cannot start rank %d (%s): %s\n",
@@ -85,43 +132,87 @@ int launchLocalRanks(const LaunchOptions &o) {
         ::kill(p, SIGKILL);
       for (auto &[p, _] : rankOf)
         ::waitpid(p, nullptr, 0);
+      posix_spawnattr_destroy(&attr);
       return 1;
     }
     rankOf[pid] = r;
   }
+  posix_spawnattr_destroy(&attr);
 
+  auto signalAll = [&](int sig) {
+    for (auto &[p, _] : rankOf)
+      ::kill(p, sig);
+  };
   int result = 0;
+  // Stopping on request: the launcher's signal (forwarded to every rank as
+  // SIGTERM), or a rank that stopped on a request of its own.
+  int stopSignal = 0, handled = 0;
+  bool failed = false, forwarded = false, killed = false;
+  std::optional<std::chrono::steady_clock::time_point> killAt;
   while (!rankOf.empty()) {
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid < 0)
       break;
+    if (pid == 0) {
+      int requests = stopRequests;
+      if (requests > handled && handled == 0) { // the first: ask
+        stopSignal = lastStopSignal;
+        std::fprintf(stderr,
+                     "varuna-run: %s: asking the %zu rank(s) to stop after "
+                     "their current step (with a checkpoint if "
+                     "--checkpoint-dir is given); signal again to kill them "
+                     "now\n",
+                     strsignal(stopSignal), rankOf.size());
+        signalAll(SIGTERM);
+        forwarded = true;
+      }
+      if (requests > handled && requests > 1) { // a second: kill
+        std::fprintf(stderr, "varuna-run: %s again: killing the %zu rank(s)\n",
+                     strsignal(int(lastStopSignal)), rankOf.size());
+        signalAll(SIGKILL);
+        killed = true;
+      }
+      handled = requests;
+      if (killAt && std::chrono::steady_clock::now() > *killAt) {
+        signalAll(SIGKILL);
+        killAt.reset();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
     auto it = rankOf.find(pid);
     if (it == rankOf.end())
       continue;
     int r = it->second;
     rankOf.erase(it);
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (ok || result != 0)
+    // Stopped as asked (a rank still setting up dies of the SIGTERM), or
+    // killed as asked.
+    bool stopped =
+        (WIFEXITED(status) && WEXITSTATUS(status) == kStoppedExitStatus) ||
+        (forwarded && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) ||
+        (killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    if (ok || failed)
       continue;
-    result = 1;
-    std::fprintf(stderr,
-                 "varuna-run: error: rank %d %s; stopping the other %zu "
-                 "rank(s)\n",
-                 r, describe(status).c_str(), rankOf.size());
-    for (auto &[p, _] : rankOf)
-      ::kill(p, SIGTERM);
-    auto deadline = std::chrono::steady_clock::now() + o.grace;
-    while (!rankOf.empty() && std::chrono::steady_clock::now() < deadline) {
-      pid_t q = ::waitpid(-1, &status, WNOHANG);
-      if (q > 0)
-        rankOf.erase(q);
-      else
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (stopped) {
+      if (!stopSignal)
+        stopSignal = SIGTERM; // a rank was asked directly; all stop alike
+      continue;
     }
-    for (auto &[p, _] : rankOf)
-      ::kill(p, SIGKILL);
+    failed = true;
+    std::fprintf(stderr,
+                 "varuna-run: error: rank %d %s%s; stopping the other %zu "
+                 "rank(s)\n",
+                 r, describe(status).c_str(),
+                 stopSignal ? " while stopping" : "", rankOf.size());
+    signalAll(SIGTERM);
+    killAt = std::chrono::steady_clock::now() + o.grace;
   }
+  if (failed)
+    result = 1;
+  else if (stopSignal)
+    result = 128 + stopSignal;
   return result;
 }
 

@@ -20,6 +20,7 @@
 #include "varuna/Target/ATen/PipelineTrainer.h"
 #include "varuna/Target/ATen/ReferenceTrainer.h"
 #include "varuna/runtime/Launch.h"
+#include "varuna/runtime/Stop.h"
 #include "varuna/runtime/Transport.h"
 #include <ATen/Parallel.h>
 #include <thread>
@@ -283,6 +284,14 @@ int main(int argc, char **argv) {
   if (timeoutSeconds <= 0)
     return fail("--timeout must be positive");
   bool distributed = stages * replicas > 1;
+  // A rank (or the one process of P = D = 1) stops after a step when asked
+  // (runtime/Stop.h); the launcher forwards its signals (runtime/Launch.h).
+  // Before any thread exists, so that all of them leave the signals alone.
+  if (!distributed || std::getenv("RANK")) {
+    varuna::rt::watchStopSignals();
+    if (!varuna::rt::followLauncher())
+      return fail("the launcher (VARUNA_LAUNCHER_PID) is gone");
+  }
   if (transportName != "gloo" && transportName != "nccl")
     return fail("--transport must be gloo or nccl, not '" + transportName +
                 "'");
@@ -394,6 +403,29 @@ int main(int argc, char **argv) {
   // One line per step; on a terminal also a progress bar below it, which
   // the next line overwrites.
   double elapsed = 0;
+  // Asked to stop (runtime/Stop.h): the last step's number, else -1.
+  int64_t stoppedAfter = -1;
+  auto stopped = [&](const varuna::StepMetrics &m) {
+    if (m.stopRequested && m.step + 1 < steps)
+      stoppedAfter = m.step;
+  };
+  // What a stopped run says last (on one process) and its exit status.
+  auto sayStopped = [&](bool speak) {
+    if (speak) {
+      std::string ckpt =
+          checkpointDir.empty()
+              ? std::string("no checkpoint: give --checkpoint-dir to keep "
+                            "the state of a stopped run")
+              : "checkpoint '" + checkpointDir + "/step-" +
+                    std::to_string(stoppedAfter + 1) +
+                    "' written: continue with --resume";
+      std::fprintf(stderr, "varuna-run: stopped on request after step %lld "
+                   "of %lld (%s)\n",
+                   static_cast<long long>(stoppedAfter),
+                   static_cast<long long>(steps.getValue()), ckpt.c_str());
+    }
+    return varuna::rt::kStoppedExitStatus;
+  };
   auto print = [&](const varuna::StepMetrics &m) {
     if (tty)
       std::printf("\r\033[K");
@@ -421,8 +453,15 @@ int main(int argc, char **argv) {
   if (!distributed) {
     if (threads > 0)
       at::set_num_threads(threads);
-    auto result = varuna::trainReference(*job, config, *data, options, print);
-    return mlir::failed(result) ? 1 : 0;
+    varuna::rt::StopOnRequest armed;
+    auto result = varuna::trainReference(
+        *job, config, *data, options, [&](const varuna::StepMetrics &m) {
+          print(m);
+          stopped(m);
+        });
+    if (mlir::failed(result))
+      return 1;
+    return stoppedAfter >= 0 ? sayStopped(true) : 0;
   }
 
   varuna::PipelineOptions pipeline;
@@ -491,11 +530,15 @@ int main(int argc, char **argv) {
     return fail(e.what());
   }
   bool rank0 = transport->rank() == 0;
+  varuna::rt::StopOnRequest armed;
   auto result = varuna::trainPipeline(
       *job, config, *data, options, pipeline, *transport,
       [&](const varuna::StepMetrics &m) {
         if (rank0)
           print(m);
+        stopped(m);
       });
-  return mlir::failed(result) ? 1 : 0;
+  if (mlir::failed(result))
+    return 1;
+  return stoppedAfter >= 0 ? sayStopped(rank0) : 0;
 }

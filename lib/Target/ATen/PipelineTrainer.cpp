@@ -4,6 +4,7 @@
 #include "varuna/runtime/LossScaler.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
+#include "varuna/runtime/Stop.h"
 #include "varuna/Target/ATen/CompiledSections.h"
 #include "varuna/Target/ATen/InputRanges.h"
 #include "varuna/Transforms/GraphUtils.h"
@@ -735,12 +736,17 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       mine.push_back(p.grad());
     overflowed = rt::LossScaler::allFinite(mine) ? 0 : 1;
   }
-  std::vector<at::Tensor> totals{at::tensor(
-      {lossSum, countSum, overflowed}, at::TensorOptions().dtype(at::kDouble))};
+  // The ranks asked to stop (runtime/Stop.h) ride along, so that all agree
+  // on the step after which they stop.
+  double stopping = rt::stopSignal() != 0 ? 1 : 0;
+  std::vector<at::Tensor> totals{
+      at::tensor({lossSum, countSum, overflowed, stopping},
+                 at::TensorOptions().dtype(at::kDouble))};
   {
     auto span = trace.scope("allreduce loss", rt::Trace::Comm);
     transport.world().allreduceSum(totals);
   }
+  m.stopRequested = totals[0][3].item<double>() > 0;
   // Data parallelism: the stage's gradients summed over its replicas.
   if (buckets) {
     auto span = trace.scope("wait gradient buckets", rt::Trace::Comm);
@@ -931,6 +937,7 @@ LogicalResult varuna::trainPipeline(
                                     << ": cannot resume: " << e.what();
     }
   }
+  bool stopped = false; // on request, before the last step
   for (int64_t s = first; s < options.steps; ++s) {
     StepMetrics m;
     try {
@@ -943,13 +950,18 @@ LogicalResult varuna::trainPipeline(
     if (metrics)
       *metrics << metricsJsonLine(m) << std::flush;
     onStep(m);
-    if (options.checkpointEvery > 0 && (s + 1) % options.checkpointEvery == 0) {
+    bool due =
+        options.checkpointEvery > 0 && (s + 1) % options.checkpointEvery == 0;
+    stopped = m.stopRequested && s + 1 < options.steps;
+    if (due || (stopped && !options.checkpointDir.empty())) {
       try {
         rank.saveCheckpoint(s + 1, *optimizer);
       } catch (const std::exception &e) {
         return jobError(job, "rank ") << transport.rank() << ": " << e.what();
       }
     }
+    if (stopped)
+      break;
   }
   if (!options.tracePath.empty()) {
     try {
@@ -972,7 +984,8 @@ LogicalResult varuna::trainPipeline(
     }
   }
   int stage = transport.rank() % P;
-  if (!options.dumpParamsDir.empty() && transport.rank() / P == 0) {
+  if (!options.dumpParamsDir.empty() && transport.rank() / P == 0 &&
+      !stopped) {
     try {
       for (auto [n, t] : llvm::zip(rank.paramNames, rank.paramLeaves))
         if (!rank.notOwned.count(n))

@@ -10,6 +10,7 @@
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/Kernels.h"
 #include "varuna/runtime/Optimizer.h"
+#include "varuna/runtime/Stop.h"
 #include "varuna/runtime/Trace.h"
 #include "llvm/ADT/StringExtras.h"
 #include <ATen/ATen.h>
@@ -546,6 +547,7 @@ LogicalResult varuna::trainReference(
   std::vector<IndexRange> indexRanges = findIndexRanges(job);
   labels.sections = static_cast<int>(evaluator->getSections().size());
   rt::Trace trace(!options.tracePath.empty());
+  bool stopped = false; // on request, before the last step
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
     evaluator->seedStep(step, 0, 0); // as the pipeline's one rank
@@ -632,10 +634,14 @@ LogicalResult varuna::trainReference(
                       .count();
       m.examplesPerSecond = options.globalBatch / m.seconds;
       m.gradNorm = norm.value_or(0.0);
+      m.stopRequested = rt::stopSignal() != 0;
       if (metrics)
         *metrics << metricsJsonLine(m) << std::flush;
       onStep(m);
-      if (options.checkpointEvery > 0 && (step + 1) % options.checkpointEvery == 0) {
+      stopped = m.stopRequested && step + 1 < options.steps;
+      bool due = options.checkpointEvery > 0 &&
+                 (step + 1) % options.checkpointEvery == 0;
+      if (due || (stopped && !options.checkpointDir.empty())) {
         NamedTensors state = *params;
         state.insert(state.end(), buffers->begin(), buffers->end());
         state.insert(state.end(), unread->begin(), unread->end());
@@ -648,6 +654,8 @@ LogicalResult varuna::trainReference(
     } catch (const std::exception &e) {
       return jobError(job, "step ") << step << ": " << e.what();
     }
+    if (stopped)
+      break;
   }
 
   if (trace.isEnabled()) {
@@ -657,7 +665,7 @@ LogicalResult varuna::trainReference(
       return jobError(job, "trace: ") << e.what();
     }
   }
-  if (!options.dumpParamsDir.empty()) {
+  if (!options.dumpParamsDir.empty() && !stopped) {
     try {
       for (auto *list : {&*params, &*unread})
         for (auto &[n, t] : *list)

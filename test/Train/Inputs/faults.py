@@ -18,6 +18,20 @@ random-kill:   seeded trials of a 2x2 run that checkpoints every step; a
   launcher must stop within 10 s naming the rank, leave no rank behind, and
   the newest complete checkpoint (if any; "step-K" holds the state after K
   steps) must resume under 2x1 with step K.
+stop-launcher: a 2x2 run is sent SIGTERM (then, a second run, SIGINT as a
+  terminal's Ctrl-C sends it) at the launcher; every rank must stop after the
+  same step K with a checkpoint step-(K+1), the launcher exit 128 + the
+  signal, and resuming continue with exactly the losses of a run never
+  stopped.
+stop-orphan:   the launcher of a 2x2 run is killed (SIGKILL); its ranks must
+  still stop (parent-death signal) within 30 s, with a checkpoint.
+stop-rank:     two ranks started by hand; only rank 1 is sent SIGTERM; both
+  must stop after the same step, exit 143, and write the checkpoint.
+stop-twice:    SIGINT at the launcher twice, half a second apart, during a
+  slow step: the second kills the ranks at once (exit 130 within 5 s, no
+  rank left).
+stop-single:   P = D = 1 (one process) stops on SIGTERM after a step with a
+  checkpoint, exit 143.
 Prints what happened; exits 1 if the behaviour is not the expected one."""
 import os
 import random
@@ -178,6 +192,141 @@ elif scenario == "random-kill":
               f"stopped in {time.time() - t:.2f} s, newest checkpoint "
               f"{'none' if step is None else step}" +
               ("" if step is None else ", resumed under 2x1"))
+    shutil.rmtree(ckpt, ignore_errors=True)
+elif scenario.startswith("stop-"):
+    import re
+    import shutil
+    ckpt = job + ".stop"
+
+    def alive(pid):
+        try:  # a zombie waits for its parent only; a vanished pid is gone
+            return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+        except OSError:
+            return False
+
+    def start(args, env=None):
+        return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+
+    def finish(p, within, what):
+        try:
+            out, err = p.communicate(timeout=within)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail(f"{what}: still running {within} s after the request")
+        return out, err
+
+    def stopped_after(err, what):
+        m = re.search(r"stopped on request after step (\d+) of", err)
+        if not m:
+            fail(f"{what}: no 'stopped on request' message: {err[-300:]!r}")
+        return int(m.group(1))
+
+    def newest(what):
+        r = subprocess.run(["varuna-ckpt", "latest", ckpt], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            fail(f"{what}: no complete checkpoint: {r.stderr[-300:]}")
+        return int(r.stdout.split()[1])
+
+    def losses(out):
+        return {int(m.group(1)): m.group(2) for m in
+                re.finditer(r"^step (\d+)  loss (\S+)", out, re.M)}
+
+    grid = ["--stages", "2", "--replicas", "2", "--batch", "8", "--micro-batch", "2",
+            "--synthetic", "--timeout", "20"]
+    if scenario == "stop-launcher":
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            shutil.rmtree(ckpt, ignore_errors=True)
+            p = start(["varuna-run", job] + grid + ["--steps", "100000",
+                                                     "--checkpoint-dir", ckpt])
+            wait_for_steps(p, 4)
+            ranks = children(p.pid)
+            p.send_signal(sig)
+            out, err = finish(p, 30, sig.name)
+            k = stopped_after(err, sig.name)
+            left = [r for r in ranks if alive(r)]
+            if p.returncode != 128 + sig or left or len(ranks) != 4 or k < 3:
+                fail(f"{sig.name}: exit {p.returncode}, ranks {ranks}, left {left}: "
+                     f"{err[-300:]}")
+            if newest(sig.name) != k + 1:
+                fail(f"{sig.name}: stopped after step {k}, newest checkpoint "
+                     f"{newest(sig.name)}")
+            print(f"{sig.name}: launcher exit {p.returncode}, the ranks stopped "
+                  "after step K >= 3, checkpoint step-(K+1)")
+        # Resumed from step-(k+1) for 3 more steps = a run never stopped.
+        end = k + 4
+        r = subprocess.run(["varuna-run", job] + grid + [
+            "--steps", str(end), "--checkpoint-dir", ckpt, "--resume"],
+            capture_output=True, text=True, timeout=300)
+        whole = subprocess.run(["varuna-run", job] + grid + ["--steps", str(end)],
+                               capture_output=True, text=True, timeout=300)
+        resumed, straight = losses(r.stdout), losses(whole.stdout)
+        tail = {s: straight.get(s) for s in range(k + 1, end)}
+        if r.returncode or whole.returncode or resumed != tail:
+            fail(f"resumed {resumed} != uninterrupted {tail}: {r.stderr[-300:]}")
+        print(f"resumed: the {len(resumed)} losses after the stop equal an "
+              f"uninterrupted run's")
+    elif scenario == "stop-orphan":
+        shutil.rmtree(ckpt, ignore_errors=True)
+        p = start(["varuna-run", job] + grid + ["--steps", "100000",
+                                                 "--checkpoint-dir", ckpt])
+        wait_for_steps(p, 4)
+        ranks = children(p.pid)
+        p.kill()
+        out, err = finish(p, 30, "orphaned ranks")  # the ranks hold the pipes
+        left = [r for r in ranks if alive(r)]
+        k = stopped_after(err, "orphaned ranks")
+        if left or len(ranks) != 4 or newest("orphaned ranks") != k + 1:
+            fail(f"ranks {ranks}, left {left}: {err[-300:]}")
+        print("launcher killed: its 4 ranks stopped after a step, checkpoint "
+              "step-(K+1)")
+    elif scenario == "stop-rank":
+        shutil.rmtree(ckpt, ignore_errors=True)
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(free_port()), WORLD_SIZE="2")
+        env.pop("VARUNA_LAUNCHER_PID", None)
+        args = ["varuna-run", job] + grid[4:] + [
+            "--stages", "2", "--steps", "100000", "--checkpoint-dir", ckpt]
+        ps = [start(args, dict(env, RANK=str(r))) for r in (0, 1)]
+        wait_for_steps(ps[0], 4)
+        ps[1].send_signal(signal.SIGTERM)
+        errs = [finish(q, 30, f"rank {r}")[1] for r, q in enumerate(ps)]
+        k = stopped_after(errs[0], "rank 0")
+        codes = [q.returncode for q in ps]
+        if codes != [143, 143] or newest("ranks") != k + 1:
+            fail(f"exit codes {codes}: {errs[0][-200:]} {errs[1][-200:]}")
+        print("rank 1 asked: both ranks stopped after the same step, exit 143")
+    elif scenario == "stop-twice":
+        # Slow steps (every message delayed 300 ms): the second signal comes
+        # while the ranks still finish the step the first asked them to end.
+        p = start(["varuna-run", job] + grid + ["--steps", "100000",
+                                                 "--emulate-latency-ms", "300"])
+        wait_for_steps(p, 1)
+        ranks = children(p.pid)
+        p.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        p.send_signal(signal.SIGINT)
+        t = time.time()
+        out, err = finish(p, 5, "a second SIGINT")
+        left = [r for r in ranks if alive(r)]
+        if p.returncode != 130 or left or "again: killing" not in err:
+            fail(f"exit {p.returncode}, left {left}: {err[-300:]}")
+        print(f"second SIGINT: exit 130 in {'<' if time.time() - t < 5 else '>'}5 s, "
+              "no rank left")
+    elif scenario == "stop-single":
+        shutil.rmtree(ckpt, ignore_errors=True)
+        p = start(run[:2] + ["--batch", "8", "--micro-batch", "2", "--synthetic",
+                             "--steps", "100000", "--checkpoint-dir", ckpt])
+        wait_for_steps(p, 4)
+        p.send_signal(signal.SIGTERM)
+        out, err = finish(p, 30, "one process")
+        k = stopped_after(err, "one process")
+        if p.returncode != 143 or newest("one process") != k + 1:
+            fail(f"exit {p.returncode}: {err[-300:]}")
+        print("one process: stopped after a step, exit 143, checkpoint step-(K+1)")
+    else:
+        fail("unknown scenario " + scenario)
     shutil.rmtree(ckpt, ignore_errors=True)
 else:
     fail("unknown scenario " + scenario)

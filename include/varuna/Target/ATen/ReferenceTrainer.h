@@ -81,6 +81,10 @@ struct StepMetrics {
   /// gradients overflowed (then no parameter changed).
   std::optional<double> lossScale;
   bool skipped = false;
+  /// Some rank was asked to stop during the step (runtime/Stop.h): the run
+  /// ends after it -- after a checkpoint of it when the run checkpoints --
+  /// unless it was the last step anyway.
+  bool stopRequested = false;
 };
 
 /// An error about running `job` (not about a line of its IR): reported at

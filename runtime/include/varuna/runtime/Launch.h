@@ -7,6 +7,14 @@
 // (SIGTERM, then SIGKILL after a grace period) and the launcher reports
 // which rank failed and how: a dead rank never leaves the job hanging.
 //
+// Asked to stop (SIGTERM, SIGINT or SIGHUP, unless inherited as ignored),
+// the launcher sends every rank SIGTERM once -- each rank then stops after
+// its current step, with a checkpoint when the run checkpoints (Stop.h) --
+// and waits; a second signal kills them. The ranks run in process groups of
+// their own (a terminal's Ctrl-C reaches the launcher only) and get SIGTERM
+// when the launcher dies, however it dies (VARUNA_LAUNCHER_PID in their
+// environment, read by followLauncher()).
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef VARUNA_RUNTIME_LAUNCH_H
@@ -31,8 +39,10 @@ struct LaunchOptions {
 /// A TCP port nobody listens on right now (bound and released).
 int pickFreePort();
 
-/// Runs the ranks; returns 0 when all exit 0, else 1 after printing (to
-/// stderr) which rank failed first and how.
+/// Runs the ranks; returns 0 when all exit 0; 128 + the signal when they
+/// stopped on request (the launcher's signal, or SIGTERM when a rank was
+/// asked directly); else 1 after printing (to stderr) which rank failed
+/// first and how.
 int launchLocalRanks(const LaunchOptions &options);
 
 } // namespace varuna::rt

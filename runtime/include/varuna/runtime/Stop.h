@@ -1,0 +1,57 @@
+//===- Stop.h - Stopping a run on request (SIGTERM, SIGINT, SIGHUP) -*- C++ -*-===//
+//
+// What a rank does when it is asked to stop: a spot VM's preemption notice,
+// `kill`, a batch system cancelling the job, Ctrl-C, its launcher going
+// away. watchStopSignals() (called first thing, before any thread exists)
+// routes SIGTERM, SIGINT and SIGHUP to one thread of their own. While a
+// StopOnRequest object lives, the first of them is recorded instead of
+// killing the process: the trainer reads stopSignal() into the all-reduce
+// that ends each step (so every rank sees a request that reached any of
+// them, in the same step), and the run ends after that step -- after a
+// checkpoint when it checkpoints. A second signal while a stop is pending
+// (except from the launcher: Linux sends the parent-death signal once for
+// each of the launcher's threads as they exit), or any signal while no
+// StopOnRequest lives, ends the process as the
+// signal would have (a checkpoint being written stays incomplete and is
+// never taken for a good one: Checkpoint.h). A signal the process inherited
+// as ignored (nohup's SIGHUP, SIGINT of a background job) stays ignored.
+//
+// A rank that stopped on request exits with kStoppedExitStatus (128 +
+// SIGTERM, what a shell reports for a process SIGTERM ended).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_RUNTIME_STOP_H
+#define VARUNA_RUNTIME_STOP_H
+
+namespace varuna::rt {
+
+constexpr int kStoppedExitStatus = 128 + 15;
+
+/// Blocks the stop signals in the calling thread (so in every thread it
+/// creates later) and starts the thread that waits for them. Idempotent.
+void watchStopSignals();
+
+/// Arms the recording of a stop request for its lifetime (at most one at a
+/// time; without watchStopSignals() it records nothing).
+class StopOnRequest {
+public:
+  StopOnRequest();
+  ~StopOnRequest();
+  StopOnRequest(const StopOnRequest &) = delete;
+  StopOnRequest &operator=(const StopOnRequest &) = delete;
+};
+
+/// The first stop signal recorded, or 0.
+int stopSignal();
+
+/// A rank started by launchLocalRanks (Launch.h) calls this first: it gets
+/// SIGTERM when the launcher dies, however it dies (Linux's parent-death
+/// signal), so no rank trains on unwatched. Returns false when the launcher
+/// is already gone. For ranks started otherwise (torchrun, srun: their
+/// launchers signal their ranks themselves) it does nothing and returns true.
+bool followLauncher();
+
+} // namespace varuna::rt
+
+#endif // VARUNA_RUNTIME_STOP_H

@@ -1,0 +1,91 @@
+//===- Stop.cpp - Stopping a run on request -------------------------------===//
+
+#include "varuna/runtime/Stop.h"
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <initializer_list>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <thread>
+#include <unistd.h>
+
+namespace varuna::rt {
+
+namespace {
+std::atomic<bool> armed{false};
+std::atomic<int> received{0};
+std::atomic<bool> watching{false};
+/// The launcher's pid (followLauncher), else 0.
+std::atomic<pid_t> launcher{0};
+
+/// The stop signals this process has not inherited as ignored.
+sigset_t watchedSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    struct sigaction current{};
+    if (::sigaction(sig, nullptr, &current) == 0 &&
+        current.sa_handler == SIG_IGN)
+      continue;
+    sigaddset(&set, sig);
+  }
+  return set;
+}
+
+/// Ends the process as `sig` would have: default action, delivered to this
+/// thread (the only one where it is unblocked).
+[[noreturn]] void dieOf(int sig) {
+  struct sigaction dfl{};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  ::pthread_kill(::pthread_self(), sig);
+  std::_Exit(128 + sig); // not reached
+}
+} // namespace
+
+void watchStopSignals() {
+  if (watching.exchange(true))
+    return;
+  sigset_t set = watchedSignals();
+  ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    for (;;) {
+      siginfo_t info{};
+      int sig = ::sigwaitinfo(&set, &info);
+      if (sig < 0)
+        continue;
+      int none = 0;
+      if (armed.load() && received.compare_exchange_strong(none, sig))
+        continue; // the trainer stops after this step
+      // The launcher asks once; when it dies, each of its threads' exits
+      // sends the parent-death signal again. It escalates with SIGKILL.
+      if (received.load() && launcher.load() &&
+          info.si_pid == launcher.load())
+        continue;
+      dieOf(sig);
+    }
+  }).detach();
+}
+
+StopOnRequest::StopOnRequest() { armed.store(true); }
+StopOnRequest::~StopOnRequest() { armed.store(false); }
+
+int stopSignal() { return received.load(); }
+
+bool followLauncher() {
+  const char *pid = std::getenv("VARUNA_LAUNCHER_PID");
+  if (!pid)
+    return true;
+  launcher.store(static_cast<pid_t>(std::atoll(pid)));
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  return ::getppid() == launcher.load();
+}
+
+} // namespace varuna::rt
