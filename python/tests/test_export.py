@@ -580,6 +580,53 @@ def test_onnx_the_exporter_got_wrong_is_warned(tmp_path):
     varuna.export(_UnfoldNegativeDim(), (x, y), tmp_path / "m.pt")  # TorchScript: fine
 
 
+def test_onnx_onnxruntime_cannot_run_is_warned(tmp_path):
+    # Cohere's interleaved rotary embedding: torch's exporter writes a graph
+    # whose Mul cannot broadcast (8 against 16), behind a Shape -> Reshape
+    # chain that onnx's shape inference does not follow; onnxruntime
+    # refuses to run it.
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "CohereConfig"):
+        pytest.skip("this transformers has no Cohere")
+    torch.manual_seed(0)
+    cfg = transformers.CohereConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                                    num_attention_heads=2, intermediate_size=64,
+                                    max_position_embeddings=64, pad_token_id=0)
+    model = transformers.CohereForCausalLM(cfg)
+    ids = torch.randint(0, 100, (2, 16))
+    batch = {"input_ids": ids, "labels": ids.clone()}
+    with pytest.warns(UserWarning, match=r"torch's ONNX exporter wrote a graph onnxruntime "
+                                         r"cannot run \(.*Mul.*\): the model ran in PyTorch"):
+        varuna.export(model, batch, tmp_path / "m.onnx")
+
+
+def test_onnx_loss_onnxruntime_disagrees_with_is_warned(tmp_path, recwarn):
+    # The check itself: a file that runs but computes another loss than the
+    # model's forward (no exporter bug at hand does this, so the forward's
+    # loss is given wrong), and one without random draws that agrees.
+    from varuna.export import _check_onnx_runs
+    torch.manual_seed(0)
+    lin = nn.Sequential(nn.Linear(3, 4), nn.Tanh())
+
+    class Loss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = lin
+
+        def forward(self, x):
+            return self.net(x).square().mean()
+
+    x = torch.randn(2, 3)
+    varuna.export(Loss(), (x,), tmp_path / "m.onnx")
+    assert not [w for w in recwarn if "onnxruntime" in str(w.message)]
+    loss = float(Loss()(x))
+    _check_onnx_runs(str(tmp_path / "m.onnx"), (x,), ["x"], loss, 0)
+    assert not [w for w in recwarn if "onnxruntime" in str(w.message)]
+    with pytest.warns(UserWarning, match=r"computes a loss of .* \(onnxruntime\), where the "
+                                         r"model's forward computed"):
+        _check_onnx_runs(str(tmp_path / "m.onnx"), (x,), ["x"], loss + 1.0, 0)
+
+
 class _HookedForward(nn.Module):
     def __init__(self):
         super().__init__()

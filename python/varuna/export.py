@@ -682,7 +682,7 @@ def _write_onnx(proto, src_dir: str, path: str, external: bool) -> None:
 
 def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_dim,
                  external_data, dynamic=True, training=True, do_constant_folding=False,
-                 extra_metadata=None):
+                 extra_metadata=None, torch_loss=None):
     import onnx
     params, buffers = _names(model)
     state_bytes = _state_bytes(model)
@@ -725,10 +725,11 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
         _set_metadata(proto, meta)
         _write_onnx(proto, tmp, path, external)
     onnx.checker.check_model(path)
-    _check_onnx_shapes(path)
+    if not _check_onnx_shapes(path) and torch_loss is not None:
+        _check_onnx_runs(path, inputs, input_names, torch_loss, state_bytes)
 
 
-def _check_onnx_shapes(path: str) -> None:
+def _check_onnx_shapes(path: str) -> bool:
     """Warns when onnx's own shape inference rejects what torch's exporter
     wrote (its unfold over a negative dim, for one, concatenates along the
     wrong axis): the model ran in PyTorch, the file is wrong, and
@@ -746,6 +747,89 @@ def _check_onnx_shapes(path: str) -> None:
                 f"({first}): the model ran in PyTorch, so the export is at fault, and "
                 "varuna-compile will refuse that node. Export to TorchScript instead (a .pt "
                 "path or format='torchscript')", stacklevel=5)
+            return True
+    return False
+
+
+#: Above this many bytes of parameters and buffers the exported file is not
+#: run with onnxruntime (a second copy of the weights, for a check).
+ORT_CHECK_LIMIT = 1 << 30
+
+_RANDOM_ONNX_OPS = {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                    "Bernoulli", "Multinomial"}
+
+
+def _loss_not_comparable(proto) -> bool:
+    """Whether onnxruntime's loss cannot be held against PyTorch's: the graph
+    draws random numbers (a Dropout counts unless its ratio is a constant 0
+    or it runs in inference mode), or it normalizes batches with their own
+    statistics (training-mode BatchNormalization, which onnxruntime's
+    inference build runs with the running statistics)."""
+    import onnx.numpy_helper
+    consts = {t.name: t for t in proto.graph.initializer}
+    for n in proto.graph.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    consts[n.output[0]] = a.t
+    for n in proto.graph.node:
+        if n.op_type in _RANDOM_ONNX_OPS:
+            return True
+        if n.op_type == "BatchNormalization" and any(
+                a.name == "training_mode" and a.i for a in n.attribute):
+            return True
+        if n.op_type == "Dropout":
+            ratio = n.input[1] if len(n.input) > 1 and n.input[1] else None
+            mode = n.input[2] if len(n.input) > 2 and n.input[2] else None
+            value = lambda name: (onnx.numpy_helper.to_array(consts[name])
+                                  if name in consts else None)
+            if mode is None or (value(mode) is not None and not value(mode).any()):
+                continue  # inference mode: the identity
+            r = value(ratio) if ratio is not None else 0.5
+            if r is None or float(r) != 0.0:
+                return True
+    return False
+
+
+def _check_onnx_runs(path: str, inputs, names, torch_loss: float, state_bytes: int) -> None:
+    """Runs the written file with onnxruntime (when installed, for models up
+    to ORT_CHECK_LIMIT) on the example inputs: warns when it cannot run it
+    (torch's exporter wrote, e.g., Cohere's interleaved rotary with the
+    stack over the wrong axis: no shape inference sees it through the
+    Shape -> Reshape chain) or, for a graph whose loss it can compute
+    (_loss_not_comparable), computes another loss than PyTorch's forward
+    did."""
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError:
+        return
+    if state_bytes > ORT_CHECK_LIMIT:
+        return
+    advice = ("the model ran in PyTorch, so the export is at fault, and varuna-compile "
+              "will refuse or mistrain it. Export to TorchScript instead (a .pt path or "
+              "format='torchscript')")
+    try:
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 4  # its own errors come back as the exception
+        session = onnxruntime.InferenceSession(path, options,
+                                               providers=["CPUExecutionProvider"])
+        wanted = {i.name for i in session.get_inputs()}  # an unused input is dropped
+        feed = {n: t.detach().cpu().numpy() for n, t in zip(names, inputs) if n in wanted}
+        got = session.run(None, feed)[0]
+    except Exception as e:  # onnxruntime's own exception types vary by version
+        text = str(e).strip()
+        first = next((line for line in text.splitlines() if line.strip()), type(e).__name__)
+        warnings.warn(f"torch's ONNX exporter wrote a graph onnxruntime cannot run "
+                      f"({first[:300]}): {advice}", stacklevel=5)
+        return
+    loss = float(got.reshape(-1)[0]) if got.size else float("nan")
+    if _loss_not_comparable(onnx.load(path, load_external_data=False)):
+        return
+    if not (abs(loss - torch_loss) <= 1e-3 * max(abs(torch_loss), 1e-3)):
+        warnings.warn(f"torch's ONNX exporter wrote a graph that computes a loss of {loss!r} "
+                      f"on the example inputs (onnxruntime), where the model's forward "
+                      f"computed {torch_loss!r}: {advice}", stacklevel=5)
 
 
 # ---------------------------------------------------------------------------
@@ -1013,6 +1097,7 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
         model, out = _Adapted(model, None), _loss_output(out)  # a ModelOutput
     _check_loss(out)
     _check_custom_functions(model, inputs, out, fmt)
+    torch_loss = float(_loss_of(out).detach())
     del out
     for message in _gradient_cut_warnings(watch, fmt, model):
         warnings.warn(message, stacklevel=2)
@@ -1021,7 +1106,8 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
         warnings.simplefilter("always", torch.jit.TracerWarning)
         if fmt == "onnx":
             _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name,
-                         opset=opset, batch_dim=batch_dim, external_data=external_data)
+                         opset=opset, batch_dim=batch_dim, external_data=external_data,
+                         torch_loss=torch_loss)
         else:
             _export_torchscript(model, inputs, path, input_names=names, loss_name=loss_name,
                                 batch_dim=batch_dim)

@@ -37,6 +37,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include <cstdio>
+#include <optional>
 
 namespace cl = llvm::cl;
 
@@ -287,8 +288,13 @@ int main(int argc, char **argv) {
   // A rank (or the one process of P = D = 1) stops after a step when asked
   // (runtime/Stop.h); the launcher forwards its signals (runtime/Launch.h).
   // Before any thread exists, so that all of them leave the signals alone.
+  // Armed from here on: a request during the set-up (the rendezvous, loading
+  // the stage library) stops the run after its first step, on every rank
+  // alike, rather than killing some ranks while others wait for them.
+  std::optional<varuna::rt::StopOnRequest> armed;
   if (!distributed || std::getenv("RANK")) {
     varuna::rt::watchStopSignals();
+    armed.emplace();
     if (!varuna::rt::followLauncher())
       return fail("the launcher (VARUNA_LAUNCHER_PID) is gone");
   }
@@ -453,7 +459,6 @@ int main(int argc, char **argv) {
   if (!distributed) {
     if (threads > 0)
       at::set_num_threads(threads);
-    varuna::rt::StopOnRequest armed;
     auto result = varuna::trainReference(
         *job, config, *data, options, [&](const varuna::StepMetrics &m) {
           print(m);
@@ -530,7 +535,6 @@ int main(int argc, char **argv) {
     return fail(e.what());
   }
   bool rank0 = transport->rank() == 0;
-  varuna::rt::StopOnRequest armed;
   auto result = varuna::trainPipeline(
       *job, config, *data, options, pipeline, *transport,
       [&](const varuna::StepMetrics &m) {

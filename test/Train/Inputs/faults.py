@@ -30,6 +30,9 @@ stop-rank:     two ranks started by hand; only rank 1 is sent SIGTERM; both
 stop-twice:    SIGINT at the launcher twice, half a second apart, during a
   slow step: the second kills the ranks at once (exit 130 within 5 s, no
   rank left).
+stop-early:    SIGTERM at the launcher 0.1-1.5 s after it starts (parsing the
+  job, ranks starting, at the rendezvous, loading): exit 143 (or killed by
+  SIGTERM before it started any rank), no process left, no error.
 stop-single:   P = D = 1 (one process) stops on SIGTERM after a step with a
   checkpoint, exit 143.
 Prints what happened; exits 1 if the behaviour is not the expected one."""
@@ -314,6 +317,22 @@ elif scenario.startswith("stop-"):
             fail(f"exit {p.returncode}, left {left}: {err[-300:]}")
         print(f"second SIGINT: exit 130 in {'<' if time.time() - t < 5 else '>'}5 s, "
               "no rank left")
+    elif scenario == "stop-early":
+        for delay in (0.1, 0.5, 1.0, 1.5):
+            p = start(["varuna-run", job] + grid + ["--steps", "100000"])
+            time.sleep(delay)
+            p.send_signal(signal.SIGTERM)
+            out, err = finish(p, 60, f"SIGTERM after {delay} s")
+            time.sleep(0.2)
+            left = [int(q) for q in subprocess.run(
+                ["pgrep", "-f", f"varuna-run {job} "], capture_output=True,
+                text=True).stdout.split()]
+            left = [q for q in left if alive(q)]
+            # Before it starts ranks the launcher ends as SIGTERM ends it.
+            if p.returncode not in (143, -signal.SIGTERM) or left or "error" in err:
+                fail(f"SIGTERM after {delay} s: exit {p.returncode}, left {left}: "
+                     f"{err[-400:]}")
+        print("SIGTERM while starting: stopped, no process left, no error")
     elif scenario == "stop-single":
         shutil.rmtree(ckpt, ignore_errors=True)
         p = start(run[:2] + ["--batch", "8", "--micro-batch", "2", "--synthetic",

@@ -16,6 +16,10 @@
 // never taken for a good one: Checkpoint.h). A signal the process inherited
 // as ignored (nohup's SIGHUP, SIGINT of a background job) stays ignored.
 //
+// varuna-run arms it from its start on: a request during the set-up stops
+// the run after its first step (a rank still waiting at the rendezvous
+// waits for its --timeout; a second signal kills it).
+//
 // A rank that stopped on request exits with kStoppedExitStatus (128 +
 // SIGTERM, what a shell reports for a process SIGTERM ended).
 //
