@@ -198,6 +198,13 @@ int launchLocalRanks(const LaunchOptions &o) {
     if (stopped) {
       if (!stopSignal)
         stopSignal = SIGTERM; // a rank was asked directly; all stop alike
+      // A rank the SIGTERM ended before it could stop (it was starting):
+      // the others, at the rendezvous or in the first step, would wait
+      // for it until their timeout. Nothing has been trained to keep.
+      if (WIFSIGNALED(status) && !killed) {
+        signalAll(SIGKILL);
+        killed = true;
+      }
       continue;
     }
     failed = true;

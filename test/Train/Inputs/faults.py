@@ -27,8 +27,8 @@ stop-orphan:   the launcher of a 2x2 run is killed (SIGKILL); its ranks must
   still stop (parent-death signal) within 30 s, with a checkpoint.
 stop-rank:     two ranks started by hand; only rank 1 is sent SIGTERM; both
   must stop after the same step, exit 143, and write the checkpoint.
-stop-twice:    SIGINT at the launcher twice, half a second apart, during a
-  slow step: the second kills the ranks at once (exit 130 within 5 s, no
+stop-twice:    SIGINT at the launcher twice, 0.3 s apart, during a 3 s
+  step: the second kills the ranks at once (exit 130 within 5 s, no
   rank left).
 stop-early:    SIGTERM at the launcher 0.1-1.5 s after it starts (parsing the
   job, ranks starting, at the rendezvous, loading): exit 143 (or killed by
@@ -301,14 +301,15 @@ elif scenario.startswith("stop-"):
             fail(f"exit codes {codes}: {errs[0][-200:]} {errs[1][-200:]}")
         print("rank 1 asked: both ranks stopped after the same step, exit 143")
     elif scenario == "stop-twice":
-        # Slow steps (every message delayed 300 ms): the second signal comes
-        # while the ranks still finish the step the first asked them to end.
+        # Slow steps (every message delayed 1.5 s: a step takes ~3 s): the
+        # second signal comes while the ranks still finish the step the first
+        # asked them to end (the one after step 0, just begun).
         p = start(["varuna-run", job] + grid + ["--steps", "100000",
-                                                 "--emulate-latency-ms", "300"])
+                                                 "--emulate-latency-ms", "1500"])
         wait_for_steps(p, 1)
         ranks = children(p.pid)
         p.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        time.sleep(0.3)
         p.send_signal(signal.SIGINT)
         t = time.time()
         out, err = finish(p, 5, "a second SIGINT")

@@ -10,7 +10,8 @@
 // Asked to stop (SIGTERM, SIGINT or SIGHUP, unless inherited as ignored),
 // the launcher sends every rank SIGTERM once -- each rank then stops after
 // its current step, with a checkpoint when the run checkpoints (Stop.h) --
-// and waits; a second signal kills them. The ranks run in process groups of
+// and waits; a second signal kills them, and so does a rank that the
+// SIGTERM ended while it was starting (the others would wait for it). The ranks run in process groups of
 // their own (a terminal's Ctrl-C reaches the launcher only) and get SIGTERM
 // when the launcher dies, however it dies (VARUNA_LAUNCHER_PID in their
 // environment, read by followLauncher()).
