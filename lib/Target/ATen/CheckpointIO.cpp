@@ -109,10 +109,32 @@ sectionTensors(int k, const std::map<std::string, int> &home,
   return out;
 }
 
+/// "adamw (exp_avg, exp_avg_sq)", "sgd (no state)": an optimizer as a
+/// resume's errors name it.
+static std::string describeOptimizer(llvm::StringRef type,
+                                     llvm::StringRef stateNames) {
+  return type.str() + " (" +
+         (stateNames.empty() ? std::string("no state")
+                             : "keeps " + stateNames.str()) +
+         ")";
+}
+
+static std::string joinStateNames(const rt::Optimizer &optimizer) {
+  std::string out;
+  for (const std::string &n : optimizer.stateNames())
+    out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
                                 at::Generator &generator,
-                                const rt::LossScaler *scaler) {
+                                const rt::LossScaler *scaler,
+                                const RunSettings &run) {
   rt::TrainingState meta;
+  meta["optimizer"] = stringifyOptimizer(optimizer.config().type).str();
+  meta["optimizer_state"] = joinStateNames(optimizer);
+  meta["global_batch"] = std::to_string(run.globalBatch);
+  meta["seed"] = std::to_string(run.seed);
   if (scaler) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", scaler->scale());
@@ -125,6 +147,30 @@ rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
   meta["rng_state"] = llvm::toHex(llvm::ArrayRef<uint8_t>(
       static_cast<const uint8_t *>(rng.data_ptr()), rng.numel()));
   return meta;
+}
+
+std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
+                                        const RunSettings &run) {
+  std::vector<std::string> out;
+  const rt::TrainingState &meta = ckpt.manifest.state;
+  auto it = meta.find("global_batch");
+  if (it != meta.end() && it->second != std::to_string(run.globalBatch))
+    out.push_back("'" + ckpt.path + "' was written by a run with --batch " +
+                  it->second + "; this one has --batch " +
+                  std::to_string(run.globalBatch) +
+                  ": step s reads examples [s x batch, (s+1) x batch), so "
+                  "from here on other examples than the interrupted run "
+                  "would have read, and the hyper-parameters were set for " +
+                  it->second + " (--batch " + it->second +
+                  " continues it exactly)");
+  it = meta.find("seed");
+  if (it != meta.end() && it->second != std::to_string(run.seed))
+    out.push_back("'" + ckpt.path + "' was written by a run with --seed " +
+                  it->second + "; this one has --seed " +
+                  std::to_string(run.seed) +
+                  ": dropout and other random ops draw differently from "
+                  "here on");
+  return out;
 }
 
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
@@ -158,7 +204,7 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
       if (ckpt.sectionFile(k))
         files.insert(k);
   rt::OptimizerState state;
-  std::set<std::string> restored;
+  std::set<std::string> restored, kinds;
   for (int k : files) {
     if (!ckpt.sectionFile(k))
       throw std::runtime_error("checkpoint '" + ckpt.path +
@@ -169,6 +215,7 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
       llvm::StringRef name(b.name);
       if (name.consume_front("optimizer/")) {
         auto [kind, param] = name.split('/');
+        kinds.insert(kind.str());
         if (byName.count(param.str()))
           state[param.str() + "." + kind.str()] = fromBytes(b);
         continue;
@@ -210,6 +257,40 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                                "' has no training state '" + key + "'");
     return it->second;
   };
+  // The optimizer must be able to continue the checkpoint's: the same state
+  // per parameter (recorded since the manifest names it; before, what the
+  // files hold tells).
+  std::vector<std::string> mine = optimizer.stateNames();
+  std::string mineText = joinStateNames(optimizer);
+  auto theirs = meta.find("optimizer_state");
+  bool other = theirs != meta.end() ? theirs->second != mineText : false;
+  for (const std::string &k : kinds)
+    other |= std::find(mine.begin(), mine.end(), k) == mine.end();
+  std::string stateless;
+  if (!mine.empty() && std::stoll(field("optimizer_step")) > 0)
+    for (auto &[name, t] : params)
+      if (!state.count(name + "." + mine.front()) && stateless.empty())
+        stateless = name;
+  if (other || !stateless.empty()) {
+    std::string was =
+        meta.count("optimizer")
+            ? describeOptimizer(meta.at("optimizer"),
+                                theirs != meta.end() ? theirs->second : "")
+            : kinds.empty() ? std::string("one that keeps no state")
+                            : "one that keeps " +
+                                  llvm::join(kinds.begin(), kinds.end(), ", ");
+    throw std::runtime_error(
+        "checkpoint '" + ckpt.path + "' was written with the optimizer " +
+        was + ", which this run's " +
+        describeOptimizer(stringifyOptimizer(optimizer.config().type),
+                          mineText) +
+        " cannot continue" +
+        (other || stateless.empty() ? ""
+                           : " (no " + mine.front() + " for '" + stateless +
+                                 "')") +
+        ": resume with the interrupted run's optimizer (the training "
+        "config's optimizer.type; for sgd, momentum 0 or not)");
+  }
   state["step"] = at::scalar_tensor(
       static_cast<int64_t>(std::stoll(field("optimizer_step"))),
       at::TensorOptions().dtype(at::kLong));

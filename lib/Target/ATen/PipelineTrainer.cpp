@@ -307,7 +307,8 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
     std::string err = rt::commitCheckpoint(
         dir, step, files,
         trainingState(step, optimizer, evaluator.getGenerator(),
-                      scaler ? &*scaler : nullptr));
+                      scaler ? &*scaler : nullptr,
+                      {options.globalBatch, options.seed}));
     if (!err.empty())
       throw std::runtime_error("checkpoint at step " + std::to_string(step) +
                                ": " + err);
@@ -923,6 +924,9 @@ LogicalResult varuna::trainPipeline(
       llvm::raw_ostream &log =
           transport.rank() == 0 ? llvm::errs() : llvm::nulls();
       if (auto ckpt = latestCheckpoint(options.checkpointDir, log)) {
+        for (const std::string &w :
+             resumeWarnings(*ckpt, {options.globalBatch, options.seed}))
+          log << "varuna-run: warning: " << w << "\n";
         NamedTensors mine = rank.named();
         NamedTensors kept = rank.buffers; // copies share the tensors
         kept.insert(kept.end(), rank.unread.begin(), rank.unread.end());

@@ -333,7 +333,8 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
 static std::string
 saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
                const std::vector<std::pair<std::string, at::Tensor>> &params,
-               const rt::Optimizer &optimizer, const rt::LossScaler *scaler) {
+               const rt::Optimizer &optimizer, const rt::LossScaler *scaler,
+               const RunSettings &run) {
   std::vector<func::FuncOp> sections = evaluator.getSections();
   std::map<std::string, int> home = checkpointHomes(sections);
   rt::OptimizerState state = optimizer.state();
@@ -343,7 +344,7 @@ saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
     files[k] = sectionTensors(k, home, params, state);
   return rt::writeCheckpoint(
       dir, step, files,
-      trainingState(step, optimizer, evaluator.getGenerator(), scaler));
+      trainingState(step, optimizer, evaluator.getGenerator(), scaler, run));
 }
 
 namespace {
@@ -519,6 +520,9 @@ LogicalResult varuna::trainReference(
       std::optional<rt::CheckpointInfo> ckpt =
           latestCheckpoint(options.checkpointDir, llvm::errs());
       if (ckpt) {
+        for (const std::string &w :
+             resumeWarnings(*ckpt, {options.globalBatch, options.seed}))
+          llvm::errs() << "varuna-run: warning: " << w << "\n";
         NamedTensors kept = *buffers; // copies share the tensors
         kept.insert(kept.end(), unread->begin(), unread->end());
         first = restoreFrom(*ckpt, checkpointHomes(evaluator->getSections()),
@@ -647,7 +651,8 @@ LogicalResult varuna::trainReference(
         state.insert(state.end(), unread->begin(), unread->end());
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
                                          step + 1, state, *optimizer,
-                                         scaler ? &*scaler : nullptr);
+                                         scaler ? &*scaler : nullptr,
+                                         {options.globalBatch, options.seed});
         if (!err.empty())
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
       }

@@ -46,11 +46,28 @@ std::vector<rt::TensorBytes>
 sectionTensors(int k, const std::map<std::string, int> &home,
                const NamedTensors &params, const rt::OptimizerState &state);
 
+/// What a resumed run should share with the one that wrote the checkpoint
+/// for the losses to continue as if never interrupted.
+struct RunSettings {
+  int64_t globalBatch = 0; ///< M: step s reads examples [s M, (s+1) M)
+  uint64_t seed = 0;       ///< dropout and other random ops
+};
+
 /// step, optimizer_step and the generator's state, for the manifest; with
-/// dynamic loss scaling also loss_scale and loss_scale_good_steps.
+/// dynamic loss scaling also loss_scale and loss_scale_good_steps; and what
+/// a resume checks: the optimizer (its type and the state it keeps per
+/// parameter), global_batch and seed.
 rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
                                 at::Generator &generator,
-                                const rt::LossScaler *scaler = nullptr);
+                                const rt::LossScaler *scaler,
+                                const RunSettings &run);
+
+/// Warnings for a resume under other settings than the checkpoint's run
+/// (another global batch or seed: training goes on, but not as the
+/// interrupted run would have). Empty for checkpoints that do not record
+/// them.
+std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
+                                        const RunSettings &run);
 
 /// The newest complete checkpoint of `dir` (skipped torn or corrupt ones
 /// are reported to `log` as warnings), or nullopt (reported too).
@@ -64,7 +81,10 @@ std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
 /// loads the optimizer state of those parameters, the generator state and
 /// (when both have one) the loss scale, and returns the steps completed.
 /// `strict`: a tensor of the files read that is not in `params` or
-/// `buffers` is an error too (single-process resume).
+/// `buffers` is an error too (single-process resume). An optimizer that
+/// cannot continue the checkpoint's state (it keeps other state per
+/// parameter: AdamW's moments for an SGD, none for an SGD with momentum
+/// after steps without) is an error naming both.
 int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     const std::map<std::string, int> &home,
                     NamedTensors &params, NamedTensors &buffers,

@@ -117,6 +117,10 @@ public:
   /// Number of steps taken (or loaded).
   int64_t stepCount() const { return steps; }
 
+  /// What it keeps for each parameter (the state()'s key suffixes), e.g.
+  /// {"exp_avg", "exp_avg_sq"} for AdamW, {} for SGD without momentum.
+  std::vector<std::string> stateNames() const { return bufferNames(); }
+
   /// The state as named tensors. The tensors are the live buffers: copy them
   /// (or write them out) before the next step if they are to be kept.
   OptimizerState state() const;
