@@ -151,6 +151,21 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
           std::ceil(std::min(message / forward, double(c.numMicroBatches))));
   }
   c.scheduleTiming.latency = T;
+  // Zero-bubble: how many backwards to split depends on what a split costs;
+  // measured, it is what the stages' B and W take over their whole
+  // backward (the most of any stage that splits), not the default.
+  if (in.schedule == ScheduleKind::ZeroBubble) {
+    std::optional<double> worst;
+    for (int s = 1; s < P; ++s) {
+      const StageCost &st = c.stages[s];
+      if (st.input >= 0 && st.weight >= 0 && st.backward > 0)
+        worst = std::max(worst.value_or(0.0),
+                         (st.input + st.weight - st.backward) / st.backward);
+    }
+    if (worst)
+      c.scheduleTiming.splitCostPercent = std::clamp<int64_t>(
+          static_cast<int64_t>(std::lround(*worst * 100)), 0, 100);
+  }
   return c;
 }
 
@@ -283,6 +298,7 @@ PlanResult planSweep(const PlanInput &in) {
     row.busyFraction = r.busyFraction;
     row.peakStageBytes = peak;
     row.scheduleLatency = x.config.scheduleTiming.latency;
+    row.splitCostPercent = x.config.scheduleTiming.splitCostPercent;
     row.schedule = in.schedule;
     res.rows.push_back(row);
   }

@@ -534,6 +534,7 @@ int main(int argc, char **argv) {
                          {"micro_batch", best.microBatch},
                          {"schedule", scheduleKindName(best.schedule)},
                          {"schedule_latency", best.scheduleLatency},
+                         {"split_cost_percent", best.splitCostPercent},
                          {"bucket_mb", double(bucketMB)},
                          {"message_precision", messagePrecision},
                          {"estimated_seconds", best.seconds},

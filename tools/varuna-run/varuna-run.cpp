@@ -229,6 +229,9 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna training launcher\n");
 
+  // zb's cost of a split backward (plan/Schedule.h TimingModel): the
+  // plan's, measured by the calibration it was made with, else the default.
+  int64_t splitCostPercent = varuna::plan::TimingModel().splitCostPercent;
   if (!planPath.empty()) {
     auto buf = llvm::MemoryBuffer::getFile(planPath);
     if (!buf)
@@ -262,6 +265,12 @@ int main(int argc, char **argv) {
                   .value_or(llvm::StringRef(messagePrecision))
                   .str()))
       return fail("the command line contradicts the plan '" + planPath + "'");
+    splitCostPercent =
+        field("split_cost_percent").value_or(splitCostPercent);
+    if (splitCostPercent < 0 || splitCostPercent > 100)
+      return fail("the plan '" + planPath +
+                  "' has split_cost_percent " +
+                  llvm::Twine(splitCostPercent) + ", outside [0, 100]");
   }
   if (stages < 1 || replicas < 1)
     return fail("--stages and --replicas must be at least 1");
@@ -477,6 +486,7 @@ int main(int argc, char **argv) {
   if (scheduleLatency < 0)
     return fail("--schedule-latency must be non-negative");
   pipeline.timing.latency = scheduleLatency;
+  pipeline.timing.splitCostPercent = splitCostPercent;
   if (!(bucketMB > 0))
     return fail("--bucket-mb must be positive");
   pipeline.bucketBytes = static_cast<size_t>(bucketMB * 1048576.0);

@@ -329,3 +329,42 @@ TEST(Planner, DevicesPerHost) {
   in.devicesPerHost = 8;
   EXPECT_NEAR(seconds(), 1.25e-3, 1e-12);
 }
+
+// Zero-bubble's order depends on what a split backward costs: measured
+// (the sections' B and W over their whole backward), the plan takes the
+// most of any stage that splits, rounded to a percent, and carries it in
+// its rows (varuna-plan writes it into the plan for varuna-run); without
+// the measurement, the default.
+TEST(Planner, ZeroBubbleSplitCostMeasured) {
+  PlanInput in = gpt(4);
+  in.schedule = ScheduleKind::ZeroBubble;
+  std::string error;
+  SimulationConfig unknown = configFor(in, 2, 1, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(unknown.scheduleTiming.splitCostPercent,
+            TimingModel().splitCostPercent);
+  for (size_t k = 0; k < in.sections.size(); ++k) {
+    PlanSection &s = in.sections[k];
+    // Stage 1 (sections 8..15) pays 30% more for the split, stage 0 50%
+    // (stage 0 never splits: it is not counted).
+    double over = k < 8 ? 1.5 : 1.3;
+    s.inputSeconds = 0.5 * s.backwardSeconds * over;
+    s.weightSeconds = 0.5 * s.backwardSeconds * over;
+  }
+  SimulationConfig measured = configFor(in, 2, 1, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(measured.scheduleTiming.splitCostPercent, 30);
+  PlanResult r = planSweep(in);
+  ASSERT_TRUE(r.ok()) << r.error;
+  for (const PlanRow &row : r.rows)
+    if (row.stages > 1)
+      EXPECT_GE(row.splitCostPercent, 30) << row.stages;
+  // A split that is cheaper than the whole backward costs nothing (0, not
+  // negative); other schedules keep the default.
+  for (PlanSection &s : in.sections)
+    s.inputSeconds = s.weightSeconds = 0.4 * s.backwardSeconds;
+  EXPECT_EQ(configFor(in, 2, 1, error).scheduleTiming.splitCostPercent, 0);
+  in.schedule = ScheduleKind::OneFOneB;
+  EXPECT_EQ(configFor(in, 2, 1, error).scheduleTiming.splitCostPercent,
+            TimingModel().splitCostPercent);
+}

@@ -119,6 +119,9 @@ struct PlanRow {
   int idleDevices = 0;
   double peakStageBytes = 0; ///< the largest stage's memory (stageMemory)
   int64_t scheduleLatency = 0; ///< what the static order was planned for
+  /// zb: what a split backward was taken to cost (TimingModel; from the
+  /// calibration's B and W when it has them).
+  int64_t splitCostPercent = TimingModel().splitCostPercent;
   ScheduleKind schedule = ScheduleKind::Varuna;
   std::vector<double> busyFraction;
 };
