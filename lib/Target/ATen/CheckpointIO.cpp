@@ -150,10 +150,20 @@ rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
 }
 
 std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
-                                        const RunSettings &run) {
+                                        const RunSettings &run,
+                                        const rt::Optimizer &optimizer) {
   std::vector<std::string> out;
   const rt::TrainingState &meta = ckpt.manifest.state;
-  auto it = meta.find("global_batch");
+  std::string mine = stringifyOptimizer(optimizer.config().type).str();
+  auto it = meta.find("optimizer");
+  if (it != meta.end() && it->second != mine &&
+      meta.count("optimizer_state") &&
+      meta.at("optimizer_state") == joinStateNames(optimizer))
+    out.push_back("'" + ckpt.path + "' was written by a run with the " +
+                  it->second + " optimizer; this one continues its state (" +
+                  meta.at("optimizer_state") + ") with " + mine +
+                  ", not as the interrupted run would have");
+  it = meta.find("global_batch");
   if (it != meta.end() && it->second != std::to_string(run.globalBatch))
     out.push_back("'" + ckpt.path + "' was written by a run with --batch " +
                   it->second + "; this one has --batch " +

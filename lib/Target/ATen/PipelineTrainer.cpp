@@ -925,7 +925,8 @@ LogicalResult varuna::trainPipeline(
           transport.rank() == 0 ? llvm::errs() : llvm::nulls();
       if (auto ckpt = latestCheckpoint(options.checkpointDir, log)) {
         for (const std::string &w :
-             resumeWarnings(*ckpt, {options.globalBatch, options.seed}))
+             resumeWarnings(*ckpt, {options.globalBatch, options.seed},
+                            *optimizer))
           log << "varuna-run: warning: " << w << "\n";
         NamedTensors mine = rank.named();
         NamedTensors kept = rank.buffers; // copies share the tensors

@@ -521,7 +521,8 @@ LogicalResult varuna::trainReference(
           latestCheckpoint(options.checkpointDir, llvm::errs());
       if (ckpt) {
         for (const std::string &w :
-             resumeWarnings(*ckpt, {options.globalBatch, options.seed}))
+             resumeWarnings(*ckpt, {options.globalBatch, options.seed},
+                            *optimizer))
           llvm::errs() << "varuna-run: warning: " << w << "\n";
         NamedTensors kept = *buffers; // copies share the tensors
         kept.insert(kept.end(), unread->begin(), unread->end());

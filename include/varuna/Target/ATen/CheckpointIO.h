@@ -63,11 +63,13 @@ rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
                                 const RunSettings &run);
 
 /// Warnings for a resume under other settings than the checkpoint's run
-/// (another global batch or seed: training goes on, but not as the
-/// interrupted run would have). Empty for checkpoints that do not record
-/// them.
+/// (another global batch, seed, or an optimizer of another type that keeps
+/// the same state -- LAMB's moments for AdamW: training goes on, but not as
+/// the interrupted run would have). Empty for checkpoints that do not
+/// record them.
 std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
-                                        const RunSettings &run);
+                                        const RunSettings &run,
+                                        const rt::Optimizer &optimizer);
 
 /// The newest complete checkpoint of `dir` (skipped torn or corrupt ones
 /// are reported to `log` as warnings), or nullopt (reported too).
