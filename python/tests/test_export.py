@@ -600,6 +600,28 @@ def test_onnx_onnxruntime_cannot_run_is_warned(tmp_path):
         varuna.export(model, batch, tmp_path / "m.onnx")
 
 
+class _Bags(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(20, 4, mode="mean")
+
+    def forward(self, ids):
+        return self.bag(ids).square().mean()
+
+
+def test_onnx_embedding_bag_loop_is_warned(tmp_path):
+    # torch's exporter writes nn.EmbeddingBag as a Loop over the bags, which
+    # varuna-compile does not import (onnxruntime runs it: no other check
+    # sees it); TorchScript keeps embedding_bag.
+    ids = torch.randint(0, 20, (2, 5))
+    with pytest.warns(UserWarning, match=r"torch's ONNX exporter wrote 1 loop\(s\) \(.*Loop; "
+                                         r"it writes nn.EmbeddingBag as a loop over its bags\)"):
+        varuna.export(_Bags(), (ids,), tmp_path / "m.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        varuna.export(_Bags(), (ids,), tmp_path / "m.pt")
+
+
 def test_onnx_loss_onnxruntime_disagrees_with_is_warned(tmp_path, recwarn):
     # The check itself: a file that runs but computes another loss than the
     # model's forward (no exporter bug at hand does this, so the forward's

@@ -725,8 +725,22 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
         _set_metadata(proto, meta)
         _write_onnx(proto, tmp, path, external)
     onnx.checker.check_model(path)
+    _check_onnx_loops(proto)
     if not _check_onnx_shapes(path) and torch_loss is not None:
         _check_onnx_runs(path, inputs, input_names, torch_loss, state_bytes)
+
+
+def _check_onnx_loops(proto) -> None:
+    """Warns when torch's exporter wrote a Loop or Scan (nn.EmbeddingBag
+    becomes a loop over its bags), which varuna-compile does not import."""
+    loops = [n.name or n.op_type for n in proto.graph.node if n.op_type in ("Loop", "Scan")]
+    if loops:
+        warnings.warn(
+            f"torch's ONNX exporter wrote {len(loops)} loop(s) ({', '.join(loops[:3])}"
+            f"{', ...' if len(loops) > 3 else ''}; it writes nn.EmbeddingBag as a loop over "
+            "its bags), which varuna-compile does not import. Export to TorchScript instead "
+            "(a .pt path or format='torchscript'), which keeps embedding_bag as one op",
+            stacklevel=5)
 
 
 def _check_onnx_shapes(path: str) -> bool:

@@ -425,6 +425,22 @@ static void markUsed(const onnx::GraphProto &g, llvm::StringMap<bool> &used) {
 
 LogicalResult Importer::importNodes() {
   const onnx::GraphProto &g = modelFile.model().graph();
+  // Loops first: the nodes that feed one (a Range over the batch, say)
+  // would otherwise fail on their own with an error about them.
+  for (int i = 0; i < g.node_size(); ++i) {
+    const onnx::NodeProto &node = g.node(i);
+    if (node.op_type() != "Loop" && node.op_type() != "Scan")
+      continue;
+    std::string name = node.name().empty() ? node.op_type() : node.name();
+    return emitError(nodeLocation(ctx, displayName, name, i))
+           << "ONNX " << node.op_type() << " node '" << name
+           << "' is not supported: torch's exporter writes a loop for "
+              "nn.EmbeddingBag (over its bags) and for Python loops in "
+              "scripted code; a traced model has none. Export to "
+              "TorchScript (varuna.export(model, batch, \"model.pt\")), which "
+              "keeps embedding_bag as one op",
+           failure();
+  }
   markUsed(g, used);
   return importGraphNodes(g, "");
 }
