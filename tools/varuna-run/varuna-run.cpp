@@ -427,6 +427,10 @@ int main(int argc, char **argv) {
   // What a stopped run says last (on one process) and its exit status.
   auto sayStopped = [&](bool speak) {
     if (speak) {
+      if (tty) { // the progress bar's line
+        std::printf("\r\033[K");
+        std::fflush(stdout);
+      }
       std::string ckpt =
           checkpointDir.empty()
               ? std::string("no checkpoint: give --checkpoint-dir to keep "
