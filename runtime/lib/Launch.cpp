@@ -139,6 +139,9 @@ int launchLocalRanks(const LaunchOptions &o) {
   }
   posix_spawnattr_destroy(&attr);
 
+  // On a terminal, the launcher's messages start a line of their own (rank
+  // 0's progress bar leaves the cursor at the end of its line).
+  const char *line = ::isatty(2) ? "\r\033[K" : "";
   auto signalAll = [&](int sig) {
     for (auto &[p, _] : rankOf)
       ::kill(p, sig);
@@ -159,17 +162,17 @@ int launchLocalRanks(const LaunchOptions &o) {
       if (requests > handled && handled == 0) { // the first: ask
         stopSignal = lastStopSignal;
         std::fprintf(stderr,
-                     "varuna-run: %s: asking the %zu rank(s) to stop after "
+                     "%svaruna-run: %s: asking the %zu rank(s) to stop after "
                      "their current step (with a checkpoint if "
                      "--checkpoint-dir is given); signal again to kill them "
                      "now\n",
-                     strsignal(stopSignal), rankOf.size());
+                     line, strsignal(stopSignal), rankOf.size());
         signalAll(SIGTERM);
         forwarded = true;
       }
       if (requests > handled && requests > 1) { // a second: kill
-        std::fprintf(stderr, "varuna-run: %s again: killing the %zu rank(s)\n",
-                     strsignal(int(lastStopSignal)), rankOf.size());
+        std::fprintf(stderr, "%svaruna-run: %s again: killing the %zu rank(s)\n",
+                     line, strsignal(int(lastStopSignal)), rankOf.size());
         signalAll(SIGKILL);
         killed = true;
       }
@@ -209,9 +212,9 @@ int launchLocalRanks(const LaunchOptions &o) {
     }
     failed = true;
     std::fprintf(stderr,
-                 "varuna-run: error: rank %d %s%s; stopping the other %zu "
+                 "%svaruna-run: error: rank %d %s%s; stopping the other %zu "
                  "rank(s)\n",
-                 r, describe(status).c_str(),
+                 line, r, describe(status).c_str(),
                  stopSignal ? " while stopping" : "", rankOf.size());
     signalAll(SIGTERM);
     killAt = std::chrono::steady_clock::now() + o.grace;

@@ -194,6 +194,10 @@ public:
                    llvm::raw_ostream &os)
       : SourceMgrDiagnosticHandler(mgr, ctx, os) {
     setHandler([this, &os](mlir::Diagnostic &d) {
+      // On a terminal, from the start of a line: rank 0's progress bar
+      // leaves the cursor at the end of its own.
+      if (llvm::sys::Process::StandardErrIsDisplayed())
+        os << "\r\033[K";
       emitDiagnostic(d);
       os.flush();
       return mlir::success();
