@@ -103,21 +103,30 @@ std::vector<IndexRange> findIndexRanges(ModuleOp job) {
   return out;
 }
 
-std::optional<std::string> checkStepInputs(const std::vector<IndexRange> &ranges,
-                                           const rt::DataSource &data,
-                                           int64_t step, int64_t M) {
-  if (ranges.empty())
-    return std::nullopt;
+std::vector<rt::BatchTensor>
+readStepInputs(const std::vector<IndexRange> &ranges,
+               const rt::DataSource &data, int64_t step, int64_t M,
+               const std::vector<bool> *also) {
   const std::vector<rt::InputSpec> &specs = data.specs();
   std::vector<bool> wanted(specs.size(), false);
-  for (const IndexRange &r : ranges)
-    for (size_t i = 0; i < specs.size(); ++i)
+  for (size_t i = 0; i < specs.size(); ++i) {
+    wanted[i] = also && i < also->size() && (*also)[i];
+    for (const IndexRange &r : ranges)
       wanted[i] = wanted[i] || specs[i].name == r.input;
-  std::vector<rt::BatchTensor> rows = data.batch(step, M, 0, M, wanted);
+  }
+  if (llvm::none_of(wanted, [](bool w) { return w; }))
+    return {};
+  return data.batch(step, M, 0, M, wanted);
+}
+
+std::optional<std::string>
+checkStepInputs(const std::vector<IndexRange> &ranges,
+                const std::vector<rt::BatchTensor> &whole,
+                const rt::DataSource &data, int64_t step, int64_t M) {
   for (const IndexRange &r : ranges) {
     auto it = llvm::find_if(
-        rows, [&](const rt::BatchTensor &b) { return b.name == r.input; });
-    if (it == rows.end() || it->array.shape.empty())
+        whole, [&](const rt::BatchTensor &b) { return b.name == r.input; });
+    if (it == whole.end() || it->array.shape.empty())
       continue;
     at::Tensor values = tensorFromNpy(it->array);
     if (values.numel() == 0 ||

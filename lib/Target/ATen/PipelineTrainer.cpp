@@ -486,16 +486,18 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
 
   for (at::Tensor &p : paramLeaves)
     p.mutable_grad() = at::Tensor();
-  // Every rank checks the whole step (all stop alike, each saying why).
-  if (auto bad = checkStepInputs(indexRanges, data, s, options.globalBatch))
+  // The whole step's index inputs and labels, read once. Every rank checks
+  // the whole step (all stop alike, each saying why).
+  std::vector<rt::BatchTensor> whole = readStepInputs(
+      indexRanges, data, s, M,
+      labelCounter ? &labelCounter->inputsRead() : nullptr);
+  if (auto bad = checkStepInputs(indexRanges, whole, data, s, M))
     return jobError(job, "step ") << s << ": " << *bad, failure();
   // The labels the stage's mean cross_entropies count over the whole step
   // (every replica's micro-batches: the data is readable by every rank).
   if (labelCounter)
-    stageLabels = labelCounter->forSections(
-        labelCounter->count(
-            data.batch(s, M, 0, M, labelCounter->inputsRead()), M),
-        firstSection, endSection);
+    stageLabels = labelCounter->forSections(labelCounter->count(whole, M),
+                                            firstSection, endSection);
   std::vector<std::string> inputNames = evaluator.getInputNames();
   auto inputsOf = [&](int k) {
     llvm::StringMap<at::Tensor> byName;

@@ -561,14 +561,15 @@ LogicalResult varuna::trainReference(
     double lossSum = 0, total = 0;
     double scale = scaler ? scaler->scale() : 1.0;
     try {
-      if (auto bad = checkStepInputs(indexRanges, data, step,
+      // The whole step's index inputs and labels, read once.
+      std::vector<rt::BatchTensor> whole =
+          readStepInputs(indexRanges, data, step, options.globalBatch,
+                         counter ? &counter->inputsRead() : nullptr);
+      if (auto bad = checkStepInputs(indexRanges, whole, data, step,
                                      options.globalBatch))
         return jobError(job, "step ") << step << ": " << *bad;
       if (counter)
-        labels.counts = counter->count(
-            data.batch(step, options.globalBatch, 0, options.globalBatch,
-                       counter->inputsRead()),
-            options.globalBatch);
+        labels.counts = counter->count(whole, options.globalBatch);
       for (int64_t j = 0; j < micro; ++j) {
         std::vector<at::Tensor> inputs;
         for (const rt::BatchTensor &b :

@@ -18,8 +18,12 @@
 //    casts, cut points). An index computed from an input (ids + offset) is
 //    not checked. Allowed: gather [-rows, rows) (the op counts negative
 //    indices from the end), cross_entropy [0, classes) and its ignore_index.
-//  * checkStepInputs(ranges, data, step, M): reads the inputs the ranges
-//    name for the step's M samples and returns the first value out of range
+//  * readStepInputs(ranges, data, step, M, also): the step's M samples of
+//    the inputs the ranges name and of those `also` marks (another reader of
+//    the whole step: the label counter), in one read.
+//  * checkStepInputs(ranges, whole, data, step, M): given that read (or any
+//    DataSource::batch of the step's M samples with the ranges' inputs in
+//    it), returns the first value out of range
 //    (inputs in the ranges' order, values row-major) as an error message
 //    naming the input, the sample (the dataset's index), the position
 //    within the example, the value, the allowed range and what it indexes;
@@ -51,9 +55,15 @@ struct IndexRange {
 
 std::vector<IndexRange> findIndexRanges(mlir::ModuleOp job);
 
-std::optional<std::string> checkStepInputs(const std::vector<IndexRange> &ranges,
-                                           const rt::DataSource &data,
-                                           int64_t step, int64_t M);
+std::vector<rt::BatchTensor>
+readStepInputs(const std::vector<IndexRange> &ranges,
+               const rt::DataSource &data, int64_t step, int64_t M,
+               const std::vector<bool> *also = nullptr);
+
+std::optional<std::string>
+checkStepInputs(const std::vector<IndexRange> &ranges,
+                const std::vector<rt::BatchTensor> &whole,
+                const rt::DataSource &data, int64_t step, int64_t M);
 
 } // namespace varuna
 
