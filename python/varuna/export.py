@@ -727,7 +727,7 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
     onnx.checker.check_model(path)
     _check_onnx_loops(proto)
     if not _check_onnx_shapes(path) and torch_loss is not None:
-        _check_onnx_runs(path, inputs, input_names, torch_loss, state_bytes)
+        _check_onnx_runs(path, proto, inputs, input_names, torch_loss, state_bytes)
 
 
 def _check_onnx_loops(proto) -> None:
@@ -805,7 +805,8 @@ def _loss_not_comparable(proto) -> bool:
     return False
 
 
-def _check_onnx_runs(path: str, inputs, names, torch_loss: float, state_bytes: int) -> None:
+def _check_onnx_runs(path: str, proto, inputs, names, torch_loss: float,
+                     state_bytes: int) -> None:
     """Runs the written file with onnxruntime (when installed, for models up
     to ORT_CHECK_LIMIT) on the example inputs: warns when it cannot run it
     (torch's exporter wrote, e.g., Cohere's interleaved rotary with the
@@ -814,7 +815,6 @@ def _check_onnx_runs(path: str, inputs, names, torch_loss: float, state_bytes: i
     (_loss_not_comparable), computes another loss than PyTorch's forward
     did."""
     try:
-        import onnx
         import onnxruntime
     except ImportError:
         return
@@ -838,7 +838,7 @@ def _check_onnx_runs(path: str, inputs, names, torch_loss: float, state_bytes: i
                       f"({first[:300]}): {advice}", stacklevel=5)
         return
     loss = float(got.reshape(-1)[0]) if got.size else float("nan")
-    if _loss_not_comparable(onnx.load(path, load_external_data=False)):
+    if _loss_not_comparable(proto):  # the graph just written (`path`)
         return
     if not (abs(loss - torch_loss) <= 1e-3 * max(abs(torch_loss), 1e-3)):
         warnings.warn(f"torch's ONNX exporter wrote a graph that computes a loss of {loss!r} "
