@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace varuna::rt {
 
@@ -75,6 +76,45 @@ void readParamBytes(const std::string &baseDir, const std::string &file,
                       std::to_string(offset + done) + " while reading " +
                       range(offset, size));
     done += got;
+  }
+}
+
+static constexpr int64_t kDigestPart = 4096;
+
+uint32_t paramDigest(const void *bytes, int64_t size) {
+  const auto *p = static_cast<const Bytef *>(bytes);
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  if (size <= 2 * kDigestPart)
+    return static_cast<uint32_t>(::crc32(crc, p, static_cast<uInt>(size)));
+  crc = ::crc32(crc, p, kDigestPart);
+  return static_cast<uint32_t>(
+      ::crc32(crc, p + size - kDigestPart, kDigestPart));
+}
+
+uint32_t fileParamDigest(const std::string &baseDir, const std::string &file,
+                         int64_t offset, int64_t size) {
+  if (size <= 2 * kDigestPart)
+    return paramDigest(readParamBytes(baseDir, file, offset, size).data(),
+                       size);
+  // The head and tail, as paramDigest reads them from the whole buffer.
+  std::vector<uint8_t> parts(2 * kDigestPart);
+  readParamBytes(baseDir, file, offset, kDigestPart, parts.data());
+  readParamBytes(baseDir, file, offset + size - kDigestPart, kDigestPart,
+                 parts.data() + kDigestPart);
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  return static_cast<uint32_t>(
+      ::crc32(crc, parts.data(), static_cast<uInt>(parts.size())));
+}
+
+bool fileParamDigest(const std::string &baseDir, const std::string &file,
+                     int64_t offset, int64_t size, uint32_t &digest,
+                     std::string &error) noexcept {
+  try {
+    digest = fileParamDigest(baseDir, file, offset, size);
+    return true;
+  } catch (const std::exception &e) {
+    error = e.what();
+    return false;
   }
 }
 

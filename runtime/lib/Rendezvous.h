@@ -12,9 +12,11 @@
 #include "varuna/runtime/Check.h"
 #include "varuna/runtime/Transport.h"
 
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace varuna::rt::detail {
 
@@ -31,8 +33,18 @@ inline std::string messageOf(const std::exception &e) {
   return e.what();
 }
 
+/// c10d logs its own warnings when a peer goes away (a TCPStore wait that
+/// lost its connection), each with a C++ backtrace of 20 frames, ahead of the
+/// rt::Error that names the same failure. Only errors are logged, unless the
+/// user set TORCH_CPP_LOG_LEVEL (libtorch reads it in Python only).
+inline void quietC10Logging() {
+  ::setenv("TORCH_CPP_LOG_LEVEL", "ERROR", /*overwrite=*/0);
+  c10::initLogging();
+}
+
 inline c10::intrusive_ptr<c10d::TCPStore>
 connectStore(const TransportOptions &o, const char *library) {
+  quietC10Logging();
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(o.masterPort);
   so.isServer = o.rank == 0;

@@ -49,7 +49,9 @@ public:
   mlir::Value addInput(llvm::StringRef name, VTensorType type,
                        mlir::Location loc);
 
-  /// Declares a parameter; fails with a diagnostic on a duplicate name.
+  /// Declares a parameter; fails with a diagnostic on a duplicate name. An
+  /// `init` without a digest gets one, read from its file (relative to the
+  /// source model's directory); a file that cannot be read is an error.
   mlir::FailureOr<ParamOp> addParam(llvm::StringRef name, VTensorType type,
                                     DataAttr init, bool frozen,
                                     mlir::Location loc);
@@ -76,6 +78,7 @@ private:
   llvm::StringMap<ParamOp> params;
   llvm::StringMap<mlir::Value> paramValues;
   mlir::OpBuilder::InsertPoint paramInsertPoint;
+  std::string sourceDir; ///< what #varuna.data files are relative to
 };
 
 /// Location of a framework node: `name("file":index:0)`.

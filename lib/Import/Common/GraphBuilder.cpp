@@ -1,13 +1,17 @@
 //===- GraphBuilder.cpp - Builds a varuna training-graph module -----------===//
 
 #include "varuna/Import/GraphBuilder.h"
+#include "varuna/runtime/ParamData.h"
+
+#include "llvm/Support/Path.h"
 
 using namespace mlir;
 using namespace varuna;
 
 GraphBuilder::GraphBuilder(MLIRContext *ctx, StringRef sourcePath,
                            const ImportOptions &options)
-    : b(ctx), options(options) {
+    : b(ctx), options(options),
+      sourceDir(llvm::sys::path::parent_path(sourcePath).str()) {
   ctx->getOrLoadDialect<VarunaDialect>();
   ctx->getOrLoadDialect<func::FuncDialect>();
   Location loc = FileLineColLoc::get(ctx, sourcePath, 0, 0);
@@ -34,6 +38,20 @@ FailureOr<ParamOp> GraphBuilder::addParam(StringRef name, VTensorType type,
   if (params.count(name)) {
     emitError(loc) << "duplicate parameter name '" << name << "'";
     return failure();
+  }
+  if (init && init.getDigest() < 0) {
+    // Read back from where the importer says the bytes are: the digest the
+    // loaders check (docs/dialect.md), and a check of the importer's offset.
+    uint32_t digest;
+    std::string error;
+    if (!rt::fileParamDigest(sourceDir, init.getFile().str(), init.getOffset(),
+                             init.getSize(), digest, error)) {
+      emitError(loc) << "cannot read the values of parameter '" << name
+                     << "': " << error;
+      return failure();
+    }
+    init = DataAttr::get(b.getContext(), init.getFile(), init.getOffset(),
+                         init.getSize(), digest);
   }
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(graph);

@@ -254,7 +254,7 @@ LogicalResult Importer::declareParam(StringRef name,
       return emitError(loc) << "initializer '" << t.name() << "' has "
                             << data.size << " bytes of data, expected "
                             << expect << " for its shape";
-    init = DataAttr::get(ctx, data.file, data.offset, data.size);
+    init = DataAttr::get(ctx, data.file, data.offset, data.size, -1);
   } else {
     return emitError(loc) << "parameter '" << name
                           << "' stores its values in typed fields rather "

@@ -477,7 +477,8 @@ FailureOr<DataAttr> TSImporter::dataFor(const ParamInfo &p, Location loc) {
   // `file` is relative to the directory of the source model (docs/dialect.md),
   // i.e. the archive itself.
   return DataAttr::get(ctx, llvm::sys::path::filename(path),
-                       found + t.storage_offset() * elt, t.numel() * elt);
+                       found + t.storage_offset() * elt, t.numel() * elt,
+                       /*digest: GraphBuilder::addParam*/ -1);
 }
 
 FailureOr<Value> TSImporter::readParam(StringRef name, Location loc) {

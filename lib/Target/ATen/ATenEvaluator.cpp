@@ -27,6 +27,11 @@ namespace varuna {
 
 namespace {
 
+/// Ends the errors of reading a parameter's initial values.
+constexpr const char *kFromSource =
+    " (the initial weights are read from the model file the job was compiled "
+    "from)";
+
 std::string typeString(Type t) {
   std::string s;
   llvm::raw_string_ostream os(s);
@@ -200,13 +205,23 @@ at::Tensor ATenEvaluator::loadParam(ParamOp param) {
                         init.getFile().str() +
                         "' is relative, but the module has no varuna.source "
                         "(give a data directory)");
+  std::string path = rt::resolveDataPath(dataDir, init.getFile().str());
   try {
     rt::readParamBytes(dataDir, init.getFile().str(), init.getOffset(),
                        init.getSize(), t.data_ptr());
   } catch (const rt::DataError &e) {
     throw ATenEvalError("cannot read parameter @" + name.str() + ": " +
-                        e.what());
+                        e.what() + kFromSource);
   }
+  if (init.getDigest() >= 0 &&
+      rt::paramDigest(t.data_ptr(), want) != uint32_t(init.getDigest()))
+    throw ATenEvalError(
+        "parameter @" + name.str() + ": the bytes at " + path + " [" +
+        std::to_string(init.getOffset()) + ", " +
+        std::to_string(init.getOffset() + want) +
+        ") are not those varuna-compile imported (their digest differs): "
+        "the model file changed after the job was compiled; compile it "
+        "again" + kFromSource);
   params[name] = t;
   return t;
 }

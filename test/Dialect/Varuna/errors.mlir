@@ -30,6 +30,11 @@ varuna.param @w : !varuna.tensor<[4, 4], f32> init #varuna.data<file = "m.onnx",
 
 // -----
 
+// expected-error @+1 {{#varuna.data digest must be a CRC-32 (0 to 4294967295), got 4294967296}}
+varuna.param @w : !varuna.tensor<[4, 4], f32> init #varuna.data<file = "m.onnx", offset = 0, size = 64, digest = 4294967296>
+
+// -----
+
 func.func @unknown_param() {
   // expected-error @+1 {{refers to unknown parameter @nope}}
   %w = varuna.get_param @nope : !varuna.tensor<[4], f32>

@@ -3,6 +3,8 @@
 
 // CHECK-LABEL: varuna.param @wte.weight : !varuna.tensor<[64, 32], f32> init #varuna.data<file = "gpt.onnx", offset = 128, size = 8192>
 varuna.param @wte.weight : !varuna.tensor<[64, 32], f32> init #varuna.data<file = "gpt.onnx", offset = 128, size = 8192>
+// CHECK: varuna.param @wpe.weight : !varuna.tensor<[16, 32], f32> init #varuna.data<file = "gpt.onnx", offset = 8320, size = 2048, digest = 4294967295>
+varuna.param @wpe.weight : !varuna.tensor<[16, 32], f32> init #varuna.data<file = "gpt.onnx", offset = 8320, size = 2048, digest = 4294967295>
 // CHECK: varuna.param @ln.weight : !varuna.tensor<[32], f32>{{$}}
 varuna.param @ln.weight : !varuna.tensor<[32], f32>
 // CHECK: varuna.param @bn.running_mean : !varuna.tensor<[4], f32> frozen

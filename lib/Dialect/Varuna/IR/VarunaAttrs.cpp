@@ -6,6 +6,8 @@
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cstdint>
+
 using namespace mlir;
 using namespace varuna;
 
@@ -20,13 +22,17 @@ void VarunaDialect::registerAttributes() {
 }
 
 LogicalResult DataAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               StringRef file, int64_t offset, int64_t size) {
+                               StringRef file, int64_t offset, int64_t size,
+                               int64_t digest) {
   if (file.empty())
     return emitError() << "#varuna.data needs a file name";
   if (offset < 0 || size < 0)
     return emitError() << "#varuna.data offset and size must be non-negative "
                           "(got offset "
                        << offset << ", size " << size << ")";
+  if (digest < -1 || digest > int64_t(UINT32_MAX))
+    return emitError() << "#varuna.data digest must be a CRC-32 (0 to "
+                       << UINT32_MAX << "), got " << digest;
   return success();
 }
 

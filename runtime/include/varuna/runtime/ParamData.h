@@ -29,6 +29,23 @@ std::string resolveDataPath(const std::string &baseDir, const std::string &file)
 void readParamBytes(const std::string &baseDir, const std::string &file,
                     int64_t offset, int64_t size, void *dst);
 
+/// The digest `#varuna.data` records (its `digest`): the CRC-32 (zlib) of
+/// the first 4 KiB of `bytes` followed by their last 4 KiB (all of them when
+/// `size` <= 8 KiB). Cheap for any size; any re-export with other weights or
+/// another layout changes it.
+uint32_t paramDigest(const void *bytes, int64_t size);
+
+/// paramDigest of bytes [offset, offset + size) of baseDir/file, reading only
+/// the 8 KiB it needs. Throws DataError as readParamBytes.
+uint32_t fileParamDigest(const std::string &baseDir, const std::string &file,
+                         int64_t offset, int64_t size);
+
+/// Same, for callers built without exceptions (the importers): false, with
+/// DataError's message in `error`, instead of throwing.
+bool fileParamDigest(const std::string &baseDir, const std::string &file,
+                     int64_t offset, int64_t size, uint32_t &digest,
+                     std::string &error) noexcept;
+
 /// Same, returning a new buffer.
 std::vector<uint8_t> readParamBytes(const std::string &baseDir,
                                     const std::string &file, int64_t offset,

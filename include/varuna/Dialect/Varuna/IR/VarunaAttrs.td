@@ -15,11 +15,20 @@ def Varuna_DataAttr : AttrDef<Varuna_Dialect, "Data"> {
     row-major, of the parameter's element type. `file` is relative to the
     directory of the IR's source model (or absolute). Importers never copy
     weight bytes into the IR; they record where they are.
+
+    `digest` (optional; the importers always write it): the CRC-32 of the
+    bytes' first and last 4 KiB (`rt::paramDigest`), taken when the model
+    was imported. Whoever reads the bytes later compares it, so a model file
+    changed or replaced after compiling (re-exported with other weights or
+    another shape) is an error naming the parameter instead of weights read
+    from the wrong bytes. Absent: not checked.
   }];
   let parameters = (ins
     StringRefParameter<"file the bytes are in">:$file,
     "int64_t":$offset,
-    "int64_t":$size
+    "int64_t":$size,
+    DefaultValuedParameter<"int64_t", "-1",
+                           "digest of the bytes; -1: none">:$digest
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
