@@ -233,6 +233,8 @@ private:
     opts->timeout = options.timeout;
     opts->threads = 2;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+    WaitingForPeers waiting("rank " + std::to_string(options.rank) +
+                            ": connecting group '" + prefix + "'");
     try {
       return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size,
                                                          opts);

@@ -107,6 +107,9 @@ struct Comm {
 
 Comm connect(c10d::Store &store, const std::string &name, int rank, int size,
              std::chrono::milliseconds timeout) {
+  // ncclCommInitRank waits for every member too.
+  WaitingForPeers waiting("member " + std::to_string(rank) + " of group '" +
+                          name + "': connecting");
   ncclUniqueId id;
   std::string key = "nccl/" + name;
   if (rank == 0) {

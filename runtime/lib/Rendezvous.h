@@ -10,6 +10,7 @@
 #define VARUNA_RUNTIME_LIB_RENDEZVOUS_H
 
 #include "varuna/runtime/Check.h"
+#include "varuna/runtime/Stop.h"
 #include "varuna/runtime/Transport.h"
 
 #include <c10/util/Logging.h>
@@ -52,6 +53,8 @@ connectStore(const TransportOptions &o, const char *library) {
   so.timeout = o.timeout;
   so.waitWorkers = true;
   std::string where = o.masterAddr + ":" + std::to_string(o.masterPort);
+  WaitingForPeers waiting("rank " + std::to_string(o.rank) +
+                          ": rendezvous at " + where);
   try {
     return c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
   } catch (const std::exception &e) {

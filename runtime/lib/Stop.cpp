@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <initializer_list>
+#include <mutex>
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <thread>
@@ -19,6 +20,21 @@ std::atomic<int> received{0};
 std::atomic<bool> watching{false};
 /// The launcher's pid (followLauncher), else 0.
 std::atomic<pid_t> launcher{0};
+/// What the live WaitingForPeers waits for (empty: none); the signal thread
+/// holds the lock while it ends the process, so the wait cannot end under it.
+std::mutex waitingLock;
+std::string waitingFor;
+
+/// Ends the process for a stop request that came while waiting for `what`.
+[[noreturn]] void stopWhileWaiting(const std::string &what) {
+  // On a terminal, a line of its own (rank 0's progress bar may be on it).
+  std::string msg = (::isatty(2) ? "\n" : "") + what +
+                    ": stopped on request while waiting for the other ranks "
+                    "(nothing trained yet)\n";
+  ssize_t ignored = ::write(2, msg.data(), msg.size());
+  (void)ignored;
+  std::_Exit(kStoppedExitStatus);
+}
 
 /// The stop signals this process has not inherited as ignored.
 sigset_t watchedSignals() {
@@ -62,8 +78,12 @@ void watchStopSignals() {
       if (sig < 0)
         continue;
       int none = 0;
-      if (armed.load() && received.compare_exchange_strong(none, sig))
+      if (armed.load() && received.compare_exchange_strong(none, sig)) {
+        std::lock_guard<std::mutex> lock(waitingLock);
+        if (!waitingFor.empty())
+          stopWhileWaiting(waitingFor);
         continue; // the trainer stops after this step
+      }
       // The launcher asks once; when it dies, each of its threads' exits
       // sends the parent-death signal again. It escalates with SIGKILL.
       if (received.load() && launcher.load() &&
@@ -76,6 +96,18 @@ void watchStopSignals() {
 
 StopOnRequest::StopOnRequest() { armed.store(true); }
 StopOnRequest::~StopOnRequest() { armed.store(false); }
+
+WaitingForPeers::WaitingForPeers(std::string what) {
+  std::lock_guard<std::mutex> lock(waitingLock);
+  if (armed.load() && received.load())
+    stopWhileWaiting(what);
+  waitingFor = std::move(what);
+}
+
+WaitingForPeers::~WaitingForPeers() {
+  std::lock_guard<std::mutex> lock(waitingLock);
+  waitingFor.clear();
+}
 
 int stopSignal() { return received.load(); }
 

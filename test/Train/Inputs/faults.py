@@ -35,6 +35,10 @@ stop-early:    SIGTERM at the launcher 0.1-1.5 s after it starts (parsing the
   SIGTERM before it started any rank), no process left, no error.
 stop-single:   P = D = 1 (one process) stops on SIGTERM after a step with a
   checkpoint, exit 143.
+stop-waiting:  one rank of two started by hand (its peer never comes), with
+  --timeout 120; SIGTERM after 1.5 s: it must stop at once (exit 143 within
+  5 s), saying where it waited -- rank 0 (serving the store) and rank 1
+  (connecting to it) alike.
 Prints what happened; exits 1 if the behaviour is not the expected one."""
 import os
 import random
@@ -300,6 +304,22 @@ elif scenario.startswith("stop-"):
         if codes != [143, 143] or newest("ranks") != k + 1:
             fail(f"exit codes {codes}: {errs[0][-200:]} {errs[1][-200:]}")
         print("rank 1 asked: both ranks stopped after the same step, exit 143")
+    elif scenario == "stop-waiting":
+        for r in (0, 1):
+            env = dict(os.environ, MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=str(free_port()), WORLD_SIZE="2", RANK=str(r))
+            env.pop("VARUNA_LAUNCHER_PID", None)
+            p = start(["varuna-run", job] + grid[4:9] + [
+                "--stages", "2", "--steps", "10", "--timeout", "120"], env)
+            time.sleep(1.5)
+            p.send_signal(signal.SIGTERM)
+            t = time.time()
+            out, err = finish(p, 5, f"rank {r} alone")
+            want = (f"rank {r}: rendezvous at 127.0.0.1:{env['MASTER_PORT']}: stopped on "
+                    "request while waiting for the other ranks (nothing trained yet)")
+            if p.returncode != 143 or want not in err:
+                fail(f"rank {r} alone: exit {p.returncode}: {err[-300:]!r}")
+            print(f"rank {r} alone: stopped at the rendezvous, exit 143 in <5 s")
     elif scenario == "stop-twice":
         # Slow steps (every message delayed 1.5 s: a step takes ~3 s): the
         # second signal comes while the ranks still finish the step the first

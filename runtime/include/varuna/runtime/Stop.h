@@ -17,8 +17,9 @@
 // as ignored (nohup's SIGHUP, SIGINT of a background job) stays ignored.
 //
 // varuna-run arms it from its start on: a request during the set-up stops
-// the run after its first step (a rank still waiting at the rendezvous
-// waits for its --timeout; a second signal kills it).
+// the run after its first step -- except while the rank waits for its peers
+// (the rendezvous, connecting a group: WaitingForPeers), where a peer that
+// never comes would hold it for its --timeout: there it ends at once.
 //
 // A rank that stopped on request exits with kStoppedExitStatus (128 +
 // SIGTERM, what a shell reports for a process SIGTERM ended).
@@ -27,6 +28,8 @@
 
 #ifndef VARUNA_RUNTIME_STOP_H
 #define VARUNA_RUNTIME_STOP_H
+
+#include <string>
 
 namespace varuna::rt {
 
@@ -44,6 +47,21 @@ public:
   ~StopOnRequest();
   StopOnRequest(const StopOnRequest &) = delete;
   StopOnRequest &operator=(const StopOnRequest &) = delete;
+};
+
+/// Marks, for its lifetime, a wait for the other ranks during the set-up
+/// (the transports' rendezvous and group connections: nothing has trained
+/// yet, nothing to save). A stop request recorded while one lives -- or
+/// before, while a StopOnRequest lives -- ends the process at once with
+/// kStoppedExitStatus, after printing "`what`: stopped on request while
+/// waiting for the other ranks (nothing trained yet)" to stderr. Without a
+/// StopOnRequest it changes nothing.
+class WaitingForPeers {
+public:
+  explicit WaitingForPeers(std::string what);
+  ~WaitingForPeers();
+  WaitingForPeers(const WaitingForPeers &) = delete;
+  WaitingForPeers &operator=(const WaitingForPeers &) = delete;
 };
 
 /// The first stop signal recorded, or 0.
