@@ -38,6 +38,109 @@ std::string describe(const InputSpec &spec) {
   return std::string(dtypeName(spec.dtype)) + " " + s + "]";
 }
 
+/// Whether every value of a `from` file is a value of `to`: integer types
+/// into wider ones (token ids saved as uint16 or int32 for an int64 input).
+/// Floats and bools are never converted.
+bool widensTo(DType from, DType to) {
+  auto bits = [](DType t) -> int {
+    switch (t) {
+    case DType::I8:
+      return 8;
+    case DType::I16:
+      return 16;
+    case DType::I32:
+      return 32;
+    case DType::I64:
+      return 64;
+    default:
+      return 0;
+    }
+  };
+  auto ubits = [](DType t) -> int {
+    switch (t) {
+    case DType::U8:
+      return 8;
+    case DType::U16:
+      return 16;
+    case DType::U32:
+      return 32;
+    default:
+      return 0;
+    }
+  };
+  int to_ = bits(to);
+  if (!to_)
+    return false;
+  if (int s = bits(from))
+    return s < to_;
+  int u = ubits(from);
+  return u && u < to_;
+}
+
+/// The file types widensTo accepts for `to`, for messages ("int8, uint8").
+std::string widerList(DType to) {
+  std::string out;
+  for (DType t : {DType::I8, DType::U8, DType::I16, DType::U16, DType::I32,
+                  DType::U32})
+    if (widensTo(t, to))
+      out += (out.empty() ? "" : ", ") + std::string(dtypeName(t));
+  return out.empty() ? "none" : out;
+}
+
+/// Converts `n` integers of type `from` at `src` to type `to` at `dst`
+/// (widensTo(from, to)).
+void widenIntegers(DType from, const uint8_t *src, DType to, uint8_t *dst,
+                   size_t n) {
+  size_t in = dtypeSize(from), out = dtypeSize(to);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t *p = src + i * in;
+    int64_t v = 0;
+    switch (from) {
+    case DType::I8:
+      v = static_cast<int8_t>(*p);
+      break;
+    case DType::U8:
+      v = *p;
+      break;
+    case DType::I16: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      v = x;
+      break;
+    }
+    case DType::U16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      v = x;
+      break;
+    }
+    case DType::I32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      v = x;
+      break;
+    }
+    case DType::U32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      v = x;
+      break;
+    }
+    default:
+      std::memcpy(&v, p, 8);
+    }
+    if (out == 8) {
+      std::memcpy(dst + i * 8, &v, 8);
+    } else if (out == 4) {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(dst + i * 4, &x, 4);
+    } else {
+      int16_t x = static_cast<int16_t>(v);
+      std::memcpy(dst + i * 2, &x, 2);
+    }
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // .npy header (just enough to locate the rows; see Npy.cpp for the format)
 //===----------------------------------------------------------------------===//
@@ -99,7 +202,7 @@ NpyHeader readNpyHeader(int fd, const std::string &path) {
   std::optional<DType> dtype = parseDtypeDescr(descr);
   if (!dtype)
     fail(path, "unsupported dtype '" + descr +
-                   "' (supported: little-endian f2 f4 f8 i1 u1 i4 i8 b1)");
+                   "' (supported: little-endian f2 f4 f8 i1 u1 i2 u2 i4 u4 i8 b1)");
   out.dtype = *dtype;
 
   p = valueOf(h, "shape");
@@ -188,6 +291,10 @@ int64_t typeRange(DType t) {
     return 128;
   case DType::U8:
     return 256;
+  case DType::I16:
+    return 32768;
+  case DType::U16:
+    return 65536;
   default:
     return int64_t(1) << 31;
   }
@@ -307,10 +414,19 @@ NpyDataset::open(const std::string &dir, const std::vector<InputSpec> &specs) {
                        spec.name + "' as " + describe(spec));
     files.push_back(f);
     NpyHeader h = readNpyHeader(f.fd, f.path);
-    if (h.dtype != spec.dtype)
+    if (h.dtype != spec.dtype && !widensTo(h.dtype, spec.dtype))
       fail(f.path, std::string("dtype is ") + dtypeName(h.dtype) +
                        ", expected " + dtypeName(spec.dtype) + " for input '" +
-                       spec.name + "' (" + describe(spec) + ")");
+                       spec.name + "' (" + describe(spec) + ")" +
+                       (isFloat(spec.dtype) || spec.dtype == DType::Bool
+                            ? std::string(": save it with x.astype(np.") +
+                                  dtypeName(spec.dtype) + ")"
+                            : std::string(": integer data of a type whose "
+                                          "values all fit is converted (") +
+                                  widerList(spec.dtype) +
+                                  "); this one needs x.astype(np." +
+                                  dtypeName(spec.dtype) + ")"));
+    files.back().dtype = h.dtype;
     if (h.shape.empty())
       fail(f.path, "is a 0-d array; expected input '" + spec.name + "' as " +
                        describe(spec) + " (first dimension = samples)");
@@ -366,7 +482,23 @@ NpyDataset::~NpyDataset() {
 void NpyDataset::readRows(size_t input, int64_t index, int64_t count,
                           uint8_t *dst) const {
   const File &f = files[input];
-  size_t row = rowBytes(input);
+  DType want = inputSpecs[input].dtype;
+  if (f.dtype != want) {
+    // A narrower integer type in the file: read it, then widen.
+    size_t elems = rowBytes(input) / dtypeSize(want) * static_cast<size_t>(count);
+    std::vector<uint8_t> raw(elems * dtypeSize(f.dtype));
+    readFileRows(input, index, count, raw.data());
+    widenIntegers(f.dtype, raw.data(), want, dst, elems);
+    return;
+  }
+  readFileRows(input, index, count, dst);
+}
+
+void NpyDataset::readFileRows(size_t input, int64_t index, int64_t count,
+                              uint8_t *dst) const {
+  const File &f = files[input];
+  size_t row = rowBytes(input) / dtypeSize(inputSpecs[input].dtype) *
+               dtypeSize(f.dtype);
   size_t left = row * static_cast<size_t>(count);
   uint64_t off = f.dataOffset + row * static_cast<uint64_t>(index);
   while (left > 0) {
@@ -455,9 +587,16 @@ void SyntheticDataset::readRow(size_t input, int64_t index,
       std::memcpy(dst + size * i, &x, 8);
       break;
     }
-    case DType::I32: {
-      int32_t x = static_cast<int32_t>(v);
+    case DType::I32:
+    case DType::U32: {
+      uint32_t x = static_cast<uint32_t>(v);
       std::memcpy(dst + size * i, &x, 4);
+      break;
+    }
+    case DType::I16:
+    case DType::U16: {
+      uint16_t x = static_cast<uint16_t>(v);
+      std::memcpy(dst + size * i, &x, 2);
       break;
     }
     default: // I8, U8, Bool: one byte

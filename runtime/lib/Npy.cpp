@@ -160,9 +160,12 @@ uint32_t readLE(const uint8_t *p, int bytes) {
 size_t dtypeSize(DType type) {
   switch (type) {
   case DType::F16:
+  case DType::I16:
+  case DType::U16:
     return 2;
   case DType::F32:
   case DType::I32:
+  case DType::U32:
     return 4;
   case DType::F64:
   case DType::I64:
@@ -187,8 +190,14 @@ const char *dtypeDescr(DType type) {
     return "|i1";
   case DType::U8:
     return "|u1";
+  case DType::I16:
+    return "<i2";
+  case DType::U16:
+    return "<u2";
   case DType::I32:
     return "<i4";
+  case DType::U32:
+    return "<u4";
   case DType::I64:
     return "<i8";
   case DType::Bool:
@@ -209,8 +218,14 @@ const char *dtypeName(DType type) {
     return "int8";
   case DType::U8:
     return "uint8";
+  case DType::I16:
+    return "int16";
+  case DType::U16:
+    return "uint16";
   case DType::I32:
     return "int32";
+  case DType::U32:
+    return "uint32";
   case DType::I64:
     return "int64";
   case DType::Bool:
@@ -238,8 +253,14 @@ std::optional<DType> parseDtypeDescr(std::string_view descr) {
     return DType::I8;
   if (code == "u1")
     return DType::U8;
+  if (code == "i2")
+    return DType::I16;
+  if (code == "u2")
+    return DType::U16;
   if (code == "i4")
     return DType::I32;
+  if (code == "u4")
+    return DType::U32;
   if (code == "i8")
     return DType::I64;
   if (code == "b1")
@@ -302,7 +323,7 @@ NpyArray parseNpy(const void *bytes, size_t size, const std::string &name) {
   std::optional<DType> dtype = parseDtypeDescr(descrIt->second.str);
   if (!dtype)
     fail(name, "unsupported dtype '" + descrIt->second.str +
-                   "' (supported: little-endian f2 f4 f8 i1 u1 i4 i8 b1)");
+                   "' (supported: little-endian f2 f4 f8 i1 u1 i2 u2 i4 u4 i8 b1)");
   out.dtype = *dtype;
   out.shape = shapeIt->second.tuple;
   if (orderIt->second.boolean && out.shape.size() > 1)

@@ -467,6 +467,12 @@ const char *safetensorsDtype(DType type) {
     return "I8";
   case DType::U8:
     return "U8";
+  case DType::I16:
+    return "I16";
+  case DType::U16:
+    return "U16";
+  case DType::U32:
+    return "U32";
   case DType::I32:
     return "I32";
   case DType::I64:
@@ -479,7 +485,8 @@ const char *safetensorsDtype(DType type) {
 
 std::optional<DType> dtypeFromSafetensors(std::string_view dtype) {
   for (DType t : {DType::F16, DType::F32, DType::F64, DType::I8, DType::U8,
-                  DType::I32, DType::I64, DType::Bool})
+                  DType::I16, DType::U16, DType::I32, DType::U32, DType::I64,
+                  DType::Bool})
     if (dtype == safetensorsDtype(t))
       return t;
   return std::nullopt;

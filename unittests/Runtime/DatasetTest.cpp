@@ -176,6 +176,50 @@ TEST_F(DatasetTest, WrongDtype) {
       << err;
 }
 
+TEST_F(DatasetTest, NarrowerIntegersAreWidened) {
+  // Token ids as uint16 (values above int16's range), labels as int8 with a
+  // negative (ignore_index-like) value, wrapping across the sample count.
+  std::vector<uint16_t> ids = {65535, 1, 40000, 7, 0, 32768};
+  std::vector<int8_t> labels = {-100, 5, 127, -1, 3, 0};
+  writeNpy(dir + "/ids.npy", DType::U16, {3, 2}, ids.data());
+  writeNpy(dir + "/labels.npy", DType::I8, {3, 2}, labels.data());
+  std::vector<InputSpec> s = {{"ids", DType::I64, {2}},
+                              {"labels", DType::I32, {2}}};
+  auto ds = NpyDataset::open(dir, s);
+  auto b = ds->batch(1, 2, 0, 2); // samples 2, 0
+  EXPECT_EQ(b[0].array.dtype, DType::I64);
+  EXPECT_EQ(b[0].array.data.size(), 4 * sizeof(int64_t));
+  const auto *i = reinterpret_cast<const int64_t *>(b[0].array.data.data());
+  EXPECT_EQ(std::vector<int64_t>(i, i + 4),
+            (std::vector<int64_t>{0, 32768, 65535, 1}));
+  EXPECT_EQ(b[1].array.dtype, DType::I32);
+  const auto *l = reinterpret_cast<const int32_t *>(b[1].array.data.data());
+  EXPECT_EQ(std::vector<int32_t>(l, l + 4),
+            (std::vector<int32_t>{3, 0, -100, 5}));
+}
+
+TEST_F(DatasetTest, OnlyLosslessConversions) {
+  std::vector<uint32_t> u32 = {1, 2, 3};
+  writeNpy(dir + "/ids.npy", DType::U32, {3, 1}, u32.data());
+  std::string err = openError({{"ids", DType::I32, {1}}});
+  EXPECT_TRUE(contains(err, "dtype is uint32, expected int32 for input 'ids' "
+                            "(int32 [N, 1]): integer data of a type whose "
+                            "values all fit is converted (int8, uint8, int16, "
+                            "uint16); this one needs x.astype(np.int32)"))
+      << err;
+  std::vector<double> f64 = {1, 2, 3};
+  writeNpy(dir + "/x.npy", DType::F64, {3, 1}, f64.data());
+  err = openError({{"x", DType::F32, {1}}});
+  EXPECT_TRUE(contains(err, "dtype is float64, expected float32 for input 'x' "
+                            "(float32 [N, 1]): save it with "
+                            "x.astype(np.float32)"))
+      << err;
+  std::vector<uint8_t> u8 = {0, 1, 1};
+  writeNpy(dir + "/m.npy", DType::U8, {3, 1}, u8.data());
+  err = openError({{"m", DType::Bool, {1}}});
+  EXPECT_TRUE(contains(err, "dtype is uint8, expected bool")) << err;
+}
+
 TEST_F(DatasetTest, WrongSampleShape) {
   writeDefault(4);
   auto s = specs();

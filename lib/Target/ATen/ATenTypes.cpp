@@ -92,6 +92,12 @@ static at::ScalarType toScalarType(rt::DType t) {
     return at::kChar;
   case rt::DType::U8:
     return at::kByte;
+  case rt::DType::I16:
+    return at::kShort;
+  case rt::DType::U16:
+    return at::kUInt16;
+  case rt::DType::U32:
+    return at::kUInt32;
   case rt::DType::I32:
     return at::kInt;
   case rt::DType::I64:

@@ -85,9 +85,12 @@ protected:
 /// DIR/<name>.npy per input, validated when opened.
 class NpyDataset : public DataSource {
 public:
-  /// Opens and validates every input's file. Throws DataError naming the file
-  /// and the expectation on: a missing directory or file, a malformed or
-  /// truncated .npy, a 0-d array, a dtype other than the spec's, a sample
+  /// Opens and validates every input's file. An integer file of a narrower
+  /// type than its integer input (every value fits: token ids saved as
+  /// uint16 or int32 for an int64 input) is widened as rows are read. Throws
+  /// DataError naming the file and the expectation on: a missing directory
+  /// or file, a malformed or truncated .npy, a 0-d array, another dtype
+  /// (floats and bools are never converted), a sample
   /// shape other than the spec's, no samples, or sample counts that differ
   /// between inputs.
   static std::unique_ptr<NpyDataset> open(const std::string &dir,
@@ -103,6 +106,7 @@ private:
     std::string path;
     int fd = -1;
     uint64_t dataOffset = 0;
+    DType dtype = DType::F32; ///< the file's (widened to the spec's on read)
   };
   NpyDataset(std::vector<InputSpec> specs, std::vector<File> files,
              int64_t samples)
@@ -111,6 +115,9 @@ private:
   void readRow(size_t input, int64_t index, uint8_t *dst) const override;
   void readRows(size_t input, int64_t index, int64_t count,
                 uint8_t *dst) const override;
+  /// The file's bytes of those rows, in the file's dtype.
+  void readFileRows(size_t input, int64_t index, int64_t count,
+                    uint8_t *dst) const;
 
   std::vector<File> files;
   int64_t samples;

@@ -3,7 +3,7 @@
 // The runtime's data loader reads one `.npy` per graph input; varuna-eval
 // reads the same files. Supported: format versions 1.0, 2.0 and 3.0,
 // little-endian (or byte-order-free) data in C order, dtypes f2 f4 f8 i1 u1
-// i4 i8 b1. Errors throw varuna::rt::DataError naming the file and the cause.
+// i2 u2 i4 u4 i8 b1. Errors throw varuna::rt::DataError naming the file and the cause.
 // No dependency on libtorch.
 //
 //===----------------------------------------------------------------------===//
@@ -32,7 +32,7 @@ public:
 std::vector<uint8_t> readFileBytes(const std::string &path);
 
 /// Element types of .npy files we read and write.
-enum class DType { F16, F32, F64, I8, U8, I32, I64, Bool };
+enum class DType { F16, F32, F64, I8, U8, I16, U16, I32, U32, I64, Bool };
 
 /// Bytes per element.
 size_t dtypeSize(DType type);
