@@ -162,8 +162,14 @@ int cmdLatest(int argc, char **argv) {
   for (const CheckpointFile &f : r.latest->manifest.files)
     std::printf("file %s section %d bytes %llu crc32 0x%08x\n", f.name.c_str(),
                 f.section, static_cast<unsigned long long>(f.bytes), f.crc32);
+  // The random generator's state is ~10 KB of hex: its start and its size.
+  constexpr size_t kShown = 64;
   for (const auto &[k, v] : r.latest->manifest.state)
-    std::printf("state %s=%s\n", k.c_str(), v.c_str());
+    if (v.size() > kShown)
+      std::printf("state %s=%s... (%zu characters)\n", k.c_str(),
+                  v.substr(0, kShown).c_str(), v.size());
+    else
+      std::printf("state %s=%s\n", k.c_str(), v.c_str());
   return 0;
 }
 

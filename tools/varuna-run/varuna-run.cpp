@@ -95,7 +95,9 @@ static cl::opt<bool> sectionsMode(
     cl::cat(toolOptions));
 static cl::opt<std::string>
     checkpointDir("checkpoint-dir",
-                  cl::desc("Directory of per-section checkpoints"),
+                  cl::desc("Directory of per-section checkpoints (written "
+                           "every --checkpoint-every steps, after the last "
+                           "step, and when stopped on request)"),
                   cl::cat(toolOptions));
 static cl::opt<int64_t> checkpointEvery("checkpoint-every", cl::init(0),
                                         cl::desc("Checkpoint every K steps"),

@@ -957,10 +957,8 @@ LogicalResult varuna::trainPipeline(
     if (metrics)
       *metrics << metricsJsonLine(m) << std::flush;
     onStep(m);
-    bool due =
-        options.checkpointEvery > 0 && (s + 1) % options.checkpointEvery == 0;
     stopped = m.stopRequested && s + 1 < options.steps;
-    if (due || (stopped && !options.checkpointDir.empty())) {
+    if (options.checkpointDue(s + 1, stopped)) {
       try {
         rank.saveCheckpoint(s + 1, *optimizer);
       } catch (const std::exception &e) {

@@ -645,9 +645,7 @@ LogicalResult varuna::trainReference(
         *metrics << metricsJsonLine(m) << std::flush;
       onStep(m);
       stopped = m.stopRequested && step + 1 < options.steps;
-      bool due = options.checkpointEvery > 0 &&
-                 (step + 1) % options.checkpointEvery == 0;
-      if (due || (stopped && !options.checkpointDir.empty())) {
+      if (options.checkpointDue(step + 1, stopped)) {
         NamedTensors state = *params;
         state.insert(state.end(), buffers->begin(), buffers->end());
         state.insert(state.end(), unread->begin(), unread->end());

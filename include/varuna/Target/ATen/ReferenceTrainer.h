@@ -55,8 +55,9 @@ struct TrainOptions {
   /// the last section to the first, recomputing each section's forward from
   /// its stash and handing the gradients of its inputs to the previous one.
   bool sections = false;
-  /// Checkpoints (docs/checkpoints.md): every `checkpointEvery` steps into
-  /// `checkpointDir` (one safetensors file per section: its parameters and
+  /// Checkpoints (docs/checkpoints.md): every `checkpointEvery` steps, after
+  /// the last step and when the run stops on request, into `checkpointDir`
+  /// (one safetensors file per section: its parameters and
   /// their optimizer state; a parameter read by several sections is stored
   /// with the first). `resume` continues from the newest complete checkpoint
   /// (torn or corrupt ones are reported and skipped), including the
@@ -64,6 +65,13 @@ struct TrainOptions {
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
   bool resume = false;
+  /// Whether the state after `done` steps is checkpointed (above; `stopped`:
+  /// the run stops on request after them).
+  bool checkpointDue(int64_t done, bool stopped) const {
+    return !checkpointDir.empty() &&
+           ((checkpointEvery > 0 && done % checkpointEvery == 0) ||
+            done == steps || stopped);
+  }
   /// The job's generated stage library (JOBDIR/libstages.so): run every
   /// section through its generated code; empty: interpret the graph with
   /// the ATen evaluator (the reference engine).
