@@ -1,0 +1,126 @@
+"""Reading Varuna checkpoints back into PyTorch (docs/checkpoints.md).
+
+A checkpoint directory holds `step-<N>/` directories, each complete one with
+per-section safetensors files, a manifest (sizes and CRC-32s) and a COMPLETE
+marker naming the manifest's CRC-32. These functions take the trained weights
+out of one, checked the way `varuna-run --resume` checks it:
+
+    import varuna.checkpoint as vc
+    state = vc.load("ckpt")                  # newest complete step: {name: tensor}
+    vc.load_into(model, "ckpt/step-200")     # into the nn.Module trained
+    vc.latest("ckpt")                        # "ckpt/step-200"
+
+Every tensor keeps the name the model gave it (the framework's parameter and
+buffer names: a `state_dict` takes them as they are). The optimizer's state
+(`optimizer/<state>/<parameter>`) is left out unless asked for. A parameter
+held by several sections (a tie) must be identical in each: it is taken once.
+
+Errors are ValueError naming the directory or file and what is wrong: no
+complete checkpoint (with why each newer one was skipped), a file whose size
+or CRC-32 differs from the manifest, tie copies that differ.
+"""
+import json
+import os
+import re
+import zlib
+
+__all__ = ["latest", "load", "load_into"]
+
+_STEP = re.compile(r"step-(0|[1-9][0-9]*)$")
+
+
+def _check(step_dir):
+    """The manifest of step_dir if it is complete and intact, else raises
+    ValueError saying why."""
+    marker = os.path.join(step_dir, "COMPLETE")
+    if not os.path.exists(marker):
+        raise ValueError(f"{step_dir}: torn: no COMPLETE marker")
+    line = open(marker).read().strip()
+    m = re.fullmatch(r"varuna-checkpoint step=(\d+) manifest-crc32=0x([0-9a-fA-F]{8})", line)
+    if not m:
+        raise ValueError(f"{marker}: malformed marker {line!r}")
+    raw = open(os.path.join(step_dir, "manifest.json"), "rb").read()
+    if zlib.crc32(raw) != int(m.group(2), 16):
+        raise ValueError(f"{step_dir}/manifest.json: checksum mismatch with COMPLETE")
+    manifest = json.loads(raw)
+    if manifest.get("format") != "varuna-checkpoint":
+        raise ValueError(f"{step_dir}/manifest.json: not a varuna checkpoint manifest")
+    for f in manifest["files"]:
+        path = os.path.join(step_dir, f["name"])
+        try:
+            data = open(path, "rb").read()
+        except OSError as e:
+            raise ValueError(f"{path}: {e.strerror}") from None
+        if len(data) != f["bytes"]:
+            raise ValueError(f"{path}: {len(data)} bytes, the manifest says {f['bytes']}")
+        if zlib.crc32(data) != f["crc32"]:
+            raise ValueError(f"{path}: checksum mismatch with the manifest")
+    return manifest
+
+
+def latest(ckpt_dir):
+    """The newest complete, intact `step-<N>` directory under ckpt_dir."""
+    try:
+        names = os.listdir(ckpt_dir)
+    except OSError as e:
+        raise ValueError(f"{ckpt_dir}: {e.strerror}") from None
+    steps = sorted((int(m.group(1)), n) for n in names if (m := _STEP.match(n)))
+    skipped = []
+    for _, name in reversed(steps):
+        step_dir = os.path.join(ckpt_dir, name)
+        try:
+            _check(step_dir)
+            return step_dir
+        except (ValueError, OSError) as e:
+            skipped.append(str(e))
+    why = "".join(f"\n  skipped {s}" for s in skipped)
+    raise ValueError(f"{ckpt_dir}: no complete checkpoint{why}")
+
+
+def load(path, optimizer_state=False):
+    """The tensors of a checkpoint as {name: torch.Tensor}: `path` is a
+    `step-<N>` directory or a checkpoint directory (its newest complete
+    step). With optimizer_state, the `optimizer/...` tensors too."""
+    from safetensors.torch import load_file
+
+    if not os.path.exists(os.path.join(path, "manifest.json")):
+        path = latest(path)
+    manifest = _check(path)
+    out = {}
+    for f in sorted(manifest["files"], key=lambda f: f["section"]):
+        file = os.path.join(path, f["name"])
+        for name, t in load_file(file).items():
+            if name.startswith("optimizer/") and not optimizer_state:
+                continue
+            if name in out:
+                if out[name].shape != t.shape or not bool((out[name] == t).all()):
+                    raise ValueError(f"{file}: '{name}' differs from its copy in another "
+                                     "section (a tie's copies must be identical)")
+                continue
+            out[name] = t
+    return out
+
+
+def load_into(model, path, strict=True):
+    """Loads load(path) into `model` (an nn.Module of the model that was
+    trained) and returns (missing, unexpected): the model's parameters the
+    checkpoint lacks and the checkpoint's tensors the model lacks. Not
+    missing: a parameter that is another's alias (a tie such as GPT-2's
+    `lm_head.weight` is `wte.weight`: loaded with it) and buffers training
+    never changes (attention masks; running statistics are in the
+    checkpoint), which keep their values. With strict, either list being
+    non-empty is a ValueError naming them (nothing is loaded)."""
+    state = load(path)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {id(params[n]) for n in state if n in params}
+    missing = sorted(n for n, p in params.items() if n not in state and id(p) not in loaded)
+    known = set(model.state_dict(keep_vars=True))
+    unexpected = sorted(n for n in state if n not in known)
+    if strict and (missing or unexpected):
+        raise ValueError(
+            f"{path}: does not match the model: "
+            + (f"parameters not in the checkpoint: {', '.join(missing)}" if missing else "")
+            + ("; " if missing and unexpected else "")
+            + (f"not in the model: {', '.join(unexpected)}" if unexpected else ""))
+    model.load_state_dict({n: t for n, t in state.items() if n in known}, strict=False)
+    return missing, unexpected
