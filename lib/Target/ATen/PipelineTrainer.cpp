@@ -558,7 +558,10 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   };
   // GPipe and 1F1B are defined by their static orders: a backward run ahead
   // on the last stage would send gradients in another order than the
-  // previous stage waits for them (GPipe's are in reverse).
+  // previous stage waits for them (GPipe's are in reverse). Zero-bubble's
+  // order is static too: running a due W while the next task waits (W
+  // sends nothing) was tried and simulated 0-0.3% slower under jitter, as
+  // it delays the task whose message comes next (docs/pipeline.md).
   bool deviate =
       pipeline.deviate && pipeline.schedule == plan::ScheduleKind::Varuna;
   const size_t peakHeld = stagePeak;
@@ -567,6 +570,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // 1F1B used to post on demand) cost 2-5 ms each in Gloo here.
   const size_t postWindow = 2 * peakHeld + 2;
   std::vector<plan::Task> remaining = order;
+  const int64_t deviationsBefore = deviations;
   while (!remaining.empty()) {
     for (size_t j = 0; j < std::min(postWindow, remaining.size()); ++j) {
       const plan::Task &t = remaining[j];
@@ -743,13 +747,15 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // on the step after which they stop.
   double stopping = rt::stopSignal() != 0 ? 1 : 0;
   std::vector<at::Tensor> totals{
-      at::tensor({lossSum, countSum, overflowed, stopping},
+      at::tensor({lossSum, countSum, overflowed, stopping,
+                  double(deviations - deviationsBefore)},
                  at::TensorOptions().dtype(at::kDouble))};
   {
     auto span = trace.scope("allreduce loss", rt::Trace::Comm);
     transport.world().allreduceSum(totals);
   }
   m.stopRequested = totals[0][3].item<double>() > 0;
+  m.deviations = static_cast<int64_t>(totals[0][4].item<double>());
   // Data parallelism: the stage's gradients summed over its replicas.
   if (buckets) {
     auto span = trace.scope("wait gradient buckets", rt::Trace::Comm);

@@ -295,6 +295,8 @@ std::string varuna::metricsJsonLine(const StepMetrics &m) {
                           : m.loss > 0       ? "inf"
                                              : "-inf")
                 .str();
+  if (m.deviations >= 0)
+    scaling += llvm::formatv(", \"deviations\": {0}", m.deviations).str();
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
                        "{3:f6}{4}}\n",

@@ -93,6 +93,9 @@ struct StepMetrics {
   /// ends after it -- after a checkpoint of it when the run checkpoints --
   /// unless it was the last step anyway.
   bool stopRequested = false;
+  /// Pipelines: the tasks every rank together ran ahead of its static order
+  /// in the step (the run-time deviation; -1: not a pipeline run).
+  int64_t deviations = -1;
 };
 
 /// An error about running `job` (not about a line of its IR): reported at
