@@ -529,7 +529,13 @@ int main(int argc, char **argv) {
     llvm::raw_fd_ostream os(output, ec);
     if (ec)
       return fail("cannot write '" + output + "': " + ec.message());
-    llvm::json::Object o{{"stages", best.stages},
+    // What it was planned for: varuna-run warns when it runs otherwise.
+    llvm::SmallString<256> job(jobDir);
+    llvm::sys::fs::make_absolute(job);
+    llvm::json::Object o{{"job", job.str()},
+                         {"batch", int64_t(batch)},
+                         {"devices", int64_t(devices)},
+                         {"stages", best.stages},
                          {"replicas", best.replicas},
                          {"micro_batch", best.microBatch},
                          {"schedule", scheduleKindName(best.schedule)},

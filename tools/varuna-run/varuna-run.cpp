@@ -53,8 +53,9 @@ static cl::opt<int64_t> replicas("replicas", cl::init(1),
                                  cl::desc("Data-parallel width D"),
                                  cl::cat(toolOptions));
 static cl::opt<int64_t>
-    batch("batch", cl::Required,
-          cl::desc("Global batch size M (examples per step)"),
+    batch("batch", cl::init(0),
+          cl::desc("Global batch size M (examples per step; required unless "
+                   "--plan gives it)"),
           cl::cat(toolOptions));
 static cl::opt<int64_t> microBatch("micro-batch", cl::init(0),
                                    cl::desc("Micro-batch size m (divides M; "
@@ -218,8 +219,18 @@ static cl::opt<std::string>
     planPath("plan",
              cl::desc("Take --stages, --replicas, --micro-batch, --schedule, "
                       "--schedule-latency, --bucket-mb and --message-precision "
-                      "from this varuna-plan output (JSON)"),
+                      "(and --batch, unless given) from this varuna-plan "
+                      "output (JSON)"),
              cl::cat(toolOptions));
+
+/// Whether this process says what concerns the whole run (once): the
+/// launcher or a single process, or rank 0 of ranks started by another
+/// launcher (torchrun, srun) -- not the ranks varuna-run starts itself.
+static bool speaksForTheRun() {
+  const char *rank = std::getenv("RANK");
+  return !rank || (std::string(rank) == "0" &&
+                   !std::getenv("VARUNA_LAUNCHER_PID"));
+}
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "varuna-run: error: " << msg << "\n";
@@ -271,6 +282,28 @@ int main(int argc, char **argv) {
                   .value_or(llvm::StringRef(messagePrecision))
                   .str()))
       return fail("the command line contradicts the plan '" + planPath + "'");
+    // What it was planned for (plans written since these were recorded):
+    // another batch or job still runs, but not as planned.
+    if (auto planned = field("batch")) {
+      if (!batch.getNumOccurrences())
+        batch = *planned;
+      else if (batch != *planned && speaksForTheRun())
+        llvm::errs() << "varuna-run: warning: the plan '" << planPath
+                     << "' was made for --batch " << *planned
+                     << " (its P x D and micro-batch were chosen for that); "
+                        "this run has --batch "
+                     << batch << ": run varuna-plan again for it\n";
+    }
+    if (auto planned = o->getString("job")) {
+      llvm::SmallString<256> mine(jobDir), theirs(*planned);
+      llvm::sys::fs::real_path(jobDir, mine);
+      llvm::sys::fs::real_path(*planned, theirs);
+      if (mine != theirs && speaksForTheRun())
+        llvm::errs() << "varuna-run: warning: the plan '" << planPath
+                     << "' was made for the job '" << *planned
+                     << "', not this one: its partition and timings are "
+                        "that job's\n";
+    }
     splitCostPercent =
         field("split_cost_percent").value_or(splitCostPercent);
     if (splitCostPercent < 0 || splitCostPercent > 100)
@@ -280,6 +313,8 @@ int main(int argc, char **argv) {
   }
   if (stages < 1 || replicas < 1)
     return fail("--stages and --replicas must be at least 1");
+  if (batch == 0)
+    return fail("give --batch (or --plan)");
   if (microBatch == 0)
     return fail("give --micro-batch (or --plan)");
   if (batch < 1 || microBatch < 1 || batch % microBatch)
