@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,6 +140,39 @@ void widenIntegers(DType from, const uint8_t *src, DType to, uint8_t *dst,
       std::memcpy(dst + i * 2, &x, 2);
     }
   }
+}
+
+/// For a missing input file: the .npy files of `dir` no input reads
+/// (" -- the directory also holds ids.npy, mask.npy, named for no input"),
+/// often the same data under the names of another model's inputs.
+std::string unusedFiles(const std::string &dir,
+                        const std::vector<InputSpec> &specs) {
+  std::vector<std::string> names;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (const dirent *e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() <= 4 || n.compare(n.size() - 4, 4, ".npy") != 0)
+        continue;
+      bool used = false;
+      for (const InputSpec &s : specs)
+        used |= n == s.name + ".npy";
+      if (!used)
+        names.push_back(n);
+    }
+    ::closedir(d);
+  }
+  if (names.empty())
+    return "";
+  std::sort(names.begin(), names.end());
+  std::string out = " -- the directory also holds ";
+  for (size_t i = 0; i < names.size() && i < 8; ++i)
+    out += (i ? ", " : "") + names[i];
+  if (names.size() > 8)
+    out += ", ...";
+  std::string inputs;
+  for (const InputSpec &s : specs)
+    inputs += (inputs.empty() ? "" : ", ") + s.name;
+  return out + ", named for no input (the inputs: " + inputs + ")";
 }
 
 //===----------------------------------------------------------------------===//
@@ -408,10 +442,13 @@ NpyDataset::open(const std::string &dir, const std::vector<InputSpec> &specs) {
     File f;
     f.path = dir + "/" + spec.name + ".npy";
     f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (f.fd < 0)
-      fail(f.path, std::string(errno == ENOENT ? "missing" : "cannot open") +
-                       " (" + std::strerror(errno) + "); expected input '" +
-                       spec.name + "' as " + describe(spec));
+    if (f.fd < 0) {
+      int err = errno;
+      fail(f.path, std::string(err == ENOENT ? "missing" : "cannot open") +
+                       " (" + std::strerror(err) + "); expected input '" +
+                       spec.name + "' as " + describe(spec) +
+                       (err == ENOENT ? unusedFiles(dir, specs) : ""));
+    }
     files.push_back(f);
     NpyHeader h = readNpyHeader(f.fd, f.path);
     if (h.dtype != spec.dtype && !widensTo(h.dtype, spec.dtype))

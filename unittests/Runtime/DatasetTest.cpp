@@ -156,6 +156,14 @@ TEST_F(DatasetTest, MissingFile) {
   std::string err = openError(s);
   EXPECT_TRUE(contains(err, dir + "/labels.npy: missing")) << err;
   EXPECT_TRUE(contains(err, "int64 [N]")) << err;
+  EXPECT_FALSE(contains(err, "also holds")) << err; // ids.npy, x.npy: used
+  // The same labels under another name: pointed out.
+  std::vector<int64_t> targets = {1, 2, 3, 4};
+  writeNpy(dir + "/targets.npy", DType::I64, {4}, targets.data());
+  err = openError(s);
+  EXPECT_TRUE(contains(err, "-- the directory also holds targets.npy, named "
+                            "for no input (the inputs: ids, x, labels)"))
+      << err;
   EXPECT_EQ(openError(specs()), "");
   fs::remove_all(dir + "-nope");
   std::string dirErr;
