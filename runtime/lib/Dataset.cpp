@@ -88,6 +88,17 @@ std::string widerList(DType to) {
   return out.empty() ? "none" : out;
 }
 
+/// The integer of type T at `p` (any alignment); writes one.
+template <class T> int64_t loadInt(const uint8_t *p) {
+  T x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+template <class T> void storeInt(uint8_t *p, int64_t v) {
+  T x = static_cast<T>(v);
+  std::memcpy(p, &x, sizeof x);
+}
+
 /// Converts `n` integers of type `from` at `src` to type `to` at `dst`
 /// (widensTo(from, to)).
 void widenIntegers(DType from, const uint8_t *src, DType to, uint8_t *dst,
@@ -95,50 +106,22 @@ void widenIntegers(DType from, const uint8_t *src, DType to, uint8_t *dst,
   size_t in = dtypeSize(from), out = dtypeSize(to);
   for (size_t i = 0; i < n; ++i) {
     const uint8_t *p = src + i * in;
-    int64_t v = 0;
+    int64_t v;
     switch (from) {
-    case DType::I8:
-      v = static_cast<int8_t>(*p);
-      break;
-    case DType::U8:
-      v = *p;
-      break;
-    case DType::I16: {
-      int16_t x;
-      std::memcpy(&x, p, 2);
-      v = x;
-      break;
+    case DType::I8: v = loadInt<int8_t>(p); break;
+    case DType::U8: v = loadInt<uint8_t>(p); break;
+    case DType::I16: v = loadInt<int16_t>(p); break;
+    case DType::U16: v = loadInt<uint16_t>(p); break;
+    case DType::I32: v = loadInt<int32_t>(p); break;
+    case DType::U32: v = loadInt<uint32_t>(p); break;
+    default: v = loadInt<int64_t>(p);
     }
-    case DType::U16: {
-      uint16_t x;
-      std::memcpy(&x, p, 2);
-      v = x;
-      break;
-    }
-    case DType::I32: {
-      int32_t x;
-      std::memcpy(&x, p, 4);
-      v = x;
-      break;
-    }
-    case DType::U32: {
-      uint32_t x;
-      std::memcpy(&x, p, 4);
-      v = x;
-      break;
-    }
-    default:
-      std::memcpy(&v, p, 8);
-    }
-    if (out == 8) {
-      std::memcpy(dst + i * 8, &v, 8);
-    } else if (out == 4) {
-      int32_t x = static_cast<int32_t>(v);
-      std::memcpy(dst + i * 4, &x, 4);
-    } else {
-      int16_t x = static_cast<int16_t>(v);
-      std::memcpy(dst + i * 2, &x, 2);
-    }
+    if (out == 8)
+      storeInt<int64_t>(dst + i * 8, v);
+    else if (out == 4)
+      storeInt<int32_t>(dst + i * 4, v);
+    else
+      storeInt<int16_t>(dst + i * 2, v);
   }
 }
 
