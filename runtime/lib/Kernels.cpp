@@ -214,8 +214,15 @@ at::Tensor compareKernel(Compare p, const at::Tensor &a, const at::Tensor &b) {
   unsupported("unknown comparison predicate");
 }
 
+namespace {
+thread_local bool evaluating = false;
+} // namespace
+
+Evaluating::Evaluating() : previous(evaluating) { evaluating = true; }
+Evaluating::~Evaluating() { evaluating = previous; }
+
 at::Tensor dropoutKernel(at::Generator &gen, const at::Tensor &x, double ratio) {
-  if (ratio == 0.0)
+  if (ratio == 0.0 || evaluating)
     return x;
   if (!isFloating(x))
     unsupported("varuna.dropout of a non-float tensor");
@@ -353,6 +360,15 @@ at::Tensor batchNormKernel(const at::Tensor &x, const at::Tensor &weight,
                            const at::Tensor &bias, const at::Tensor &mean,
                            const at::Tensor &var, double momentum,
                            double epsilon) {
+  // Evaluation mode: the running statistics (without any -- PyTorch's
+  // track_running_stats=False -- the batch's, as in PyTorch).
+  if (evaluating && mean.defined() && var.defined())
+    return at::batch_norm(x, weight, bias, mean, var, /*training=*/false,
+                          momentum, epsilon, /*cudnn_enabled=*/false);
+  if (evaluating)
+    return at::batch_norm(x, weight, bias, at::Tensor(), at::Tensor(),
+                          /*training=*/true, momentum, epsilon,
+                          /*cudnn_enabled=*/false);
   // training=true: batch statistics; running stats updated in place (the
   // output does not depend on them, so leaving them out changes nothing
   // else).

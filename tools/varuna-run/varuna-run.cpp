@@ -100,6 +100,21 @@ static cl::opt<std::string>
                            "every --checkpoint-every steps, after the last "
                            "step, and when stopped on request)"),
                   cl::cat(toolOptions));
+static cl::opt<std::string> evalDataDir(
+    "eval-data",
+    cl::desc("Validation data (a directory like --data's): its mean loss, "
+             "forward only in evaluation mode, after every --eval-every steps "
+             "and after the last"),
+    cl::cat(toolOptions));
+static cl::opt<int64_t> evalEvery("eval-every", cl::init(0),
+                                  cl::desc("Validate every K steps (0: after "
+                                           "the last step only)"),
+                                  cl::cat(toolOptions));
+static cl::opt<int64_t> evalBatches(
+    "eval-batches", cl::init(0),
+    cl::desc("Validation batches of --batch examples (0: as many as "
+             "--eval-data holds, at least one)"),
+    cl::cat(toolOptions));
 static cl::opt<int64_t> checkpointEvery("checkpoint-every", cl::init(0),
                                         cl::desc("Checkpoint every K steps"),
                                         cl::cat(toolOptions));
@@ -397,7 +412,7 @@ int main(int argc, char **argv) {
   auto specs = varuna::graphInputSpecs(*job);
   if (mlir::failed(specs))
     return 1;
-  std::unique_ptr<varuna::rt::DataSource> data;
+  std::unique_ptr<varuna::rt::DataSource> data, evalData;
   try {
     if (synthetic) {
       // Integer inputs the model indexes by (token ids, labels) stay within
@@ -417,9 +432,15 @@ int main(int argc, char **argv) {
     } else {
       data = varuna::rt::NpyDataset::open(dataDir, *specs);
     }
+    if (!evalDataDir.empty())
+      evalData = varuna::rt::NpyDataset::open(evalDataDir, *specs);
   } catch (const std::exception &e) {
     return fail(e.what());
   }
+  if (evalEvery < 0 || evalBatches < 0)
+    return fail("--eval-every and --eval-batches must not be negative");
+  if ((evalEvery > 0 || evalBatches > 0) && evalDataDir.empty())
+    return fail("--eval-every and --eval-batches need --eval-data");
 
   if (!dumpParams.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpParams))
@@ -437,6 +458,9 @@ int main(int argc, char **argv) {
   options.checkpointDir = checkpointDir;
   options.checkpointEvery = checkpointEvery;
   options.resume = resume;
+  options.evalData = evalData.get();
+  options.evalEvery = evalEvery;
+  options.evalBatches = evalBatches;
   options.tracePath = tracePath;
   if (engine == "generated") {
     llvm::SmallString<256> lib(jobDir);
@@ -492,6 +516,10 @@ int main(int argc, char **argv) {
     std::printf("step %lld  loss %.6f  %.1f examples/s  %.3f s\n",
                 static_cast<long long>(m.step), m.loss, m.examplesPerSecond,
                 m.seconds);
+    if (m.evalLoss)
+      std::printf("validation after step %lld  loss %.6f  (%lld batches)\n",
+                  static_cast<long long>(m.step), *m.evalLoss,
+                  static_cast<long long>(m.evalBatches));
     if (tty && steps > 0) {
       elapsed += m.seconds;
       int64_t done = m.step + 1;

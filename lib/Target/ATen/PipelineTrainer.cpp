@@ -63,10 +63,12 @@ public:
         transport(transport) {}
 
   LogicalResult setUp();
-  /// One training step; fills `m`. Throws on communication errors.
+  /// One training step; fills `m`. Throws on communication errors. With
+  /// `evaluate`: batch `s` of `data` forward only, in evaluation mode
+  /// (rt::Evaluating; no gradient, no state changes), its loss in `m.loss`.
   LogicalResult step(int64_t s, const rt::DataSource &data,
                      const TrainingConfig &config, rt::Optimizer &optimizer,
-                     StepMetrics &m);
+                     StepMetrics &m, bool evaluate = false);
 
   std::vector<std::string> paramNames;  // this stage's trainable parameters
   std::vector<at::Tensor> paramLeaves;
@@ -454,9 +456,11 @@ std::vector<at::Tensor> makeLeaves(const std::vector<at::Tensor> &received) {
 
 LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
                          const TrainingConfig &config,
-                         rt::Optimizer &optimizer, StepMetrics &m) {
+                         rt::Optimizer &optimizer, StepMetrics &m,
+                         bool evaluate) {
   auto start = std::chrono::steady_clock::now();
-  evaluator.seedStep(s, stage, replica);
+  // Validation batches draw (random ops) from streams of their own.
+  evaluator.seedStep(evaluate ? -1 - s : s, stage, replica);
   // The global batch's micro-batches, dealt out in contiguous runs: when D
   // does not divide their number the first replicas take one more (the loss
   // and the gradients are normalized by the global count, so the step is
@@ -474,7 +478,12 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     stageOrder = sched->order(stage);
     stagePeak = static_cast<size_t>(sched->maxInFlight(stage));
   }
-  const std::vector<plan::Task> &order = *stageOrder;
+  // A validation pass runs the forwards only, in order.
+  std::vector<plan::Task> forwards;
+  if (evaluate)
+    for (int k = 0; k < numMicro; ++k)
+      forwards.push_back(plan::Task{plan::TaskKind::Forward, k});
+  const std::vector<plan::Task> &order = evaluate ? forwards : *stageOrder;
   // Zero-bubble: the micro-batches whose B(k) computes the input gradient
   // only and keeps what W(k) needs to compute the weight gradients later.
   std::set<int> recomputed, splitAt;
@@ -618,7 +627,11 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
                failure();
       auto computeStart = rt::Trace::Clock::now();
       FailureOr<std::vector<at::Tensor>> out = failure();
-      if (recomputed.count(k)) {
+      if (evaluate) {
+        at::NoGradGuard noGrad;
+        rt::Evaluating evaluating;
+        out = runStage(received, inputs);
+      } else if (recomputed.count(k)) {
         at::NoGradGuard noGrad;
         stash[k] = {received, evaluator.getGenerator().get_state(), inputs};
         out = runStage(received, inputs);
@@ -631,14 +644,16 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       }
       if (failed(out))
         return failure();
-      trace.span("F" + std::to_string(k), rt::Trace::Compute, computeStart,
-                 rt::Trace::Clock::now());
+      // A validation pass's forwards are V<k> in the timeline.
+      trace.span((evaluate ? "V" : "F") + std::to_string(k),
+                 rt::Trace::Compute, computeStart, rt::Trace::Clock::now());
       if (isLast()) {
         auto lossIndex = evaluator.getLossIndex();
         double loss = (*out)[*lossIndex].item<double>();
         lossSum += loss * *countSink;
         countSum += *countSink;
-        live[k].count = *countSink;
+        if (!evaluate)
+          live[k].count = *countSink;
       } else {
         for (auto [i, v] : llvm::enumerate(*out))
           sendValue(kActivation, s, k, next, i, v);
@@ -737,7 +752,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // the gradient buckets are in flight: they leave the gradients alone).
   double scale = scaler ? scaler->scale() : 1.0;
   double overflowed = 0;
-  if (scaler) {
+  if (scaler && !evaluate) {
     std::vector<at::Tensor> mine;
     for (at::Tensor &p : paramLeaves)
       mine.push_back(p.grad());
@@ -745,7 +760,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   }
   // The ranks asked to stop (runtime/Stop.h) ride along, so that all agree
   // on the step after which they stop.
-  double stopping = rt::stopSignal() != 0 ? 1 : 0;
+  double stopping = rt::stopSignal() != 0 && !evaluate ? 1 : 0;
   std::vector<at::Tensor> totals{
       at::tensor({lossSum, countSum, overflowed, stopping,
                   double(deviations - deviationsBefore)},
@@ -756,6 +771,22 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   }
   m.stopRequested = totals[0][3].item<double>() > 0;
   m.deviations = static_cast<int64_t>(totals[0][4].item<double>());
+  // Losses that add up: each micro-batch's backward was weighted by the
+  // number of micro-batches, so that its gradients are as large as one
+  // whole-batch backward's (what a loss scale is tuned for); undone here.
+  double total =
+      additive      ? double(allMicro)
+      : stepDivisor ? stepDivisor->evaluate(
+                          data.batch(s, M, 0, M, stepDivisor->inputsRead()), M)
+                    : totals[0][1].item<double>();
+  m.loss = totals[0][0].item<double>() / total;
+  if (evaluate) {
+    m.step = s;
+    m.seconds = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    return success();
+  }
   // Data parallelism: the stage's gradients summed over its replicas.
   if (buckets) {
     auto span = trace.scope("wait gradient buckets", rt::Trace::Comm);
@@ -773,15 +804,6 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     for (at::Tensor &t : values)
       t.div_(double(stageGroup->size()));
   }
-  // Losses that add up: each micro-batch's backward was weighted by the
-  // number of micro-batches, so that its gradients are as large as one
-  // whole-batch backward's (what a loss scale is tuned for); undone here.
-  double total =
-      additive      ? double(allMicro)
-      : stepDivisor ? stepDivisor->evaluate(
-                          data.batch(s, M, 0, M, stepDivisor->inputsRead()), M)
-                    : totals[0][1].item<double>();
-  m.loss = totals[0][0].item<double>() / total;
   if (scaler) {
     // Every rank decides alike: skip the step everywhere on any overflow.
     bool overflow = totals[0][2].item<double>() > 0;
@@ -959,6 +981,25 @@ LogicalResult varuna::trainPipeline(
     } catch (const std::exception &e) {
       return jobError(job, "rank ") << transport.rank() << ", step " << s
                                     << ": " << e.what();
+    }
+    if (options.evalDue(s + 1)) {
+      int64_t n = options.evalBatchCount();
+      double sum = 0;
+      for (int64_t b = 0; b < n; ++b) {
+        StepMetrics e;
+        try {
+          if (failed(rank.step(b, *options.evalData, config, *optimizer, e,
+                               /*evaluate=*/true)))
+            return failure();
+        } catch (const std::exception &ex) {
+          return jobError(job, "rank ")
+                 << transport.rank() << ", validation batch " << b
+                 << " after step " << s << ": " << ex.what();
+        }
+        sum += e.loss;
+      }
+      m.evalLoss = sum / double(n);
+      m.evalBatches = n;
     }
     if (metrics)
       *metrics << metricsJsonLine(m) << std::flush;

@@ -297,6 +297,10 @@ std::string varuna::metricsJsonLine(const StepMetrics &m) {
                 .str();
   if (m.deviations >= 0)
     scaling += llvm::formatv(", \"deviations\": {0}", m.deviations).str();
+  if (m.evalLoss)
+    scaling += llvm::formatv(", \"eval_loss\": {0:e9}, \"eval_batches\": {1}",
+                             *m.evalLoss, m.evalBatches)
+                   .str();
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
                        "{3:f6}{4}}\n",
@@ -553,6 +557,76 @@ LogicalResult varuna::trainReference(
   std::vector<std::string> inputNames = evaluator->getInputNames();
   std::vector<IndexRange> indexRanges = findIndexRanges(job);
   labels.sections = static_cast<int>(evaluator->getSections().size());
+  // Micro-batch j of `step`: its inputs, and in `count` what its loss is
+  // weighted by before the forward (the evaluator replaces it for losses
+  // whose count it finds: mean cross_entropies).
+  auto microBatchInputs = [&](const rt::DataSource &src, int64_t step,
+                              int64_t j, std::vector<at::Tensor> &inputs) {
+    for (const rt::BatchTensor &b :
+         src.batch(step, options.globalBatch, j * options.microBatch,
+                   options.microBatch))
+      inputs.push_back(tensorFromNpy(b.array));
+    // Losses that add up: weighted by the number of micro-batches (a
+    // micro-batch's gradients as large as the whole batch's, what a loss
+    // scale is tuned for), undone by stepTotal.
+    count = additive ? double(micro) : double(options.microBatch);
+    if (divisor) { // a sum over the micro-batch / its own count
+      llvm::StringMap<at::Tensor> byName;
+      for (auto [name, t] : llvm::zip(inputNames, inputs))
+        byName[name] = t;
+      count = divisor->evaluate(byName, options.microBatch);
+      if (count == 0)
+        return jobError(job, "step ")
+                   << step << ", micro-batch " << j << ": "
+                   << zeroDivisorMessage(options.microBatch),
+               failure();
+    }
+    return success();
+  };
+  // What the step's weighted losses (their counts adding up to `counted`)
+  // are divided by.
+  auto stepTotal = [&](const rt::DataSource &src, int64_t step,
+                       double counted) {
+    if (additive)
+      return double(micro); // the micro-batches' losses add up
+    if (divisor) // the sums over the step's divisor
+      return divisor->evaluate(src.batch(step, options.globalBatch, 0,
+                                         options.globalBatch,
+                                         divisor->inputsRead()),
+                               options.globalBatch);
+    return counted;
+  };
+  // Validation batch b: forward only, in evaluation mode; its loss.
+  auto validationLoss = [&](int64_t b) -> FailureOr<double> {
+    const rt::DataSource &src = *options.evalData;
+    evaluator->seedStep(-1 - b, 0, 0); // random ops: streams of their own
+    std::vector<rt::BatchTensor> whole =
+        readStepInputs(indexRanges, src, b, options.globalBatch,
+                       counter ? &counter->inputsRead() : nullptr);
+    if (auto bad =
+            checkStepInputs(indexRanges, whole, src, b, options.globalBatch))
+      return jobError(job, "validation batch ") << b << ": " << *bad,
+             failure();
+    if (counter)
+      labels.counts = counter->count(whole, options.globalBatch);
+    at::NoGradGuard noGrad;
+    rt::Evaluating evaluating;
+    double lossSum = 0, counted = 0;
+    for (int64_t j = 0; j < micro; ++j) {
+      std::vector<at::Tensor> inputs;
+      if (failed(microBatchInputs(src, b, j, inputs)))
+        return failure();
+      auto denominators = labels.scope(0, labels.sections);
+      auto results = options.stageLibrary.empty()
+                         ? evaluator->run(inputs)
+                         : evaluator->runSections(inputs);
+      if (failed(results))
+        return failure();
+      lossSum += (*results)[*lossIndex].item<double>() * count;
+      counted += count;
+    }
+    return lossSum / stepTotal(src, b, counted);
+  };
   rt::Trace trace(!options.tracePath.empty());
   bool stopped = false; // on request, before the last step
   for (int64_t step = first; step < options.steps; ++step) {
@@ -574,24 +648,8 @@ LogicalResult varuna::trainReference(
         labels.counts = counter->count(whole, options.globalBatch);
       for (int64_t j = 0; j < micro; ++j) {
         std::vector<at::Tensor> inputs;
-        for (const rt::BatchTensor &b :
-             data.batch(step, options.globalBatch, j * options.microBatch,
-                        options.microBatch))
-          inputs.push_back(tensorFromNpy(b.array));
-        // Losses that add up: weighted by the number of micro-batches (a
-        // micro-batch's gradients as large as the whole batch's, what a
-        // loss scale is tuned for), undone below.
-        count = additive ? double(micro) : double(options.microBatch);
-        if (divisor) { // a sum over the micro-batch / its own count
-          llvm::StringMap<at::Tensor> byName;
-          for (auto [name, t] : llvm::zip(inputNames, inputs))
-            byName[name] = t;
-          count = divisor->evaluate(byName, options.microBatch);
-          if (count == 0)
-            return jobError(job, "step ")
-                   << step << ", micro-batch " << j << ": "
-                   << zeroDivisorMessage(options.microBatch);
-        }
+        if (failed(microBatchInputs(data, step, j, inputs)))
+          return failure();
         auto span = trace.scope("F+B " + std::to_string(j), rt::Trace::Compute);
         FailureOr<double> loss =
             options.sections
@@ -604,13 +662,7 @@ LogicalResult varuna::trainReference(
         lossSum += *loss * count;
         total += count;
       }
-      if (additive)
-        total = double(micro); // the micro-batches' losses add up
-      else if (divisor) // the sums over the step's divisor
-        total = divisor->evaluate(
-            data.batch(step, options.globalBatch, 0, options.globalBatch,
-                       divisor->inputsRead()),
-            options.globalBatch);
+      total = stepTotal(data, step, total);
       std::vector<at::Tensor> grads;
       for (at::Tensor &p : leaves) {
         at::Tensor g = p.grad();
@@ -643,6 +695,18 @@ LogicalResult varuna::trainReference(
       m.examplesPerSecond = options.globalBatch / m.seconds;
       m.gradNorm = norm.value_or(0.0);
       m.stopRequested = rt::stopSignal() != 0;
+      if (options.evalDue(step + 1)) {
+        int64_t n = options.evalBatchCount();
+        double sum = 0;
+        for (int64_t b = 0; b < n; ++b) {
+          FailureOr<double> loss = validationLoss(b);
+          if (failed(loss))
+            return failure();
+          sum += *loss;
+        }
+        m.evalLoss = sum / double(n);
+        m.evalBatches = n;
+      }
       if (metrics)
         *metrics << metricsJsonLine(m) << std::flush;
       onStep(m);

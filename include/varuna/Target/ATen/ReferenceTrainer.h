@@ -32,9 +32,11 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/raw_ostream.h"
 #include "varuna/runtime/Optimizer.h"
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace varuna {
@@ -72,6 +74,24 @@ struct TrainOptions {
            ((checkpointEvery > 0 && done % checkpointEvery == 0) ||
             done == steps || stopped);
   }
+  /// Validation (docs/varuna-run.md): after every `evalEvery` steps and after
+  /// the last, the mean loss of `evalBatches` batches of the global batch
+  /// (0: as many as `evalData` holds, at least one) of `evalData`, forward
+  /// only in evaluation mode (rt::Evaluating: dropout off, batch norms on
+  /// their running statistics); batch b holds its samples [b M, (b+1) M).
+  /// Null: none.
+  const rt::DataSource *evalData = nullptr;
+  int64_t evalEvery = 0;
+  int64_t evalBatches = 0;
+  bool evalDue(int64_t done) const {
+    return evalData &&
+           ((evalEvery > 0 && done % evalEvery == 0) || done == steps);
+  }
+  int64_t evalBatchCount() const {
+    if (evalBatches > 0)
+      return evalBatches;
+    return std::max<int64_t>(1, evalData->numSamples() / globalBatch);
+  }
   /// The job's generated stage library (JOBDIR/libstages.so): run every
   /// section through its generated code; empty: interpret the graph with
   /// the ATen evaluator (the reference engine).
@@ -96,6 +116,10 @@ struct StepMetrics {
   /// Pipelines: the tasks every rank together ran ahead of its static order
   /// in the step (the run-time deviation; -1: not a pipeline run).
   int64_t deviations = -1;
+  /// Validation after this step (TrainOptions::evalData): the mean loss of
+  /// `evalBatches` batches.
+  std::optional<double> evalLoss;
+  int64_t evalBatches = 0;
 };
 
 /// An error about running `job` (not about a line of its IR): reported at

@@ -85,7 +85,9 @@ at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,
                            double epsilon);
 /// Training-mode batch normalization (the batch's statistics); `mean` and
 /// `var`, when defined, are the running statistics, updated in place with
-/// `momentum` -- unless a KeepRunningStats is alive on this thread.
+/// `momentum` -- unless a KeepRunningStats is alive on this thread. While an
+/// Evaluating is alive: evaluation mode (normalized with the running
+/// statistics, which stay as they are), as PyTorch's model.eval().
 at::Tensor batchNormKernel(const at::Tensor &x, const at::Tensor &weight,
                            const at::Tensor &bias, const at::Tensor &mean,
                            const at::Tensor &var, double momentum,
@@ -101,6 +103,21 @@ public:
   ~KeepRunningStats();
   KeepRunningStats(const KeepRunningStats &) = delete;
   KeepRunningStats &operator=(const KeepRunningStats &) = delete;
+
+private:
+  bool previous;
+};
+
+/// While one is alive on the constructing thread, the kernels compute as a
+/// PyTorch module in evaluation mode (model.eval()) does: dropout passes
+/// its input through, batch normalization uses (and keeps) the running
+/// statistics. The trainers' validation passes hold one. Nests.
+class Evaluating {
+public:
+  Evaluating();
+  ~Evaluating();
+  Evaluating(const Evaluating &) = delete;
+  Evaluating &operator=(const Evaluating &) = delete;
 
 private:
   bool previous;
