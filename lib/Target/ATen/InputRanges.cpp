@@ -170,4 +170,16 @@ checkStepInputs(const std::vector<IndexRange> &ranges,
   return std::nullopt;
 }
 
+std::optional<std::string>
+checkValidationInputs(const std::vector<IndexRange> &ranges,
+                      const rt::DataSource &data, int64_t batches, int64_t M) {
+  if (ranges.empty())
+    return std::nullopt;
+  for (int64_t b = 0; b < batches; ++b)
+    if (auto bad = checkStepInputs(ranges, readStepInputs(ranges, data, b, M),
+                                   data, b, M))
+      return "validation batch " + std::to_string(b) + ": " + *bad;
+  return std::nullopt;
+}
+
 } // namespace varuna

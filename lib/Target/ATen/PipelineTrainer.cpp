@@ -501,7 +501,9 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       indexRanges, data, s, M,
       labelCounter ? &labelCounter->inputsRead() : nullptr);
   if (auto bad = checkStepInputs(indexRanges, whole, data, s, M))
-    return jobError(job, "step ") << s << ": " << *bad, failure();
+    return jobError(job, evaluate ? "validation batch " : "step ")
+               << s << ": " << *bad,
+           failure();
   // The labels the stage's mean cross_entropies count over the whole step
   // (every replica's micro-batches: the data is readable by every rank).
   if (labelCounter)
@@ -621,7 +623,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
                    : lossDivisor ? lossDivisor->evaluate(inputs, mb)
                                  : double(mb);
       if (lossDivisor && *countSink == 0)
-        return jobError(job, "step ")
+        return jobError(job, evaluate ? "validation batch " : "step ")
                    << s << ", micro-batch " << firstMicro + k
                    << ": " << zeroDivisorMessage(mb),
                failure();
@@ -972,6 +974,11 @@ LogicalResult varuna::trainPipeline(
                                     << ": cannot resume: " << e.what();
     }
   }
+  if (options.evalData)
+    if (auto bad = checkValidationInputs(rank.indexRanges, *options.evalData,
+                                         options.evalBatchCount(),
+                                         options.globalBatch))
+      return jobError(job, *bad);
   bool stopped = false; // on request, before the last step
   for (int64_t s = first; s < options.steps; ++s) {
     StepMetrics m;

@@ -627,6 +627,11 @@ LogicalResult varuna::trainReference(
     }
     return lossSum / stepTotal(src, b, counted);
   };
+  if (options.evalData)
+    if (auto bad = checkValidationInputs(indexRanges, *options.evalData,
+                                         options.evalBatchCount(),
+                                         options.globalBatch))
+      return jobError(job, *bad);
   rt::Trace trace(!options.tracePath.empty());
   bool stopped = false; // on request, before the last step
   for (int64_t step = first; step < options.steps; ++step) {

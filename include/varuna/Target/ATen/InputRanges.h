@@ -65,6 +65,14 @@ checkStepInputs(const std::vector<IndexRange> &ranges,
                 const std::vector<rt::BatchTensor> &whole,
                 const rt::DataSource &data, int64_t step, int64_t M);
 
+/// Checks the index inputs of the `batches` validation batches of `data`
+/// (TrainOptions::evalData) before training starts, so that held-out data
+/// tokenized for another vocabulary stops the run at once rather than at
+/// its first validation: "validation batch b: <checkStepInputs' message>".
+std::optional<std::string>
+checkValidationInputs(const std::vector<IndexRange> &ranges,
+                      const rt::DataSource &data, int64_t batches, int64_t M);
+
 } // namespace varuna
 
 #endif // VARUNA_TARGET_ATEN_INPUTRANGES_H
