@@ -39,43 +39,27 @@ std::string describe(const InputSpec &spec) {
   return std::string(dtypeName(spec.dtype)) + " " + s + "]";
 }
 
+/// An integer dtype's signedness and width (width 0: not an integer).
+std::pair<bool, int> integerKind(DType t) {
+  switch (t) {
+  case DType::I8: return {true, 8};
+  case DType::U8: return {false, 8};
+  case DType::I16: return {true, 16};
+  case DType::U16: return {false, 16};
+  case DType::I32: return {true, 32};
+  case DType::U32: return {false, 32};
+  case DType::I64: return {true, 64};
+  default: return {false, 0};
+  }
+}
+
 /// Whether every value of a `from` file is a value of `to`: integer types
-/// into wider ones (token ids saved as uint16 or int32 for an int64 input).
-/// Floats and bools are never converted.
+/// into wider signed ones (token ids saved as uint16 or int32 for an int64
+/// input). Floats and bools are never converted.
 bool widensTo(DType from, DType to) {
-  auto bits = [](DType t) -> int {
-    switch (t) {
-    case DType::I8:
-      return 8;
-    case DType::I16:
-      return 16;
-    case DType::I32:
-      return 32;
-    case DType::I64:
-      return 64;
-    default:
-      return 0;
-    }
-  };
-  auto ubits = [](DType t) -> int {
-    switch (t) {
-    case DType::U8:
-      return 8;
-    case DType::U16:
-      return 16;
-    case DType::U32:
-      return 32;
-    default:
-      return 0;
-    }
-  };
-  int to_ = bits(to);
-  if (!to_)
-    return false;
-  if (int s = bits(from))
-    return s < to_;
-  int u = ubits(from);
-  return u && u < to_;
+  auto [toSigned, toBits] = integerKind(to);
+  int fromBits = integerKind(from).second;
+  return toSigned && fromBits > 0 && fromBits < toBits;
 }
 
 /// The file types widensTo accepts for `to`, for messages ("int8, uint8").
