@@ -573,8 +573,9 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // order is static too: running a due W while the next task waits (W
   // sends nothing) was tried and simulated 0-0.3% slower under jitter, as
   // it delays the task whose message comes next (docs/pipeline.md).
-  bool deviate =
-      pipeline.deviate && pipeline.schedule == plan::ScheduleKind::Varuna;
+  // (A validation pass keeps its forwards in order: no deviation.)
+  bool deviate = !evaluate && pipeline.deviate &&
+                 pipeline.schedule == plan::ScheduleKind::Varuna;
   const size_t peakHeld = stagePeak;
   // Receives are posted a window of tasks ahead, so a message finds its
   // buffer waiting: posting one after the sender has started (GPipe and
