@@ -17,6 +17,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -57,8 +58,37 @@ bool varuna::operator==(const LossScaleConfig &a, const LossScaleConfig &b) {
          a.growthInterval == b.growthInterval;
 }
 
+bool varuna::operator==(const LRSchedule &a, const LRSchedule &b) {
+  return a.warmupSteps == b.warmupSteps && a.decay == b.decay &&
+         a.decaySteps == b.decaySteps && a.minLr == b.minLr;
+}
+
+double LRSchedule::lrAt(int64_t step, double lr) const {
+  if (step < warmupSteps)
+    return lr * double(step + 1) / double(warmupSteps);
+  if (decay == Decay::None)
+    return lr;
+  double p = std::min(1.0, double(step - warmupSteps) /
+                               double(std::max<int64_t>(decaySteps, 1)));
+  double f = decay == Decay::Linear ? 1 - p : (1 + std::cos(M_PI * p)) / 2;
+  return minLr + (lr - minLr) * f;
+}
+
+static StringRef stringifyDecay(LRSchedule::Decay d) {
+  switch (d) {
+  case LRSchedule::Decay::None:
+    return "none";
+  case LRSchedule::Decay::Linear:
+    return "linear";
+  case LRSchedule::Decay::Cosine:
+    return "cosine";
+  }
+  return "none";
+}
+
 bool varuna::operator==(const TrainingConfig &a, const TrainingConfig &b) {
-  return a.optimizer == b.optimizer && a.clipGradNorm == b.clipGradNorm &&
+  return a.optimizer == b.optimizer && a.lrSchedule == b.lrSchedule &&
+         a.clipGradNorm == b.clipGradNorm &&
          a.precision == b.precision && a.lossScale == b.lossScale &&
          a.needsOverflowCheck() == b.needsOverflowCheck() &&
          a.globalBatchSize == b.globalBatchSize &&
@@ -82,6 +112,15 @@ json::Value TrainingConfig::toJSON() const {
 
   json::Object root{{"optimizer", std::move(opt)},
                     {"precision", stringifyPrecision(precision)}};
+  if (lrSchedule.active()) {
+    json::Object sched{{"warmup_steps", lrSchedule.warmupSteps},
+                       {"decay", stringifyDecay(lrSchedule.decay)}};
+    if (lrSchedule.decay != LRSchedule::Decay::None) {
+      sched["decay_steps"] = lrSchedule.decaySteps;
+      sched["min_lr"] = lrSchedule.minLr;
+    }
+    root["lr_schedule"] = std::move(sched);
+  }
   if (clipGradNorm)
     root["clip_grad_norm"] = *clipGradNorm;
   if (needsOverflowCheck())
@@ -262,6 +301,8 @@ private:
   Expected<StringRef> getString(const json::Value &v, StringRef path) const;
 
   Error parseOptimizer(const json::Value &v, OptimizerConfig &out) const;
+  Error parseLRSchedule(const json::Value &v, double lr,
+                        LRSchedule &out) const;
   Error parseLossScale(const json::Value &v, LossScaleConfig &out) const;
 
   StringRef source;
@@ -409,6 +450,63 @@ Error ConfigParser::parseOptimizer(const json::Value &v,
   return Error::success();
 }
 
+Error ConfigParser::parseLRSchedule(const json::Value &v, double lr,
+                                    LRSchedule &out) const {
+  static constexpr StringRef path = "lr_schedule";
+  Expected<const json::Object *> objOr = getObject(v, path);
+  if (!objOr)
+    return objOr.takeError();
+  const json::Object &obj = **objOr;
+  if (Error e = checkKeys(obj, path,
+                          {"warmup_steps", "decay", "decay_steps", "min_lr"}))
+    return e;
+  if (const json::Value *x = obj.get("warmup_steps")) {
+    std::optional<int64_t> i = x->getAsInteger();
+    if (!i || *i < 0)
+      return error(child(path, "warmup_steps"),
+                   "expected an integer >= 0, got " + describe(*x));
+    out.warmupSteps = *i;
+  }
+  if (const json::Value *x = obj.get("decay")) {
+    std::optional<StringRef> s = x->getAsString();
+    std::optional<LRSchedule::Decay> d;
+    if (s)
+      for (LRSchedule::Decay k : {LRSchedule::Decay::None,
+                                  LRSchedule::Decay::Linear,
+                                  LRSchedule::Decay::Cosine})
+        if (*s == stringifyDecay(k))
+          d = k;
+    if (!d)
+      return error(child(path, "decay"),
+                   "expected one of \"none\", \"linear\", \"cosine\", got " +
+                       describe(*x));
+    out.decay = *d;
+  }
+  bool decays = out.decay != LRSchedule::Decay::None;
+  for (StringRef key : {"decay_steps", "min_lr"})
+    if (!decays && obj.get(key))
+      return error(child(path, key),
+                   "only meaningful with \"decay\": \"linear\" or \"cosine\"");
+  if (const json::Value *x = obj.get("decay_steps")) {
+    Expected<int64_t> i = getPositiveInteger(*x, child(path, "decay_steps"));
+    if (!i)
+      return i.takeError();
+    out.decaySteps = *i;
+  } else if (decays) {
+    return error(child(path, "decay_steps"),
+                 "missing: how many steps the decay takes");
+  }
+  if (const json::Value *x = obj.get("min_lr")) {
+    std::optional<double> d = x->getAsNumber();
+    if (!d || !std::isfinite(*d) || *d < 0 || *d > lr)
+      return error(child(path, "min_lr"),
+                   "expected a number in [0, optimizer.lr = " +
+                       describe(json::Value(lr)) + "], got " + describe(*x));
+    out.minLr = *d;
+  }
+  return Error::success();
+}
+
 Error ConfigParser::parseLossScale(const json::Value &v,
                                    LossScaleConfig &out) const {
   static constexpr StringRef path = "loss_scale";
@@ -476,13 +574,17 @@ Expected<TrainingConfig> ConfigParser::parse(StringRef text) {
                          describe(*root));
   if (Error e =
           checkKeys(*obj, "",
-                    {"optimizer", "clip_grad_norm", "precision", "loss_scale",
-                     "global_batch_size", "micro_batch_size"}))
+                    {"optimizer", "lr_schedule", "clip_grad_norm", "precision",
+                     "loss_scale", "global_batch_size", "micro_batch_size"}))
     return std::move(e);
 
   TrainingConfig cfg;
   if (const json::Value *x = obj->get("optimizer"))
     if (Error e = parseOptimizer(*x, cfg.optimizer))
+      return std::move(e);
+
+  if (const json::Value *x = obj->get("lr_schedule"))
+    if (Error e = parseLRSchedule(*x, cfg.optimizer.lr, cfg.lrSchedule))
       return std::move(e);
 
   if (const json::Value *x = obj->get("clip_grad_norm")) {

@@ -171,8 +171,8 @@ TEST(TrainingConfigErrors, TopLevelNotAnObject) {
 TEST(TrainingConfigErrors, UnknownKeys) {
   EXPECT_ERROR(R"({"optimiser": {}})",
                "train.json: unknown key 'optimiser' (expected one of: "
-               "optimizer, clip_grad_norm, precision, loss_scale, "
-               "global_batch_size, micro_batch_size)");
+               "optimizer, lr_schedule, clip_grad_norm, precision, "
+               "loss_scale, global_batch_size, micro_batch_size)");
   // The smallest unknown key is reported, whatever the hash order.
   EXPECT_NE(errorOf(R"({"zz": 1, "aa": 2})").find("unknown key 'aa'"),
             std::string::npos);
@@ -428,6 +428,16 @@ TEST(TrainingConfigJSON, RoundTrip) {
   lamb.microBatchSize = 5;
   expectRoundTrip(lamb);
 
+  TrainingConfig scheduled;
+  scheduled.lrSchedule.warmupSteps = 100;
+  scheduled.lrSchedule.decay = LRSchedule::Decay::Cosine;
+  scheduled.lrSchedule.decaySteps = 900;
+  scheduled.lrSchedule.minLr = 1e-5;
+  expectRoundTrip(scheduled);
+  TrainingConfig warmOnly;
+  warmOnly.lrSchedule.warmupSteps = 7;
+  expectRoundTrip(warmOnly);
+
   // And from text.
   expectRoundTrip(parseOK(R"({
     "optimizer": {"type": "adamw", "lr": 3e-4, "betas": [0.9, 0.999],
@@ -439,3 +449,47 @@ TEST(TrainingConfigJSON, RoundTrip) {
 }
 
 } // namespace
+
+// lr_schedule: parsed, and the lr of each step (worked by hand: lr 1e-3,
+// warm-up 4, then 4 decay steps to 2e-4).
+TEST(TrainingConfig, LRSchedule) {
+  TrainingConfig c = parseOK(R"({"optimizer": {"lr": 0.001},
+    "lr_schedule": {"warmup_steps": 4, "decay": "linear", "decay_steps": 4,
+                    "min_lr": 0.0002}})");
+  const LRSchedule &s = c.lrSchedule;
+  EXPECT_TRUE(s.active());
+  EXPECT_EQ(s.warmupSteps, 4);
+  EXPECT_EQ(s.decay, LRSchedule::Decay::Linear);
+  double want[] = {2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3, 8e-4, 6e-4, 4e-4, 2e-4,
+                   2e-4};
+  for (int i = 0; i < 10; ++i)
+    EXPECT_NEAR(s.lrAt(i, 1e-3), want[i], 1e-15) << "step " << i;
+  LRSchedule cosine;
+  cosine.decay = LRSchedule::Decay::Cosine;
+  cosine.decaySteps = 2;
+  EXPECT_DOUBLE_EQ(cosine.lrAt(0, 1.0), 1.0);
+  EXPECT_NEAR(cosine.lrAt(1, 1.0), 0.5, 1e-15); // (1 + cos(pi / 2)) / 2
+  EXPECT_NEAR(cosine.lrAt(2, 1.0), 0.0, 1e-15);
+  EXPECT_NEAR(cosine.lrAt(50, 1.0), 0.0, 1e-15); // held, not periodic
+  EXPECT_FALSE(LRSchedule().active());
+  EXPECT_DOUBLE_EQ(LRSchedule().lrAt(5, 0.1), 0.1);
+}
+
+TEST(TrainingConfigErrors, LRSchedule) {
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"warmup_steps": -1}})"),
+            "train.json: lr_schedule.warmup_steps: expected an integer >= 0, "
+            "got -1");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"decay": "exp"}})"),
+            "train.json: lr_schedule.decay: expected one of \"none\", "
+            "\"linear\", \"cosine\", got \"exp\"");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"decay_steps": 5}})"),
+            "train.json: lr_schedule.decay_steps: only meaningful with "
+            "\"decay\": \"linear\" or \"cosine\"");
+  EXPECT_EQ(errorOf(R"({"lr_schedule": {"decay": "linear"}})"),
+            "train.json: lr_schedule.decay_steps: missing: how many steps the "
+            "decay takes");
+  EXPECT_EQ(errorOf(R"({"optimizer": {"lr": 0.5}, "lr_schedule":
+                        {"decay": "cosine", "decay_steps": 3, "min_lr": 1}})"),
+            "train.json: lr_schedule.min_lr: expected a number in [0, "
+            "optimizer.lr = 0.5], got 1");
+}

@@ -69,8 +69,33 @@ inline bool operator!=(const LossScaleConfig &a, const LossScaleConfig &b) {
   return !(a == b);
 }
 
+/// The learning rate over the steps ("lr_schedule"): linear warm-up from
+/// lr / warmup_steps to lr over the first `warmupSteps` steps, then `decay`
+/// from lr to `minLr` over the next `decaySteps` (and minLr after them).
+/// The lr of step s (0-based), for optimizer.lr = L, W = warmupSteps:
+///   s < W:  L (s + 1) / W
+///   else, p = min(1, (s - W) / decaySteps):
+///     none   L
+///     linear minLr + (L - minLr) (1 - p)
+///     cosine minLr + (L - minLr) (1 + cos(pi p)) / 2
+/// -- what torch.optim.lr_scheduler's LinearLR(start_factor=1/W,
+/// total_iters=W-1) then LinearLR / CosineAnnealingLR(T_max=decaySteps,
+/// eta_min=minLr) in a SequentialLR give, stepped once per optimizer step.
+struct LRSchedule {
+  enum class Decay { None, Linear, Cosine };
+  int64_t warmupSteps = 0; // >= 0
+  Decay decay = Decay::None;
+  int64_t decaySteps = 0; // >= 1 with linear / cosine
+  double minLr = 0;       // in [0, optimizer.lr]
+  bool active() const { return warmupSteps > 0 || decay != Decay::None; }
+  /// The learning rate of step `step` for base rate `lr`.
+  double lrAt(int64_t step, double lr) const;
+};
+bool operator==(const LRSchedule &a, const LRSchedule &b);
+
 struct TrainingConfig {
   OptimizerConfig optimizer;
+  LRSchedule lrSchedule;
   std::optional<double> clipGradNorm; // > 0 when set
   Precision precision = Precision::FP32;
   /// Dynamic loss scaling: always with fp16; with bf16 only when the file

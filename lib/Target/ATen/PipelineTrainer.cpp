@@ -852,6 +852,10 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     rt::clipGradNorm(grads, *config.clipGradNorm, norm);
   {
     auto span = trace.scope("optimizer", rt::Trace::Compute);
+    if (config.lrSchedule.active()) {
+      m.lr = config.lrSchedule.lrAt(s, config.optimizer.lr);
+      optimizer.setLearningRate(*m.lr);
+    }
     optimizer.step(paramLeaves, grads, norm);
   }
 

@@ -297,6 +297,8 @@ std::string varuna::metricsJsonLine(const StepMetrics &m) {
                 .str();
   if (m.deviations >= 0)
     scaling += llvm::formatv(", \"deviations\": {0}", m.deviations).str();
+  if (m.lr)
+    scaling += llvm::formatv(", \"lr\": {0:e9}", *m.lr).str();
   if (m.evalLoss)
     scaling += llvm::formatv(", \"eval_loss\": {0:e9}, \"eval_batches\": {1}",
                              *m.evalLoss, m.evalBatches)
@@ -684,9 +686,14 @@ LogicalResult varuna::trainReference(
             config.optimizer.type != OptimizerKind::LAMB)
           rt::clipGradNorm(grads, *config.clipGradNorm, norm);
         auto span = trace.scope("optimizer", rt::Trace::Compute);
+        if (config.lrSchedule.active())
+          optimizer->setLearningRate(
+              config.lrSchedule.lrAt(step, config.optimizer.lr));
         optimizer->step(leaves, grads, norm);
       }
       StepMetrics m;
+      if (config.lrSchedule.active())
+        m.lr = config.lrSchedule.lrAt(step, config.optimizer.lr);
       if (scaler) {
         m.lossScale = scale;
         m.skipped = overflow;

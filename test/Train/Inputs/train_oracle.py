@@ -3,7 +3,7 @@
     train_oracle.py MODEL OUTDIR --steps S --batch M [--optimizer sgd|adamw|lamb]
                     [--clip X] [--samples N] [--precision fp32|bf16|fp16]
                     [--loss-scale INITIAL,BACKOFF] [--config JSON]
-                    [--micro-batch m [--replicas D]]
+                    [--micro-batch m [--replicas D]] [--lr-schedule JSON]
 
 Builds the zoo model (same seed, hence the same initial weights as the
 exported test model), writes a dataset OUTDIR/data/<input>.npy (N samples,
@@ -22,7 +22,12 @@ of m, each normalized with its own batch-norm statistics and updating the
 running ones in turn, as D = --replicas replicas over the batch's
 consecutive parts that start from the same running statistics and end the
 step with their mean -- what varuna-run does with --micro-batch m and
---replicas D (for models without batch norm, the same as the whole batch)."""
+--replicas D (for models without batch norm, the same as the whole batch).
+--lr-schedule: the training configuration's lr_schedule (warmup_steps 0 or
+>= 2), followed with torch.optim.lr_scheduler's own schedulers (LinearLR
+for the warm-up, then CosineAnnealingLR -- held at min_lr by a ConstantLR
+after decay_steps, as torch's is periodic -- or LinearLR or ConstantLR, in a
+SequentialLR), stepped after every optimizer step."""
 import argparse
 import json
 import os
@@ -49,6 +54,7 @@ ap.add_argument("--loss-scale", default=None,
                 help="INITIAL,BACKOFF of the dynamic loss scale")
 ap.add_argument("--micro-batch", type=int, default=None,
                 help="train with gradient accumulation over micro-batches of this size")
+ap.add_argument("--lr-schedule", default=None)
 ap.add_argument("--replicas", type=int, default=1,
                 help="with --micro-batch: replicas whose running statistics are averaged")
 args = ap.parse_args()
@@ -91,6 +97,29 @@ elif args.optimizer == "adamw":
 else:
     raise SystemExit("the oracle trains sgd and adamw (LAMB has no torch.optim)")
 config = {"optimizer": opt_cfg}
+sched = None
+if args.lr_schedule:
+    ls = json.loads(args.lr_schedule)
+    config["lr_schedule"] = ls
+    lrs = torch.optim.lr_scheduler
+    warmup, decay = ls.get("warmup_steps", 0), ls.get("decay", "none")
+    assert warmup != 1, "the oracle takes warmup_steps 0 or >= 2"
+    parts = [lrs.LinearLR(opt, start_factor=1 / warmup, end_factor=1.0,
+                          total_iters=warmup - 1)] if warmup else []
+    milestones = [warmup] if warmup else []
+    if decay == "cosine":  # periodic in torch: held at min_lr after T_max
+        parts.append(lrs.CosineAnnealingLR(opt, T_max=ls["decay_steps"],
+                                           eta_min=ls.get("min_lr", 0.0)))
+        parts.append(lrs.ConstantLR(opt, factor=ls.get("min_lr", 0.0) / opt_cfg["lr"],
+                                    total_iters=10**9))
+        milestones.append(warmup + ls["decay_steps"])
+    elif decay == "linear":
+        parts.append(lrs.LinearLR(opt, start_factor=1.0,
+                                  end_factor=ls.get("min_lr", 0.0) / opt_cfg["lr"],
+                                  total_iters=ls["decay_steps"]))
+    else:
+        parts.append(lrs.ConstantLR(opt, factor=1.0, total_iters=0))
+    sched = lrs.SequentialLR(opt, parts, milestones=milestones) if len(parts) > 1 else parts[0]
 if args.clip:
     config["clip_grad_norm"] = args.clip
 dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.precision)
@@ -149,6 +178,8 @@ def micro_batched_step(batch):
 
 n = args.samples
 for step in range(args.steps):
+    if sched is not None and step > 0:
+        sched.step()  # after the previous step's optimizer step
     idx = [(step * args.batch + j) % n for j in range(args.batch)]
     batch = [torch.from_numpy(data[name][idx]) for name in names]
     opt.zero_grad()

@@ -116,6 +116,8 @@ struct StepMetrics {
   /// Pipelines: the tasks every rank together ran ahead of its static order
   /// in the step (the run-time deviation; -1: not a pipeline run).
   int64_t deviations = -1;
+  /// With an lr_schedule: the learning rate the step's update used.
+  std::optional<double> lr;
   /// Validation after this step (TrainOptions::evalData): the mean loss of
   /// `evalBatches` batches.
   std::optional<double> evalLoss;

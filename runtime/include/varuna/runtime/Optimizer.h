@@ -99,6 +99,10 @@ public:
 
   const OptimizerConfig &config() const { return cfg; }
 
+  /// The learning rate the next step() uses (the trainers set it from the
+  /// training configuration's lr_schedule before each step; > 0).
+  void setLearningRate(double lr) { cfg.lr = lr; }
+
   /// Names the parameters, in the order step() receives them; the names key
   /// the state. Must be called before the first step or loadState(), with
   /// unique, non-empty names.
