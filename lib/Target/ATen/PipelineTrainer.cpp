@@ -496,14 +496,16 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   for (at::Tensor &p : paramLeaves)
     p.mutable_grad() = at::Tensor();
   // The whole step's index inputs and labels, read once. Every rank checks
-  // the whole step (all stop alike, each saying why).
+  // the whole step (all stop alike, each saying why); a validation batch's
+  // were checked before the first step (checkValidationInputs).
+  const std::vector<IndexRange> checkedBefore;
+  const std::vector<IndexRange> &toCheck =
+      evaluate ? checkedBefore : indexRanges;
   std::vector<rt::BatchTensor> whole = readStepInputs(
-      indexRanges, data, s, M,
+      toCheck, data, s, M,
       labelCounter ? &labelCounter->inputsRead() : nullptr);
-  if (auto bad = checkStepInputs(indexRanges, whole, data, s, M))
-    return jobError(job, evaluate ? "validation batch " : "step ")
-               << s << ": " << *bad,
-           failure();
+  if (auto bad = checkStepInputs(toCheck, whole, data, s, M))
+    return jobError(job, "step ") << s << ": " << *bad, failure();
   // The labels the stage's mean cross_entropies count over the whole step
   // (every replica's micro-batches: the data is readable by every rank).
   if (labelCounter)
@@ -994,25 +996,22 @@ LogicalResult varuna::trainPipeline(
       return jobError(job, "rank ") << transport.rank() << ", step " << s
                                     << ": " << e.what();
     }
-    if (options.evalDue(s + 1)) {
-      int64_t n = options.evalBatchCount();
-      double sum = 0;
-      for (int64_t b = 0; b < n; ++b) {
-        StepMetrics e;
-        try {
-          if (failed(rank.step(b, *options.evalData, config, *optimizer, e,
-                               /*evaluate=*/true)))
-            return failure();
-        } catch (const std::exception &ex) {
-          return jobError(job, "rank ")
-                 << transport.rank() << ", validation batch " << b
-                 << " after step " << s << ": " << ex.what();
-        }
-        sum += e.loss;
+    auto validationLoss = [&](int64_t b) -> FailureOr<double> {
+      StepMetrics e;
+      try {
+        if (failed(rank.step(b, *options.evalData, config, *optimizer, e,
+                             /*evaluate=*/true)))
+          return failure();
+      } catch (const std::exception &ex) {
+        return jobError(job, "rank ")
+                   << transport.rank() << ", validation batch " << b
+                   << " after step " << s << ": " << ex.what(),
+               failure();
       }
-      m.evalLoss = sum / double(n);
-      m.evalBatches = n;
-    }
+      return e.loss;
+    };
+    if (failed(validate(options, s + 1, m, validationLoss)))
+      return failure();
     if (metrics)
       *metrics << metricsJsonLine(m) << std::flush;
     onStep(m);

@@ -338,6 +338,24 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
 }
 
 /// Writes checkpoint `step` (steps completed). Returns "" or an error.
+LogicalResult
+varuna::validate(const TrainOptions &options, int64_t done, StepMetrics &m,
+                 llvm::function_ref<FailureOr<double>(int64_t)> batchLoss) {
+  if (!options.evalDue(done))
+    return success();
+  int64_t n = options.evalBatchCount();
+  double sum = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    FailureOr<double> loss = batchLoss(b);
+    if (failed(loss))
+      return failure();
+    sum += *loss;
+  }
+  m.evalLoss = sum / double(n);
+  m.evalBatches = n;
+  return success();
+}
+
 static std::string
 saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
                const std::vector<std::pair<std::string, at::Tensor>> &params,
@@ -602,15 +620,12 @@ LogicalResult varuna::trainReference(
   auto validationLoss = [&](int64_t b) -> FailureOr<double> {
     const rt::DataSource &src = *options.evalData;
     evaluator->seedStep(-1 - b, 0, 0); // random ops: streams of their own
-    std::vector<rt::BatchTensor> whole =
-        readStepInputs(indexRanges, src, b, options.globalBatch,
-                       counter ? &counter->inputsRead() : nullptr);
-    if (auto bad =
-            checkStepInputs(indexRanges, whole, src, b, options.globalBatch))
-      return jobError(job, "validation batch ") << b << ": " << *bad,
-             failure();
+    // Its index inputs were checked before the first step.
     if (counter)
-      labels.counts = counter->count(whole, options.globalBatch);
+      labels.counts = counter->count(
+          src.batch(b, options.globalBatch, 0, options.globalBatch,
+                    counter->inputsRead()),
+          options.globalBatch);
     at::NoGradGuard noGrad;
     rt::Evaluating evaluating;
     double lossSum = 0, counted = 0;
@@ -678,6 +693,9 @@ LogicalResult varuna::trainReference(
         grads.push_back(g.div_(total * scale));
       }
       bool overflow = scaler && !rt::LossScaler::allFinite(grads);
+      std::optional<double> lr; // the step's, with an lr_schedule
+      if (config.lrSchedule.active())
+        lr = config.lrSchedule.lrAt(step, config.optimizer.lr);
       std::optional<double> norm;
       if (!overflow) {
         if (config.needsGlobalGradNorm())
@@ -686,14 +704,12 @@ LogicalResult varuna::trainReference(
             config.optimizer.type != OptimizerKind::LAMB)
           rt::clipGradNorm(grads, *config.clipGradNorm, norm);
         auto span = trace.scope("optimizer", rt::Trace::Compute);
-        if (config.lrSchedule.active())
-          optimizer->setLearningRate(
-              config.lrSchedule.lrAt(step, config.optimizer.lr));
+        if (lr)
+          optimizer->setLearningRate(*lr);
         optimizer->step(leaves, grads, norm);
       }
       StepMetrics m;
-      if (config.lrSchedule.active())
-        m.lr = config.lrSchedule.lrAt(step, config.optimizer.lr);
+      m.lr = lr;
       if (scaler) {
         m.lossScale = scale;
         m.skipped = overflow;
@@ -707,18 +723,8 @@ LogicalResult varuna::trainReference(
       m.examplesPerSecond = options.globalBatch / m.seconds;
       m.gradNorm = norm.value_or(0.0);
       m.stopRequested = rt::stopSignal() != 0;
-      if (options.evalDue(step + 1)) {
-        int64_t n = options.evalBatchCount();
-        double sum = 0;
-        for (int64_t b = 0; b < n; ++b) {
-          FailureOr<double> loss = validationLoss(b);
-          if (failed(loss))
-            return failure();
-          sum += *loss;
-        }
-        m.evalLoss = sum / double(n);
-        m.evalBatches = n;
-      }
+      if (failed(validate(options, step + 1, m, validationLoss)))
+        return failure();
       if (metrics)
         *metrics << metricsJsonLine(m) << std::flush;
       onStep(m);

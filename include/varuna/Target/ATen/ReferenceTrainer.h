@@ -170,6 +170,14 @@ createTrainerOutputs(mlir::ModuleOp job, const TrainingConfig &config,
 /// step_seconds.
 std::string metricsJsonLine(const StepMetrics &m);
 
+/// The validation after `done` steps, when options.evalDue(done): the mean
+/// of `batchLoss(b)` over options.evalBatchCount() batches, into
+/// m.evalLoss and m.evalBatches. Fails when a batch does (after its
+/// diagnostic).
+mlir::LogicalResult
+validate(const TrainOptions &options, int64_t done, StepMetrics &m,
+         llvm::function_ref<mlir::FailureOr<double>(int64_t)> batchLoss);
+
 /// The graph inputs as the dataset must provide them (from the graph's
 /// argument types: element type and sample shape).
 mlir::FailureOr<std::vector<rt::InputSpec>> graphInputSpecs(mlir::ModuleOp job);
