@@ -58,8 +58,9 @@ def _check(step_dir):
     return manifest
 
 
-def latest(ckpt_dir):
-    """The newest complete, intact `step-<N>` directory under ckpt_dir."""
+def _newest(ckpt_dir):
+    """(step_dir, manifest) of the newest complete, intact `step-<N>`
+    directory under ckpt_dir."""
     try:
         names = os.listdir(ckpt_dir)
     except OSError as e:
@@ -69,12 +70,16 @@ def latest(ckpt_dir):
     for _, name in reversed(steps):
         step_dir = os.path.join(ckpt_dir, name)
         try:
-            _check(step_dir)
-            return step_dir
+            return step_dir, _check(step_dir)
         except (ValueError, OSError) as e:
             skipped.append(str(e))
     why = "".join(f"\n  skipped {s}" for s in skipped)
     raise ValueError(f"{ckpt_dir}: no complete checkpoint{why}")
+
+
+def latest(ckpt_dir):
+    """The newest complete, intact `step-<N>` directory under ckpt_dir."""
+    return _newest(ckpt_dir)[0]
 
 
 def load(path, optimizer_state=False):
@@ -83,9 +88,10 @@ def load(path, optimizer_state=False):
     step). With optimizer_state, the `optimizer/...` tensors too."""
     from safetensors.torch import load_file
 
-    if not os.path.exists(os.path.join(path, "manifest.json")):
-        path = latest(path)
-    manifest = _check(path)
+    if os.path.exists(os.path.join(path, "manifest.json")):
+        manifest = _check(path)
+    else:  # checked while choosing it
+        path, manifest = _newest(path)
     out = {}
     for f in sorted(manifest["files"], key=lambda f: f["section"]):
         file = os.path.join(path, f["name"])
