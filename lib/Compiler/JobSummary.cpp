@@ -92,10 +92,14 @@ JobSummary JobSummary::read(ModuleOp module, StringRef model) {
         sec.body = bd.getInt();
       job.sections.push_back(sec);
     }
-  for (SharedParamOp t : module.getOps<SharedParamOp>())
-    job.ties.push_back({t.getParam().str(),
-                        std::vector<int64_t>(t.getSections().begin(),
-                                             t.getSections().end())});
+  for (SharedParamOp t : module.getOps<SharedParamOp>()) {
+    Tie tie{t.getParam().str(),
+            std::vector<int64_t>(t.getSections().begin(),
+                                 t.getSections().end())};
+    if (auto po = module.lookupSymbol<ParamOp>(t.getParam()))
+      tie.bytes = po.getTensorType().getSizeInBytes().constant;
+    job.ties.push_back(tie);
+  }
   for (GlobalReduceOp r : module.getOps<GlobalReduceOp>())
     job.reductions.push_back({r.getSymName().str(),
                               stringifyReductionKind(r.getKind()).str(),
@@ -159,7 +163,8 @@ std::string varuna::renderManifest(const JobSummary &job,
         {"body", s.body}});
   for (const auto &t : job.ties)
     ties.push_back(Object{{"parameter", t.parameter},
-                          {"sections", ints(t.sections)}});
+                          {"sections", ints(t.sections)},
+                          {"bytes", t.bytes}});
   for (const auto &r : job.reductions)
     reductions.push_back(
         Object{{"name", r.name}, {"kind", r.kind}, {"over", r.over}});

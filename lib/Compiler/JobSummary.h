@@ -35,6 +35,7 @@ struct JobSummary {
   struct Tie {
     std::string parameter;
     std::vector<int64_t> sections;
+    int64_t bytes = 0; ///< one copy's (what the tie all-reduce carries)
   };
   struct Reduction {
     std::string name, kind, over;

@@ -134,6 +134,29 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     }
   }
   c.optimizerSeconds += slowestOptimizer;
+  // The step's end: a world all-reduce of a few doubles (the loss totals;
+  // the norm), over all P D ranks, across hosts when they do not fit one;
+  // each tie's gradients over the stages holding it, in every replica at
+  // once (the K / P replicas of a host together).
+  c.syncSeconds = allreduceSeconds(in, P * D, 64, 1, P * D > K);
+  c.normSync = in.normSync;
+  for (const PlanInput::Tie &tie : in.ties) {
+    std::vector<int> stages;
+    for (int64_t k : tie.sections)
+      for (int s = 0; s < P; ++s)
+        if (k >= b[s] && k < b[s + 1] &&
+            std::find(stages.begin(), stages.end(), s) == stages.end())
+          stages.push_back(s);
+    if (stages.size() < 2)
+      continue;
+    std::sort(stages.begin(), stages.end());
+    bool across = false;
+    for (int r = 0; r < D && !across; ++r)
+      across = host(r * P + stages.front()) != host(r * P + stages.back());
+    int together = std::max(1, std::min(D, K / P));
+    c.ties.push_back({stages, allreduceSeconds(in, int(stages.size()),
+                                               tie.bytes, together, across)});
+  }
   int64_t T = std::max<int64_t>(in.scheduleLatency, 0);
   if (in.scheduleLatency < 0 && in.schedule == ScheduleKind::Varuna && P > 1) {
     double forward = 0, message = 0;

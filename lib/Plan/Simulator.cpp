@@ -456,7 +456,14 @@ SimulationResult simulateOnce(const SimulationConfig &c,
                 " tasks left (an inconsistent schedule)";
     return res;
   }
-  double finish = 0;
+  // The step's end (PipelineTrainer): the world all-reduce of the loss
+  // starts once every stage is done, the buckets are awaited, the ties
+  // summed, the norm reduced, then the optimizer.
+  double lastTask = 0;
+  for (int s = 0; s < P; ++s)
+    lastTask = std::max(lastTask, st[s].lastEnd);
+  double synced = lastTask + c.syncSeconds;
+  std::vector<double> ready(P, synced);
   for (int s = 0; s < P; ++s) {
     double ar = c.allreduceSeconds.empty() ? 0 : c.allreduceSeconds[s];
     int n = c.allreduceBuckets.empty() ? 1 : std::max(c.allreduceBuckets[s], 1);
@@ -473,8 +480,24 @@ SimulationResult simulateOnce(const SimulationConfig &c,
             ar / n;
       done = std::max(x.lastEnd, t);
     }
-    finish = std::max(finish, done);
+    ready[s] = std::max(ready[s], done);
   }
+  for (const SimulationConfig::TieReduce &tie : c.ties) {
+    double start = 0;
+    for (int s : tie.stages) {
+      if (s < 0 || s >= P) {
+        res.error = "a tie names stage " + std::to_string(s) + " of " +
+                    std::to_string(P);
+        return res;
+      }
+      start = std::max(start, ready[s]);
+    }
+    for (int s : tie.stages)
+      ready[s] = start + tie.seconds;
+  }
+  double finish = *std::max_element(ready.begin(), ready.end());
+  if (c.normSync)
+    finish += c.syncSeconds;
   res.minibatchSeconds = finish + c.optimizerSeconds;
   for (int s = 0; s < P; ++s)
     res.busyFraction.push_back(res.minibatchSeconds > 0

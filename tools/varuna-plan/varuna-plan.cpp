@@ -263,6 +263,22 @@ int main(int argc, char **argv) {
       in.cutBytesPerExample.push_back(
           wireShare *
           v.getAsObject()->getNumber("bytes_per_example").value_or(0));
+  // Tied parameters (older manifests give no bytes: not modelled) and the
+  // global norm's all-reduce.
+  if (const llvm::json::Array *ties = m->getArray("ties"))
+    for (const llvm::json::Value &v : *ties) {
+      const llvm::json::Object *t = v.getAsObject();
+      PlanInput::Tie tie;
+      tie.bytes = t ? t->getNumber("bytes").value_or(0) : 0;
+      if (tie.bytes > 0 && t->getArray("sections")) {
+        tie.sections = ints(t->getArray("sections"));
+        in.ties.push_back(tie);
+      }
+    }
+  if (const llvm::json::Array *reds = m->getArray("global_reductions"))
+    for (const llvm::json::Value &v : *reds)
+      if (const llvm::json::Object *r = v.getAsObject())
+        in.normSync |= r->getString("name") == "grad_norm";
   if (const llvm::json::Array *parts = m->getArray("partitions"))
     for (const llvm::json::Value &v : *parts) {
       const llvm::json::Object *p = v.getAsObject();

@@ -330,6 +330,53 @@ TEST(Planner, DevicesPerHost) {
   EXPECT_NEAR(seconds(), 1.25e-3, 1e-12);
 }
 
+// The step's end. With a measured ring of 2 (1 ms latency, 1e9 B/s), the
+// world sync is an all-reduce of 64 bytes over all P D ranks: (P D - 1) ms
+// + 2 (P D - 1) / (P D) x 64 ns. A tie is all-reduced over the stages that
+// hold its sections when the partition splits them (1e6 bytes over 2
+// stages: 1 ms + 1 ms; over 3: 2 ms + 4/3 ms), not at all inside one
+// stage; the norm's sync follows the manifest.
+TEST(Planner, StepEndSyncAndTies) {
+  PlanInput in;
+  for (int k = 0; k < 4; ++k)
+    in.sections.push_back({1e-3, 2e-3, 1e6});
+  in.boundaries[1] = {0, 4};
+  in.boundaries[2] = {0, 2, 4};
+  in.boundaries[4] = {0, 1, 2, 3, 4};
+  in.globalBatch = 8;
+  in.microBatch = 1;
+  in.allreduceRings = {{2, 1e-3, 1e9}};
+  in.ties = {{{0, 3}, 1e6}, {{0, 1, 3}, 1e6}};
+  in.normSync = true;
+  std::string error;
+  SimulationConfig one = configFor(in, 1, 1, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(one.syncSeconds, 0);
+  EXPECT_TRUE(one.ties.empty());
+  double sync4 = 3e-3 + 2.0 * 3 / 4 * 64 / 1e9;
+  SimulationConfig two = configFor(in, 2, 2, error);
+  EXPECT_NEAR(two.syncSeconds, sync4, 1e-12);
+  EXPECT_TRUE(two.normSync);
+  ASSERT_EQ(two.ties.size(), 2u);
+  EXPECT_EQ(two.ties[0].stages, (std::vector<int>{0, 1}));
+  EXPECT_NEAR(two.ties[0].seconds, 2e-3, 1e-12);
+  SimulationConfig four = configFor(in, 4, 1, error);
+  EXPECT_NEAR(four.syncSeconds, sync4, 1e-12);
+  ASSERT_EQ(four.ties.size(), 2u);
+  EXPECT_EQ(four.ties[0].stages, (std::vector<int>{0, 3}));
+  EXPECT_EQ(four.ties[1].stages, (std::vector<int>{0, 1, 3}));
+  EXPECT_NEAR(four.ties[1].seconds, 2e-3 + 4e-3 / 3, 1e-12);
+  // The simulated step pays them one after another (one replica: no
+  // data-parallel all-reduce): sync, tie 0 on stages 0 and 3, tie 1 after
+  // it (it shares stages with it), the norm's sync.
+  double with = simulate(four).minibatchSeconds;
+  four.ties.clear();
+  four.syncSeconds = 0;
+  four.normSync = false;
+  EXPECT_NEAR(with - simulate(four).minibatchSeconds,
+              2 * sync4 + 2e-3 + 2e-3 + 4e-3 / 3, 1e-12);
+}
+
 // Zero-bubble's order depends on what a split backward costs: measured
 // (the sections' B and W over their whole backward), the plan takes the
 // most of any stage that splits, rounded to a percent, and carries it in

@@ -100,6 +100,44 @@ TEST(Simulator, LatencyAllReduceOptimizer) {
   EXPECT_DOUBLE_EQ(r.minibatchSeconds, 8.25);
 }
 
+// The step's end as the runtime runs it. The case above (stage 0 F0 [0,1]
+// B0 [5,7], stage 1 F0 [1.5,2.5] B0 [2.5,4.5]; all-reduces done at 8 and
+// 7.5) with a world sync of 0.5 s: it starts at 7 (the last task's end),
+// ends at 7.5, so stage 1 is ready at 7.5, stage 0 at 8 (its buckets): a
+// tie over both stages of 1 s runs [8,9], the norm's sync [9,9.5], the
+// optimizer to 9.75. Without tie and norm the sync hides under stage 0's
+// all-reduce (8.25); without all-reduces it shows (7 + 0.5 + 0.25).
+TEST(Simulator, StepEndSyncTiesNorm) {
+  SimulationConfig c = unit(ScheduleKind::Varuna, 2, 1, true);
+  c.link.latencySeconds = 0.5;
+  c.allreduceSeconds = {1.0, 3.0};
+  c.optimizerSeconds = 0.25;
+  c.syncSeconds = 0.5;
+  c.ties = {{{0, 1}, 1.0}};
+  c.normSync = true;
+  SimulationResult r = simulate(c);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_DOUBLE_EQ(r.minibatchSeconds, 9.75);
+  c.ties.clear();
+  c.normSync = false;
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 8.25);
+  c.allreduceSeconds.clear();
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 7.75);
+  // P = 3, Nm = 2 (the hand-worked order above: the stages end at 12, 10,
+  // 8), stage 2 all-reducing 5 s (done at 13), a sync of 0.5 (ready: 12.5,
+  // 12.5, 13): a tie of stages 0 and 2 waits for stage 2 -> [13,14]; one of
+  // stages 0 and 1 does not -> [12.5,13.5], the step ends at 13.5.
+  c = unit(ScheduleKind::Varuna, 3, 2, true);
+  c.allreduceSeconds = {0, 0, 5.0};
+  c.syncSeconds = 0.5;
+  c.ties = {{{0, 2}, 1.0}};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 14.0);
+  c.ties = {{{0, 1}, 1.0}};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 13.5);
+  c.ties = {{{0, 3}, 1.0}};
+  EXPECT_EQ(simulate(c).error, "a tie names stage 3 of 3");
+}
+
 // Gradient buckets overlap the last backward. P=1, Nm=1: F0 [0,1], B0 [1,3].
 //   1 bucket of 1 s after B0: 4.
 //   2 buckets of 0.5 s, final at 2 and 3: [2,2.5], [3,3.5] -> 3.5.

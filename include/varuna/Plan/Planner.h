@@ -6,7 +6,9 @@
 // Nm = ceil(M / (D m)) micro-batches for the most loaded replica (the
 // runtime deals M / m micro-batches out as evenly as they go); the stages' costs are the partition's sums,
 // the boundary messages the cut-point sizes, the data-parallel all-reduce a
-// ring over D of the stage's parameter bytes, the optimizer the slowest
+// ring over D of the stage's parameter bytes, the step's end (a world
+// all-reduce of the loss, each tie's all-reduce over its stages, the norm's
+// with clipping), the optimizer the slowest
 // stage's (its sections' measured steps); each configuration is
 // simulated (Simulator.h), on as many threads as there are cores, and the
 // rows come back fastest first.
@@ -101,6 +103,18 @@ struct PlanInput {
     double slowdown = 1;    ///< their per-ring time / one ring's, large sizes
   } concurrent;
   double optimizerSeconds = 0; ///< per step, on top of the slowest stage's
+  /// Tied parameters (the manifest's `ties`): where the partition puts a
+  /// tie's sections on two or more stages, its gradient (bytes) is
+  /// all-reduced over those stages at the step's end, in every replica at
+  /// once.
+  struct Tie {
+    std::vector<int64_t> sections;
+    double bytes = 0;
+  };
+  std::vector<Tie> ties;
+  /// With clipping or LAMB the step reduces the global gradient norm over
+  /// all ranks too (the manifest's global_reductions has grad_norm).
+  bool normSync = false;
   /// varuna-run --bucket-mb in bytes: a stage's gradients are all-reduced
   /// in ceil(bytes / bucketBytes) buckets (each paying the latency) that
   /// overlap its last backward; 0: one, after it.

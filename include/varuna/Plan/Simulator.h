@@ -16,7 +16,11 @@
 // (rt::GradientBuckets): bucket j of n is final (j+1)/n of the way through
 // the stage's last backward (zero-bubble: its last W) and is reduced then, or when bucket j-1 is done
 // if later, taking allreduceSeconds[s] / n; one bucket starts after the
-// last backward. Then the optimizer runs.
+// last backward. The step then ends as the runtime ends it: one all-reduce
+// over every rank (the loss; every rank waits there for the slowest, so it
+// starts when the last stage's last task ends), the buckets awaited, each
+// tie's gradients summed over the stages holding it, with clipping or LAMB
+// a second world all-reduce (the global norm), then the optimizer.
 //
 // Inputs are per-micro-batch seconds (from varuna-calibrate, or static
 // estimates); the output is the mini-batch time, each stage's busy
@@ -83,6 +87,17 @@ struct SimulationConfig {
   /// still (context switches, caches; varuna-calibrate's "oversubscribed").
   double oversubscribedSlowdown = 1;
   double optimizerSeconds = 0;
+  /// One all-reduce of a few numbers over all P x D ranks (the step's loss
+  /// totals; the global gradient norm); 0: none (one rank).
+  double syncSeconds = 0;
+  bool normSync = false; ///< a second one for the gradient norm
+  /// A tied parameter's gradients summed over the stages holding copies
+  /// (stages: at least two distinct, ascending), one tie after another.
+  struct TieReduce {
+    std::vector<int> stages;
+    double seconds = 0;
+  };
+  std::vector<TieReduce> ties;
   bool recordTimeline = false;
 };
 

@@ -21,6 +21,11 @@ expected_ties = {
     "vit": [], "resnet": [], "convnext": [],
 }[model]
 assert ties == expected_ties, (model, ties)
+# A tie's bytes: one copy, part of every section that reads it.
+for t in m["ties"]:
+    assert 0 < t["bytes"] and t["bytes"] % 4 == 0, t
+    for i in t["sections"]:
+        assert t["bytes"] <= m["sections"][i]["param_bytes"], (t, m["sections"][i])
 # Balanced partitions: every P from 1 (or only the requested one), boundaries
 # cover all sections in order.
 for p in m["partitions"]:
