@@ -12,7 +12,10 @@ out of one, checked the way `varuna-run --resume` checks it:
 
 Every tensor keeps the name the model gave it (the framework's parameter and
 buffer names: a `state_dict` takes them as they are). The optimizer's state
-(`optimizer/<state>/<parameter>`) is left out unless asked for. A parameter
+(`optimizer/<state>/<parameter>`) and the frozen parameters kept so that a
+resume needs nothing from the model file (`frozen/<parameter>`: attention
+masks and other constants of the exported graph) are left out unless asked
+for. A parameter
 held by several sections (a tie) must be identical in each: it is taken once.
 
 Errors are ValueError naming the directory or file and what is wrong: no
@@ -82,10 +85,11 @@ def latest(ckpt_dir):
     return _newest(ckpt_dir)[0]
 
 
-def load(path, optimizer_state=False):
+def load(path, optimizer_state=False, frozen=False):
     """The tensors of a checkpoint as {name: torch.Tensor}: `path` is a
     `step-<N>` directory or a checkpoint directory (its newest complete
-    step). With optimizer_state, the `optimizer/...` tensors too."""
+    step). With optimizer_state, the `optimizer/...` tensors too; with
+    frozen, the `frozen/...` ones (constants training never changes)."""
     from safetensors.torch import load_file
 
     if os.path.exists(os.path.join(path, "manifest.json")):
@@ -97,6 +101,8 @@ def load(path, optimizer_state=False):
         file = os.path.join(path, f["name"])
         for name, t in load_file(file).items():
             if name.startswith("optimizer/") and not optimizer_state:
+                continue
+            if name.startswith("frozen/") and not frozen:
                 continue
             if name in out:
                 if out[name].shape != t.shape or not bool((out[name] == t).all()):

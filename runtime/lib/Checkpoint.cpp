@@ -302,6 +302,10 @@ std::string optimizerStateTensorName(const std::string &param,
   return "optimizer/" + state + "/" + param;
 }
 
+std::string frozenTensorName(const std::string &param) {
+  return "frozen/" + param;
+}
+
 uint32_t crc32Of(const void *data, size_t size, uint32_t crc) {
   const auto *p = static_cast<const Bytef *>(data);
   uLong c = crc;

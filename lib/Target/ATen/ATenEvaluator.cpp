@@ -21,6 +21,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/autocast_mode.h>
 
+#include <limits>
+
 using namespace mlir;
 
 namespace varuna {
@@ -206,24 +208,41 @@ at::Tensor ATenEvaluator::loadParam(ParamOp param) {
                         "' is relative, but the module has no varuna.source "
                         "(give a data directory)");
   std::string path = rt::resolveDataPath(dataDir, init.getFile().str());
+  std::string error;
   try {
     rt::readParamBytes(dataDir, init.getFile().str(), init.getOffset(),
                        init.getSize(), t.data_ptr());
+    if (init.getDigest() >= 0 &&
+        rt::paramDigest(t.data_ptr(), want) != uint32_t(init.getDigest()))
+      error = "parameter @" + name.str() + ": the bytes at " + path + " [" +
+              std::to_string(init.getOffset()) + ", " +
+              std::to_string(init.getOffset() + want) +
+              ") are not those varuna-compile imported (their digest "
+              "differs): the model file changed after the job was compiled; "
+              "compile it again" + kFromSource;
   } catch (const rt::DataError &e) {
-    throw ATenEvalError("cannot read parameter @" + name.str() + ": " +
-                        e.what() + kFromSource);
+    error = "cannot read parameter @" + name.str() + ": " + e.what() +
+            kFromSource;
   }
-  if (init.getDigest() >= 0 &&
-      rt::paramDigest(t.data_ptr(), want) != uint32_t(init.getDigest()))
-    throw ATenEvalError(
-        "parameter @" + name.str() + ": the bytes at " + path + " [" +
-        std::to_string(init.getOffset()) + ", " +
-        std::to_string(init.getOffset() + want) +
-        ") are not those varuna-compile imported (their digest differs): "
-        "the model file changed after the job was compiled; compile it "
-        "again" + kFromSource);
+  if (!error.empty()) {
+    if (!deferring)
+      throw ATenEvalError(error);
+    if (t.is_floating_point())
+      t.fill_(std::numeric_limits<double>::quiet_NaN());
+    else
+      t.zero_();
+    deferred[name.str()] = error;
+  }
   params[name] = t;
   return t;
+}
+
+std::optional<std::pair<std::string, std::string>>
+ATenEvaluator::firstUnrestored(const std::set<std::string> &restored) const {
+  for (const auto &[name, error] : deferred)
+    if (!restored.count(name))
+      return std::make_pair(name, error);
+  return std::nullopt;
 }
 
 FailureOr<std::vector<at::Tensor>>
@@ -243,17 +262,35 @@ ATenOpContext ATenEvaluator::makeContext(int64_t batch) {
   return ctx;
 }
 
-FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
-ATenEvaluator::stateBuffers(
-    const std::function<bool(llvm::StringRef)> &wanted) {
+/// The parameters training writes: every batch_norm's running statistics.
+static llvm::StringSet<> writtenParams(ModuleOp module) {
   llvm::StringSet<> written;
   module.walk([&](BatchNormOp bn) {
     for (Value v : {bn.getRunningMean(), bn.getRunningVar()})
       if (auto get = v ? v.getDefiningOp<GetParamOp>() : GetParamOp())
         written.insert(get.getName());
   });
+  return written;
+}
+
+FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+ATenEvaluator::stateBuffers(
+    const std::function<bool(llvm::StringRef)> &wanted) {
+  llvm::StringSet<> written = writtenParams(module);
   return loadParams([&](ParamOp p) {
     return written.contains(p.getSymName()) &&
+           (!wanted || wanted(p.getSymName()));
+  });
+}
+
+FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+ATenEvaluator::constantParams(
+    const std::function<bool(llvm::StringRef)> &wanted) {
+  llvm::StringSet<> written = writtenParams(module);
+  llvm::StringSet<> read = getReadParamNames(module);
+  return loadParams([&](ParamOp p) {
+    return p.getFrozen() && read.contains(p.getSymName()) &&
+           !written.contains(p.getSymName()) &&
            (!wanted || wanted(p.getSymName()));
   });
 }

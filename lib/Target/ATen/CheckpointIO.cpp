@@ -92,7 +92,8 @@ std::map<std::string, int> checkpointHomes(ArrayRef<func::FuncOp> sections) {
 
 std::vector<rt::TensorBytes>
 sectionTensors(int k, const std::map<std::string, int> &home,
-               const NamedTensors &params, const rt::OptimizerState &state) {
+               const NamedTensors &params, const rt::OptimizerState &state,
+               const NamedTensors &frozen) {
   std::vector<rt::TensorBytes> out;
   for (auto &[name, t] : params) {
     auto it = home.find(name);
@@ -105,6 +106,11 @@ sectionTensors(int k, const std::map<std::string, int> &home,
         out.push_back(
             toBytes(rt::optimizerStateTensorName(name, kind), st->second));
     }
+  }
+  for (auto &[name, t] : frozen) {
+    auto it = home.find(name);
+    if ((it == home.end() ? 0 : it->second) == k)
+      out.push_back(toBytes(rt::frozenTensorName(name), t));
   }
   return out;
 }
@@ -200,7 +206,8 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     const std::map<std::string, int> &home,
                     NamedTensors &params, NamedTensors &buffers,
                     rt::Optimizer &optimizer, at::Generator &generator,
-                    bool strict, rt::LossScaler *scaler) {
+                    bool strict, rt::LossScaler *scaler,
+                    std::set<std::string> *restoredOut) {
   std::map<std::string, at::Tensor *> byName;
   std::set<int> files;
   for (NamedTensors *list : {&params, &buffers})
@@ -230,7 +237,9 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
           state[param.str() + "." + kind.str()] = fromBytes(b);
         continue;
       }
-      auto it = byName.find(b.name);
+      // Frozen parameters (rt::frozenTensorName) restore like buffers.
+      name.consume_front("frozen/");
+      auto it = byName.find(name.str());
       if (it == byName.end()) {
         if (strict)
           throw std::runtime_error("checkpoint has unknown parameter '" +
@@ -243,7 +252,7 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                                  "' has another shape than the model's");
       at::NoGradGuard noGrad;
       it->second->copy_(t);
-      restored.insert(b.name);
+      restored.insert(name.str());
     }
   }
   size_t restoredParams = 0;
@@ -315,7 +324,32 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
   if (scaler && meta.count("loss_scale"))
     scaler->restore(std::stod(field("loss_scale")),
                     std::stoll(field("loss_scale_good_steps")));
+  if (restoredOut)
+    restoredOut->insert(restored.begin(), restored.end());
   return std::stoll(field("step"));
+}
+
+std::optional<std::string>
+finishDeferredParams(ATenEvaluator &evaluator,
+                     const std::set<std::string> &restored,
+                     const rt::CheckpointInfo *checkpoint, std::string &note) {
+  evaluator.deferUnreadableParams(false);
+  note.clear();
+  if (auto missed = evaluator.firstUnrestored(restored))
+    return missed->second +
+           (checkpoint
+                ? "; the checkpoint " + checkpoint->path +
+                      " does not hold it (checkpoints keep the trained "
+                      "parameters and batch-norm statistics, not frozen "
+                      "ones)"
+                : std::string("; there is no checkpoint to take it from"));
+  const auto &deferred = evaluator.deferredParams();
+  if (!deferred.empty())
+    note = std::to_string(deferred.size()) +
+           " parameter(s) came from the checkpoint alone: the model file the "
+           "job was compiled from is gone or changed (@" +
+           deferred.begin()->first + " the first)";
+  return std::nullopt;
 }
 
 } // namespace varuna

@@ -74,6 +74,9 @@ public:
   std::vector<at::Tensor> paramLeaves;
   std::set<std::string> notOwned;       // ties this stage does not count
   NamedTensors buffers; // batch_norm running statistics of this stage
+  /// The stage's other frozen parameters (masks, frozen layers): not
+  /// trained, not reduced, kept in its checkpoint files (constantParams).
+  NamedTensors constants;
   /// The stage holding section 0: parameters no section reads, kept as they
   /// are for its checkpoint file and --dump-params (unreadParams()).
   NamedTensors unread;
@@ -219,6 +222,16 @@ LogicalResult Rank::setUp() {
   if (failed(written))
     return failure();
   buffers = std::move(*written);
+  // Those the stage reads (one another stage reads too is restored from
+  // its home's file; written by the stage that holds the home).
+  std::set<std::string> readHere;
+  for (func::FuncOp f : sections)
+    f.walk([&](GetParamOp get) { readHere.insert(get.getName().str()); });
+  auto frozen = evaluator.constantParams(
+      [&](StringRef name) { return readHere.count(name.str()) > 0; });
+  if (failed(frozen))
+    return failure();
+  constants = std::move(*frozen);
   if (firstSection == 0) {
     auto kept = evaluator.unreadParams();
     if (failed(kept))
@@ -281,7 +294,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
     for (int k = firstSection; k < endSection; ++k) {
       rt::CheckpointFile f;
       std::string err = rt::writeCheckpointSection(
-          dir, step, k, sectionTensors(k, home, mine, state), &f);
+          dir, step, k, sectionTensors(k, home, mine, state, constants), &f);
       if (!err.empty())
         throw std::runtime_error("checkpoint at step " + std::to_string(step) +
                                  ": " + err);
@@ -938,6 +951,9 @@ LogicalResult varuna::trainPipeline(
     return failure();
   ATenEvaluator *evaluator = created->get();
 
+  // A resume overwrites what the checkpoint holds: the model file need not
+  // be there for it (finishDeferredParams).
+  evaluator->deferUnreadableParams(options.resume);
   Rank rank(job, *evaluator, options, pipeline, transport);
   rank.countSink = &count;
   if (config.needsOverflowCheck())
@@ -959,10 +975,12 @@ LogicalResult varuna::trainPipeline(
   std::unique_ptr<std::ofstream> metrics = std::move(outputs->metrics);
   int64_t first = 0;
   if (options.resume) {
+    llvm::raw_ostream &log =
+        transport.rank() == 0 ? llvm::errs() : llvm::nulls();
+    std::set<std::string> restored;
+    std::optional<rt::CheckpointInfo> ckpt;
     try {
-      llvm::raw_ostream &log =
-          transport.rank() == 0 ? llvm::errs() : llvm::nulls();
-      if (auto ckpt = latestCheckpoint(options.checkpointDir, log)) {
+      if ((ckpt = latestCheckpoint(options.checkpointDir, log))) {
         for (const std::string &w :
              resumeWarnings(*ckpt, {options.globalBatch, options.seed},
                             *optimizer))
@@ -970,9 +988,10 @@ LogicalResult varuna::trainPipeline(
         NamedTensors mine = rank.named();
         NamedTensors kept = rank.buffers; // copies share the tensors
         kept.insert(kept.end(), rank.unread.begin(), rank.unread.end());
+        kept.insert(kept.end(), rank.constants.begin(), rank.constants.end());
         first = restoreFrom(*ckpt, rank.home, mine, kept, *optimizer,
                             evaluator->getGenerator(), /*strict=*/false,
-                            rank.scaler ? &*rank.scaler : nullptr);
+                            rank.scaler ? &*rank.scaler : nullptr, &restored);
         log << "varuna-run: resumed from " << ckpt->path << " (step " << first
             << ") with " << P << " x " << D << " ranks\n";
       }
@@ -980,6 +999,12 @@ LogicalResult varuna::trainPipeline(
       return jobError(job, "rank ") << transport.rank()
                                     << ": cannot resume: " << e.what();
     }
+    std::string note;
+    if (auto error = finishDeferredParams(*evaluator, restored,
+                                          ckpt ? &*ckpt : nullptr, note))
+      return jobError(job, "rank ") << transport.rank() << ": " << *error;
+    if (!note.empty())
+      log << "varuna-run: " << note << "\n";
   }
   if (options.evalData)
     if (auto bad = checkValidationInputs(rank.indexRanges, *options.evalData,

@@ -337,7 +337,6 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
   return specs;
 }
 
-/// Writes checkpoint `step` (steps completed). Returns "" or an error.
 LogicalResult
 varuna::validate(const TrainOptions &options, int64_t done, StepMetrics &m,
                  llvm::function_ref<FailureOr<double>(int64_t)> batchLoss) {
@@ -356,9 +355,12 @@ varuna::validate(const TrainOptions &options, int64_t done, StepMetrics &m,
   return success();
 }
 
+/// Writes checkpoint `step` (steps completed): `params` (parameters and
+/// buffers), their optimizer state, the `frozen` parameters. Returns "" or
+/// an error.
 static std::string
 saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
-               const std::vector<std::pair<std::string, at::Tensor>> &params,
+               const NamedTensors &params, const NamedTensors &frozen,
                const rt::Optimizer &optimizer, const rt::LossScaler *scaler,
                const RunSettings &run) {
   std::vector<func::FuncOp> sections = evaluator.getSections();
@@ -367,7 +369,7 @@ saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
   std::vector<std::vector<rt::TensorBytes>> files(
       std::max<size_t>(1, sections.size()));
   for (size_t k = 0; k < files.size(); ++k)
-    files[k] = sectionTensors(k, home, params, state);
+    files[k] = sectionTensors(k, home, params, state, frozen);
   return rt::writeCheckpoint(
       dir, step, files,
       trainingState(step, optimizer, evaluator.getGenerator(), scaler, run));
@@ -512,6 +514,9 @@ LogicalResult varuna::trainReference(
     return failure();
   ATenEvaluator *evaluator = created->get();
   auto lossIndex = evaluator->getLossIndex();
+  // A resume overwrites what the checkpoint holds: the model file need not
+  // be there for it (finishDeferredParams).
+  evaluator->deferUnreadableParams(options.resume);
   auto params = evaluator->trainableParams();
   if (failed(params))
     return failure();
@@ -520,6 +525,9 @@ LogicalResult varuna::trainReference(
     return failure();
   auto unread = evaluator->unreadParams(); // kept for checkpoints, dumps
   if (failed(unread))
+    return failure();
+  auto constants = evaluator->constantParams(); // kept for checkpoints
+  if (failed(constants))
     return failure();
   warnMicroBatchSemantics(job, options, &data);
 
@@ -542,9 +550,10 @@ LogicalResult varuna::trainReference(
   if (options.resume) {
     if (options.checkpointDir.empty())
       return jobError(job, "--resume needs --checkpoint-dir");
+    std::set<std::string> restored;
+    std::optional<rt::CheckpointInfo> ckpt;
     try {
-      std::optional<rt::CheckpointInfo> ckpt =
-          latestCheckpoint(options.checkpointDir, llvm::errs());
+      ckpt = latestCheckpoint(options.checkpointDir, llvm::errs());
       if (ckpt) {
         for (const std::string &w :
              resumeWarnings(*ckpt, {options.globalBatch, options.seed},
@@ -552,16 +561,24 @@ LogicalResult varuna::trainReference(
           llvm::errs() << "varuna-run: warning: " << w << "\n";
         NamedTensors kept = *buffers; // copies share the tensors
         kept.insert(kept.end(), unread->begin(), unread->end());
+        kept.insert(kept.end(), constants->begin(), constants->end());
         first = restoreFrom(*ckpt, checkpointHomes(evaluator->getSections()),
                             *params, kept, *optimizer,
                             evaluator->getGenerator(),
-                            /*strict=*/true, scaler ? &*scaler : nullptr);
+                            /*strict=*/true, scaler ? &*scaler : nullptr,
+                            &restored);
         llvm::errs() << "varuna-run: resumed from " << ckpt->path << " (step "
                      << first << ")\n";
       }
     } catch (const std::exception &e) {
       return jobError(job, "cannot resume: ") << e.what();
     }
+    std::string note;
+    if (auto error = finishDeferredParams(*evaluator, restored,
+                                          ckpt ? &*ckpt : nullptr, note))
+      return jobError(job, *error);
+    if (!note.empty())
+      llvm::errs() << "varuna-run: " << note << "\n";
   }
   int64_t micro = options.globalBatch / options.microBatch;
   const LossAggregation aggregation = lossAggregation(job);
@@ -734,7 +751,8 @@ LogicalResult varuna::trainReference(
         state.insert(state.end(), buffers->begin(), buffers->end());
         state.insert(state.end(), unread->begin(), unread->end());
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
-                                         step + 1, state, *optimizer,
+                                         step + 1, state, *constants,
+                                         *optimizer,
                                          scaler ? &*scaler : nullptr,
                                          {options.globalBatch, options.seed});
         if (!err.empty())

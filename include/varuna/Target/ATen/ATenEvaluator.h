@@ -26,8 +26,10 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -178,6 +180,14 @@ public:
   mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
   stateBuffers(const std::function<bool(llvm::StringRef)> &wanted = nullptr);
 
+  /// The other frozen parameters some function reads -- training never
+  /// changes them: attention masks, position ids, layers a fine-tune
+  /// freezes -- or those `wanted` accepts, loaded, in module order.
+  /// Checkpoints keep them (rt::frozenTensorName) so that a resume reads
+  /// nothing from the model file.
+  mlir::FailureOr<std::vector<std::pair<std::string, at::Tensor>>>
+  constantParams(const std::function<bool(llvm::StringRef)> &wanted = nullptr);
+
   /// Runs the outlined sections (varuna-outline-sections) one after the
   /// other, each receiving the previous one's sent values and reading the
   /// graph inputs it names, and returns the last section's results -- the
@@ -206,6 +216,23 @@ public:
   /// the cached one. Throws ATenEvalError (naming it) when it cannot be read.
   at::Tensor loadParam(ParamOp param);
 
+  /// A resume, while it loads the parameters it will overwrite from a
+  /// checkpoint: with this on, a parameter whose model file cannot be read
+  /// (moved, deleted) or changed since compiling (digest) is not an error;
+  /// it gets a NaN-filled tensor and is recorded with the error it would
+  /// have raised (deferredParams). The caller restores the checkpoint,
+  /// turns this off and makes sure every deferred parameter was restored
+  /// (firstUnrestored). Parameters first read after that (frozen ones,
+  /// which checkpoints do not hold) raise their error as usual.
+  void deferUnreadableParams(bool on) { deferring = on; }
+  /// Deferred parameter -> the error its loading raised.
+  const std::map<std::string, std::string> &deferredParams() const {
+    return deferred;
+  }
+  /// The first deferred parameter not in `restored`, with its error.
+  std::optional<std::pair<std::string, std::string>>
+  firstUnrestored(const std::set<std::string> &restored) const;
+
 private:
   ATenEvaluator(mlir::ModuleOp module, mlir::func::FuncOp graph,
                 ATenEvalOptions options);
@@ -229,6 +256,8 @@ private:
   ATenEvalOptions options;
   std::string dataDir;
   llvm::StringMap<at::Tensor> params;
+  bool deferring = false;
+  std::map<std::string, std::string> deferred;
   at::Generator generator;
   std::vector<std::vector<ParamOp>> compiledParams; // per section
 };

@@ -14,6 +14,7 @@
 #ifndef VARUNA_TARGET_ATEN_CHECKPOINTIO_H
 #define VARUNA_TARGET_ATEN_CHECKPOINTIO_H
 
+#include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/LossScaler.h"
 #include "varuna/runtime/Optimizer.h"
@@ -26,6 +27,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,11 +42,13 @@ std::map<std::string, int>
 checkpointHomes(llvm::ArrayRef<mlir::func::FuncOp> sections);
 
 /// Section `k`'s file contents: the tensors of `params` (parameters and
-/// buffers) whose home is `k` (one without a home goes to section 0) and
-/// their optimizer state from `state`.
+/// buffers) whose home is `k` (one without a home goes to section 0), their
+/// optimizer state from `state`, and the `frozen` parameters (constants)
+/// whose home is `k`, under rt::frozenTensorName.
 std::vector<rt::TensorBytes>
 sectionTensors(int k, const std::map<std::string, int> &home,
-               const NamedTensors &params, const rt::OptimizerState &state);
+               const NamedTensors &params, const rt::OptimizerState &state,
+               const NamedTensors &frozen = {});
 
 /// What a resumed run should share with the one that wrote the checkpoint
 /// for the losses to continue as if never interrupted.
@@ -86,12 +90,27 @@ std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
 /// `buffers` is an error too (single-process resume). An optimizer that
 /// cannot continue the checkpoint's state (it keeps other state per
 /// parameter: AdamW's moments for an SGD, none for an SGD with momentum
-/// after steps without) is an error naming both.
+/// after steps without) is an error naming both. `restored`, when given,
+/// receives the names of the tensors copied.
 int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     const std::map<std::string, int> &home,
                     NamedTensors &params, NamedTensors &buffers,
                     rt::Optimizer &optimizer, at::Generator &generator,
-                    bool strict, rt::LossScaler *scaler = nullptr);
+                    bool strict, rt::LossScaler *scaler = nullptr,
+                    std::set<std::string> *restored = nullptr);
+
+/// The end of a resume that loaded its parameters with
+/// ATenEvaluator::deferUnreadableParams on (the model file the job was
+/// compiled from may be gone or changed: what the checkpoint holds need not
+/// be read from it): turns deferral off and returns an error when a
+/// deferred parameter was not restored (its own loading error, and why the
+/// checkpoint did not replace it: none found in the directory, or it does
+/// not keep that parameter), else in `note` what came from the checkpoint
+/// alone (empty when nothing was deferred).
+std::optional<std::string>
+finishDeferredParams(ATenEvaluator &evaluator,
+                     const std::set<std::string> &restored,
+                     const rt::CheckpointInfo *checkpoint, std::string &note);
 
 } // namespace varuna
 

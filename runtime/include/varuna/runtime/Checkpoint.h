@@ -74,6 +74,10 @@ std::string checkpointSectionFileName(int section);
 /// never occur in PyTorch parameter names).
 std::string optimizerStateTensorName(const std::string &param,
                                      const std::string &state);
+/// The name of a frozen parameter training never changes (an attention
+/// mask, a frozen layer), kept so that a resume needs nothing from the
+/// model file: `frozen/<param>` (its name may hold slashes: ONNX constants).
+std::string frozenTensorName(const std::string &param);
 
 /// CRC-32 (zlib's polynomial, the one Python's `zlib.crc32` computes).
 uint32_t crc32Of(const void *data, size_t size, uint32_t crc = 0);
