@@ -2,7 +2,9 @@
 //
 //   varuna-eval FILE.mlir --inputs DIR [--seed N] [--data-dir DIR]
 //
-// DIR holds `<input name>.npy` for every graph input. Prints one line per
+// DIR holds `<input name>.npy` for every graph input (integers of a
+// narrower type than the input's signed one are widened, as varuna-run's
+// data reader does: docs/data.md). Prints one line per
 // graph result, `<name> = <value>` (scalars with %.9g; other tensors as
 // `<name> = <shape> <dtype> sum <sum>`). Exit status 1 on any error.
 //
@@ -96,11 +98,24 @@ int main(int argc, char **argv) {
     return 1;
 
   std::vector<at::Tensor> inputs;
-  for (const std::string &name : evaluator->getInputNames()) {
+  mlir::func::FuncOp graph = evaluator->getGraph();
+  for (auto [i, name] : llvm::enumerate(evaluator->getInputNames())) {
     llvm::SmallString<256> path(inputsDir);
     llvm::sys::path::append(path, name + ".npy");
     try {
-      inputs.push_back(varuna::tensorFromNpy(varuna::rt::readNpy(path.str().str())));
+      at::Tensor t =
+          varuna::tensorFromNpy(varuna::rt::readNpy(path.str().str()));
+      // Token ids saved as uint16 or int32 for an int64 input: widened (a
+      // narrower integer into a wider signed one; nothing else converts).
+      auto type = graph.getArgumentTypes()[i].cast<varuna::VTensorType>();
+      std::optional<at::ScalarType> want =
+          varuna::toScalarType(type.getElementType());
+      if (want && *want != t.scalar_type() &&
+          at::isIntegralType(*want, false) && at::isSignedType(*want) &&
+          at::isIntegralType(t.scalar_type(), false) &&
+          t.element_size() < static_cast<int64_t>(c10::elementSize(*want)))
+        t = t.to(*want);
+      inputs.push_back(t);
     } catch (const std::exception &e) {
       return fail("graph input '" + name + "': " + e.what());
     }

@@ -4,7 +4,8 @@
 
 KIND: ids_short (int64 [2, 15]), ids_b3 (int64 [3, 16]), ids_i32 (int32
 [2, 16]), fortran (int64 [2, 16] in Fortran order), garbage (not .npy),
-truncated (a valid header, half the data).
+truncated (a valid header, half the data), as_u16 / as_i32 / as_f32 (OUT.npy
+rewritten as uint16 / int32 / float32).
 """
 
 import sys
@@ -21,6 +22,9 @@ def main() -> int:
         np.save(out, np.zeros((3, 16), dtype=np.int64))
     elif kind == "ids_i32":
         np.save(out, ids.astype(np.int32))
+    elif kind in ("as_u16", "as_i32", "as_f32"):
+        np.save(out, np.load(out).astype({"as_u16": np.uint16, "as_i32": np.int32,
+                                          "as_f32": np.float32}[kind]))
     elif kind == "fortran":
         np.save(out, np.asfortranarray(ids))
     elif kind == "garbage":
