@@ -777,8 +777,9 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     overflowed = rt::LossScaler::allFinite(mine) ? 0 : 1;
   }
   // The ranks asked to stop (runtime/Stop.h) ride along, so that all agree
-  // on the step after which they stop.
-  double stopping = rt::stopSignal() != 0 && !evaluate ? 1 : 0;
+  // on the step after which they stop (or the validation batch after which
+  // a pass is abandoned).
+  double stopping = rt::stopSignal() != 0 ? 1 : 0;
   std::vector<at::Tensor> totals{
       at::tensor({lossSum, countSum, overflowed, stopping,
                   double(deviations - deviationsBefore)},
@@ -1021,7 +1022,7 @@ LogicalResult varuna::trainPipeline(
       return jobError(job, "rank ") << transport.rank() << ", step " << s
                                     << ": " << e.what();
     }
-    auto validationLoss = [&](int64_t b) -> FailureOr<double> {
+    auto validationLoss = [&](int64_t b, bool &stop) -> FailureOr<double> {
       StepMetrics e;
       try {
         if (failed(rank.step(b, *options.evalData, config, *optimizer, e,
@@ -1033,6 +1034,7 @@ LogicalResult varuna::trainPipeline(
                    << " after step " << s << ": " << ex.what(),
                failure();
       }
+      stop = e.stopRequested; // every rank's request, summed
       return e.loss;
     };
     if (failed(validate(options, s + 1, m, validationLoss)))

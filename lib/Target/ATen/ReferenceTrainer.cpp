@@ -337,17 +337,22 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
   return specs;
 }
 
-LogicalResult
-varuna::validate(const TrainOptions &options, int64_t done, StepMetrics &m,
-                 llvm::function_ref<FailureOr<double>(int64_t)> batchLoss) {
+LogicalResult varuna::validate(
+    const TrainOptions &options, int64_t done, StepMetrics &m,
+    llvm::function_ref<FailureOr<double>(int64_t, bool &)> batchLoss) {
   if (!options.evalDue(done))
     return success();
   int64_t n = options.evalBatchCount();
   double sum = 0;
   for (int64_t b = 0; b < n; ++b) {
-    FailureOr<double> loss = batchLoss(b);
+    bool stop = false;
+    FailureOr<double> loss = batchLoss(b, stop);
     if (failed(loss))
       return failure();
+    if (stop) {
+      m.stopRequested = true;
+      return success();
+    }
     sum += *loss;
   }
   m.evalLoss = sum / double(n);
@@ -634,7 +639,8 @@ LogicalResult varuna::trainReference(
     return counted;
   };
   // Validation batch b: forward only, in evaluation mode; its loss.
-  auto validationLoss = [&](int64_t b) -> FailureOr<double> {
+  auto validationLoss = [&](int64_t b, bool &stop) -> FailureOr<double> {
+    stop = rt::stopSignal() != 0;
     const rt::DataSource &src = *options.evalData;
     evaluator->seedStep(-1 - b, 0, 0); // random ops: streams of their own
     // Its index inputs were checked before the first step.

@@ -39,6 +39,11 @@ stop-waiting:  one rank of two started by hand (its peer never comes), with
   --timeout 120; SIGTERM after 1.5 s: it must stop at once (exit 143 within
   5 s), saying where it waited -- rank 0 (serving the store) and rank 1
   (connecting to it) alike.
+stop-validating: SIGTERM during a long validation pass (--eval-every 2, 8000
+  batches: over 10 s here, a step takes milliseconds), 2 stages and one
+  process: the pass is abandoned at the next batch -- exit 143 within 5 s,
+  stopped after step K (the pass's) with checkpoint step-(K+1), K's metrics
+  without a validation loss.
 Prints what happened; exits 1 if the behaviour is not the expected one."""
 import os
 import random
@@ -365,6 +370,38 @@ elif scenario.startswith("stop-"):
         if p.returncode != 143 or newest("one process") != k + 1:
             fail(f"exit {p.returncode}: {err[-300:]}")
         print("one process: stopped after a step, exit 143, checkpoint step-(K+1)")
+    elif scenario == "stop-validating":
+        import json
+        import numpy as np
+        evald = job + ".eval"
+        os.makedirs(evald, exist_ok=True)
+        ids = np.random.default_rng(0).integers(0, 64, (8 * 8000, 16))
+        np.save(evald + "/input_ids.npy", ids)
+        np.save(evald + "/labels.npy", np.roll(ids, -1, 1))
+        metrics = job + ".metrics"
+        for what, layout in (("2 stages", ["--stages", "2"]), ("one process", [])):
+            shutil.rmtree(ckpt, ignore_errors=True)
+            p = start(["varuna-run", job] + layout + [
+                "--batch", "8", "--micro-batch", "2", "--synthetic", "--steps", "100",
+                "--eval-data", evald, "--eval-every", "2", "--checkpoint-dir", ckpt,
+                "--metrics", metrics])
+            wait_for_steps(p, 1)  # step 0; step 1 and its pass follow
+            time.sleep(2.0)
+            t = time.time()
+            p.send_signal(signal.SIGTERM)
+            out, err = finish(p, 60, what)
+            took = time.time() - t
+            k = stopped_after(err, what)
+            last = [json.loads(line) for line in open(metrics)][-1]
+            if p.returncode != 143 or took > 5 or last["step"] != k or "eval_loss" in last:
+                fail(f"{what}: exit {p.returncode} after {took:.1f} s, stopped after "
+                     f"step {k}, last metrics {last}: {err[-300:]!r}")
+            if newest(what) != k + 1:
+                fail(f"{what}: stopped after step {k}, newest checkpoint is not step-{k + 1}")
+            print(f"{what}: SIGTERM while validating: exit 143 in <5 s, stopped after "
+                  "step K without its validation, checkpoint step-(K+1)")
+        os.remove(metrics)
+        shutil.rmtree(evald, ignore_errors=True)
     else:
         fail("unknown scenario " + scenario)
     shutil.rmtree(ckpt, ignore_errors=True)

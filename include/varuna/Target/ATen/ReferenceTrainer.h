@@ -171,12 +171,16 @@ createTrainerOutputs(mlir::ModuleOp job, const TrainingConfig &config,
 std::string metricsJsonLine(const StepMetrics &m);
 
 /// The validation after `done` steps, when options.evalDue(done): the mean
-/// of `batchLoss(b)` over options.evalBatchCount() batches, into
-/// m.evalLoss and m.evalBatches. Fails when a batch does (after its
+/// of `batchLoss(b, stop)` over options.evalBatchCount() batches, into
+/// m.evalLoss and m.evalBatches. A batch that sets `stop` (a stop request,
+/// runtime/Stop.h, agreed by every rank) ends the pass there: no loss,
+/// m.stopRequested set, so that the run checkpoints and stops at once
+/// instead of after the whole pass. Fails when a batch does (after its
 /// diagnostic).
 mlir::LogicalResult
 validate(const TrainOptions &options, int64_t done, StepMetrics &m,
-         llvm::function_ref<mlir::FailureOr<double>(int64_t)> batchLoss);
+         llvm::function_ref<mlir::FailureOr<double>(int64_t, bool &stop)>
+             batchLoss);
 
 /// The graph inputs as the dataset must provide them (from the graph's
 /// argument types: element type and sample shape).
