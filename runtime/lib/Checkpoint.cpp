@@ -280,6 +280,20 @@ std::string removeStepDir(const std::string &stepDir) {
   return "";
 }
 
+/// Removes what killed writers left in a complete step directory: their
+/// temporary files (writeFileAtomically's `.<name>.tmp.<pid>.<n>`). Once
+/// its marker is written no writer of the step is left, so any such file
+/// is garbage. Best effort: a file that cannot be removed stays.
+void removeLeftovers(const std::string &stepDir) {
+  std::error_code ec;
+  for (const fs::directory_entry &e : fs::directory_iterator(stepDir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.size() > 1 && name[0] == '.' &&
+        name.find(".tmp.") != std::string::npos)
+      fs::remove(e.path(), ec);
+  }
+}
+
 } // namespace
 
 const CheckpointFile *CheckpointInfo::sectionFile(int k) const {
@@ -441,7 +455,10 @@ std::string commitCheckpoint(const std::string &ckptDir, int64_t step,
     return err;
   std::string marker =
       completeMarkerText(step, crc32Of(manifest.data(), manifest.size()));
-  return writeFileAtomically(stepDir, kComplete, marker.data(), marker.size());
+  err = writeFileAtomically(stepDir, kComplete, marker.data(), marker.size());
+  if (err.empty())
+    removeLeftovers(stepDir);
+  return err;
 }
 
 std::string
@@ -562,6 +579,7 @@ PruneResult keepLast(const std::string &ckptDir, int n) {
   for (const auto &[step, path] : steps) {
     if (!verifyCheckpoint(path, step).empty())
       continue;
+    removeLeftovers(path);
     if (++good == n) {
       cutoff = step;
       break;

@@ -51,9 +51,11 @@ void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
     if (!work->wait(timeout))
       throw std::runtime_error("timed out");
   } catch (const std::exception &e) {
+    std::string m = detail::messageOf(e);
     throw Error("Gloo", what,
-                detail::messageOf(e) + " (timeout " +
-                    detail::seconds(timeout) + ")",
+                detail::timedOut(m)
+                    ? m + " (timeout " + detail::seconds(timeout) + ")"
+                    : m,
                 __FILE__, __LINE__);
   }
 }
@@ -239,9 +241,14 @@ private:
       return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size,
                                                          opts);
     } catch (const std::exception &e) {
+      std::string m = detail::messageOf(e);
       throw Error("Gloo", "connecting group '" + prefix + "'",
-                  detail::messageOf(e) + " (timeout " +
-                      detail::seconds(options.timeout) + ")",
+                  m + " (rank " + std::to_string(options.rank) + " of " +
+                      std::to_string(options.worldSize) +
+                      (detail::timedOut(m)
+                           ? ", timeout " + detail::seconds(options.timeout)
+                           : std::string()) +
+                      ")",
                   __FILE__, __LINE__);
     }
   }

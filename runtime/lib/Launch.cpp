@@ -151,6 +151,11 @@ int launchLocalRanks(const LaunchOptions &o) {
   // SIGTERM), or a rank that stopped on a request of its own.
   int stopSignal = 0, handled = 0;
   bool failed = false, forwarded = false, killed = false;
+  // Whether a rank did stop on request (one asked after its last step
+  // finishes the run: all exit 0, and so does the launcher).
+  bool anyStopped = false;
+  // The SIGKILL the launcher sent after a failure's grace period.
+  bool graceKilled = false;
   std::optional<std::chrono::steady_clock::time_point> killAt;
   while (!rankOf.empty()) {
     int status = 0;
@@ -179,6 +184,7 @@ int launchLocalRanks(const LaunchOptions &o) {
       handled = requests;
       if (killAt && std::chrono::steady_clock::now() > *killAt) {
         signalAll(SIGKILL);
+        graceKilled = true;
         killAt.reset();
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -196,9 +202,19 @@ int launchLocalRanks(const LaunchOptions &o) {
         (WIFEXITED(status) && WEXITSTATUS(status) == kStoppedExitStatus) ||
         (forwarded && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) ||
         (killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    if (ok || failed)
+    if (ok)
       continue;
+    if (failed) {
+      // Another rank that died of a signal nobody here sent (two killed at
+      // once): named too. The rest end as the first failure ended them.
+      if (WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM &&
+          !(WTERMSIG(status) == SIGKILL && (killed || graceKilled)))
+        std::fprintf(stderr, "%svaruna-run: error: rank %d %s too\n", line, r,
+                     describe(status).c_str());
+      continue;
+    }
     if (stopped) {
+      anyStopped = true;
       if (!stopSignal)
         stopSignal = SIGTERM; // a rank was asked directly; all stop alike
       // A rank the SIGTERM ended before it could stop (it was starting):
@@ -221,8 +237,11 @@ int launchLocalRanks(const LaunchOptions &o) {
   }
   if (failed)
     result = 1;
-  else if (stopSignal)
+  else if (anyStopped)
     result = 128 + stopSignal;
+  else if (stopSignal)
+    std::fprintf(stderr, "%svaruna-run: the ranks had finished the run when "
+                 "the stop request came\n", line);
   return result;
 }
 

@@ -29,17 +29,35 @@ inline std::string seconds(std::chrono::milliseconds t) {
 
 /// The message of an exception, without c10's backtrace.
 inline std::string messageOf(const std::exception &e) {
+  std::string m;
   if (auto *ce = dynamic_cast<const c10::Error *>(&e))
-    return ce->what_without_backtrace();
-  return e.what();
+    m = ce->what_without_backtrace();
+  else
+    m = e.what();
+  // Gloo's advice after "Connection closed by peer ...": ours is the
+  // launcher's line naming the rank that died.
+  size_t advice = m.find(" This is typically caused by a remote worker");
+  if (advice != std::string::npos)
+    m = m.substr(0, advice) + " (that rank is gone)";
+  return m;
 }
 
-/// c10d logs its own warnings when a peer goes away (a TCPStore wait that
-/// lost its connection), each with a C++ backtrace of 20 frames, ahead of the
-/// rt::Error that names the same failure. Only errors are logged, unless the
+/// Whether a failure is a timeout (its message says so): only then do our
+/// errors name the timeout.
+inline bool timedOut(const std::string &message) {
+  for (const char *w : {"timed out", "Timed out", "timeout", "Timeout"})
+    if (message.find(w) != std::string::npos)
+      return true;
+  return false;
+}
+
+/// c10d logs its own warnings and errors when a peer goes away or does not
+/// answer (a TCPStore wait that lost its connection, a client that timed
+/// out), each with a C++ backtrace of 16-20 frames, ahead of the rt::Error
+/// that names the same failure. Only fatal messages are logged, unless the
 /// user set TORCH_CPP_LOG_LEVEL (libtorch reads it in Python only).
 inline void quietC10Logging() {
-  ::setenv("TORCH_CPP_LOG_LEVEL", "ERROR", /*overwrite=*/0);
+  ::setenv("TORCH_CPP_LOG_LEVEL", "FATAL", /*overwrite=*/0);
   c10::initLogging();
 }
 

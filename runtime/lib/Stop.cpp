@@ -3,6 +3,8 @@
 #include "varuna/runtime/Stop.h"
 
 #include <atomic>
+#include <chrono>
+#include <exception>
 #include <csignal>
 #include <cstdlib>
 #include <initializer_list>
@@ -97,7 +99,8 @@ void watchStopSignals() {
 StopOnRequest::StopOnRequest() { armed.store(true); }
 StopOnRequest::~StopOnRequest() { armed.store(false); }
 
-WaitingForPeers::WaitingForPeers(std::string what) {
+WaitingForPeers::WaitingForPeers(std::string what)
+    : uncaught(std::uncaught_exceptions()) {
   std::lock_guard<std::mutex> lock(waitingLock);
   if (armed.load() && received.load())
     stopWhileWaiting(what);
@@ -105,6 +108,13 @@ WaitingForPeers::WaitingForPeers(std::string what) {
 }
 
 WaitingForPeers::~WaitingForPeers() {
+  if (std::uncaught_exceptions() > uncaught && armed.load()) {
+    for (int i = 0; i < 50 && !received.load(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard<std::mutex> lock(waitingLock);
+    if (received.load())
+      stopWhileWaiting(waitingFor);
+  }
   std::lock_guard<std::mutex> lock(waitingLock);
   waitingFor.clear();
 }

@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ToolInit.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Target/ATen/Calibrate.h"
 #include "varuna/runtime/Launch.h"
@@ -31,7 +32,6 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -444,7 +444,7 @@ timeSectionsConcurrently(const char *argv0, int processes,
 }
 
 int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+  varuna::ToolInit init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-calibrate (Varuna " VARUNA_VERSION ")\n";
   });

@@ -6,10 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/CompileJob.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 
 namespace cl = llvm::cl;
@@ -56,7 +56,7 @@ static cl::opt<bool> noBuild(
     cl::init(false), cl::cat(toolOptions));
 
 int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+  varuna::ToolInit init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-compile (Varuna " VARUNA_VERSION ")\n";
   });

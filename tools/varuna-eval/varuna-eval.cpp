@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ToolInit.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CompiledSections.h"
@@ -18,7 +19,6 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -65,7 +65,7 @@ static int fail(const llvm::Twine &msg) {
 }
 
 int main(int argc, char **argv) {
-  llvm::InitLLVM initLLVM(argc, argv);
+  varuna::ToolInit initLLVM(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-eval (Varuna " VARUNA_VERSION ")\n";
   });

@@ -20,11 +20,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ToolInit.h"
 #include "varuna/Plan/Planner.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -194,7 +194,7 @@ static double atMicroBatch(const std::vector<double> &ms,
 }
 
 int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+  varuna::ToolInit init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-plan (Varuna " VARUNA_VERSION ")\n";
   });

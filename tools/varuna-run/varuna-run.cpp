@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Target/ATen/InputRanges.h"
@@ -30,7 +31,6 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -253,7 +253,7 @@ static int fail(const llvm::Twine &msg) {
 }
 
 int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+  varuna::ToolInit init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-run (Varuna " VARUNA_VERSION ")\n";
   });
@@ -361,7 +361,9 @@ int main(int argc, char **argv) {
     varuna::rt::watchStopSignals();
     armed.emplace();
     if (!varuna::rt::followLauncher())
-      return fail("the launcher (VARUNA_LAUNCHER_PID) is gone");
+      return fail(llvm::Twine("rank ") +
+                  (std::getenv("RANK") ? std::getenv("RANK") : "?") +
+                  ": the launcher (VARUNA_LAUNCHER_PID) is gone");
   }
   if (transportName != "gloo" && transportName != "nccl")
     return fail("--transport must be gloo or nccl, not '" + transportName +

@@ -394,6 +394,35 @@ TEST_F(TempDir, ShardedWritersThenOneCommit) {
   EXPECT_EQ(loadSection(*r.latest, 1).find("head.bias")->data, secs[1][1].data);
 }
 
+// A writer killed mid-write leaves its temporary file; the step written
+// again (a resumed run) and committed loses it, and so does a kept
+// checkpoint when pruning. An incomplete step keeps its files (a writer
+// may still be at work).
+TEST_F(TempDir, CommitRemovesKilledWritersTempFiles) {
+  std::string dir = root + "/ckpt";
+  auto secs = sections(2);
+  ASSERT_EQ(writeCheckpointSection(dir, 7, 0, secs[0]), "");
+  std::string left = dir + "/step-7/.section-1.safetensors.tmp.99999.0";
+  std::ofstream(left) << "half a file";
+  EXPECT_TRUE(fs::exists(left));
+  CheckpointFile a, b;
+  ASSERT_EQ(writeCheckpointSection(dir, 7, 0, secs[0], &a), "");
+  ASSERT_EQ(writeCheckpointSection(dir, 7, 1, secs[1], &b), "");
+  ASSERT_EQ(commitCheckpoint(dir, 7, {a, b}, {}), "");
+  EXPECT_FALSE(fs::exists(left));
+  EXPECT_TRUE(findLatestComplete(dir).latest);
+
+  std::string kept = dir + "/step-7/.manifest.json.tmp.99998.3";
+  std::string torn = dir + "/step-8/.COMPLETE.tmp.99997.1";
+  fs::create_directories(dir + "/step-8");
+  std::ofstream(kept) << "x";
+  std::ofstream(torn) << "x";
+  PruneResult p = keepLast(dir, 1);
+  EXPECT_EQ(p.error, "");
+  EXPECT_FALSE(fs::exists(kept));
+  EXPECT_TRUE(fs::exists(torn));
+}
+
 TEST_F(TempDir, KeepLastPrunesOlderOnly) {
   std::string dir = root + "/ckpt";
   for (int step : {1, 2, 3, 4, 5})

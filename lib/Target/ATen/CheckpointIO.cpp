@@ -329,6 +329,13 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
   return std::stoll(field("step"));
 }
 
+std::string nothingToTrain(int64_t at, int64_t steps) {
+  return "the checkpoint holds " + std::to_string(at) +
+         " steps and --steps is " + std::to_string(steps) +
+         ": nothing to train (--steps counts from the start of the run; give "
+         "more than " + std::to_string(at) + " to continue it)";
+}
+
 std::optional<std::string>
 finishDeferredParams(ATenEvaluator &evaluator,
                      const std::set<std::string> &restored,

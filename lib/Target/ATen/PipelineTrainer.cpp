@@ -995,6 +995,9 @@ LogicalResult varuna::trainPipeline(
                             rank.scaler ? &*rank.scaler : nullptr, &restored);
         log << "varuna-run: resumed from " << ckpt->path << " (step " << first
             << ") with " << P << " x " << D << " ranks\n";
+        if (first >= options.steps)
+          log << "varuna-run: warning: " << nothingToTrain(first, options.steps)
+              << "\n";
       }
     } catch (const std::exception &e) {
       return jobError(job, "rank ") << transport.rank()

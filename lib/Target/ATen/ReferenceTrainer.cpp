@@ -574,6 +574,9 @@ LogicalResult varuna::trainReference(
                             &restored);
         llvm::errs() << "varuna-run: resumed from " << ckpt->path << " (step "
                      << first << ")\n";
+        if (first >= options.steps)
+          llvm::errs() << "varuna-run: warning: "
+                       << nothingToTrain(first, options.steps) << "\n";
       }
     } catch (const std::exception &e) {
       return jobError(job, "cannot resume: ") << e.what();

@@ -5,6 +5,15 @@
 launcher-kill: varuna-run --stages 2 launches two ranks; one of them is
   killed (SIGKILL) after a few steps; the launcher must stop the other and
   exit 1 within 10 s, naming the rank and the signal.
+crash-signal:  a rank is sent SIGSEGV, then (another run) SIGABRT and SIGQUIT,
+  from outside (kill(1)): it must die of it -- LLVM's stack dump alone
+  returned and the rank trained on -- and the launcher exit 1 within 10 s
+  naming the signal.
+kill-two:      two ranks of a 2x2 run killed (SIGKILL) at once: both named,
+  exit 1 within 10 s.
+stall:         rank 0 (serving the rendezvous) frozen (SIGSTOP) as it starts,
+  --timeout 3: every process ends with exit 1 within 30 s, the error a line
+  without c10's 16-frame backtrace.
 peer-kill:     two ranks started by hand (RANK etc. set, as torchrun does);
   rank 1 is killed; rank 0 must exit 1 within the timeout with an error
   naming the failed communication.
@@ -39,6 +48,10 @@ stop-waiting:  one rank of two started by hand (its peer never comes), with
   --timeout 120; SIGTERM after 1.5 s: it must stop at once (exit 143 within
   5 s), saying where it waited -- rank 0 (serving the store) and rank 1
   (connecting to it) alike.
+stop-finished: SIGTERM at the launcher of a 2x2 run as its last step's line
+  appears (the ranks then write the final checkpoint and --dump-params):
+  the run is complete, so exit 0 with checkpoint step-N -- not 143, which
+  a scheduler would count as a failed run.
 stop-validating: SIGTERM during a long validation pass (--eval-every 2, 8000
   batches: over 10 s here, a step takes milliseconds), 2 stages and one
   process: the pass is abandoned at the next batch -- exit 143 within 5 s,
@@ -47,6 +60,7 @@ stop-validating: SIGTERM during a long validation pass (--eval-every 2, 8000
 Prints what happened; exits 1 if the behaviour is not the expected one."""
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -103,6 +117,59 @@ if scenario == "launcher-kill":
     print(err.strip().splitlines()[-1])
     if p.returncode != 1 or "was killed by signal" not in err:
         fail("expected exit 1 and 'rank N was killed by signal'")
+elif scenario in ("crash-signal", "kill-two"):
+    trials = ([(signal.SIGSEGV,), (signal.SIGABRT,), (signal.SIGQUIT,)]
+              if scenario == "crash-signal" else [(signal.SIGKILL, signal.SIGKILL)])
+    grid = ["--replicas", "2"] if scenario == "kill-two" else []
+    for sigs in trials:
+        p = subprocess.Popen(run + grid + ["--steps", "100000", "--timeout", "30"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for_steps(p, 3)
+        ranks = sorted(children(p.pid))
+        victims = ranks[1:1 + len(sigs)]
+        t = time.time()
+        for v, sig in zip(victims, sigs):
+            os.kill(v, sig)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail(f"{[s.name for s in sigs]}: the launcher did not stop within 10 s")
+        err = p.stderr.read()
+        named = re.findall(r"error: rank (\d+) was killed by signal (.+?)(?: too)?(?:;|$)",
+                           err, re.M)
+        want = signal.strsignal(sigs[0])
+        if (p.returncode != 1 or len(named) != len(sigs)
+                or any(s != want for _, s in named)):
+            fail(f"{[s.name for s in sigs]}: exit {p.returncode}, named {named}: "
+                 f"{err[-400:]}")
+        print(f"{'+'.join(s.name for s in sigs)}: exit 1 in <10 s, "
+              f"{len(named)} rank(s) named: killed by signal {want}")
+elif scenario == "stall":
+    import threading
+    t = time.time()
+    p = subprocess.Popen(run + ["--steps", "3", "--timeout", "3"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rank0 = None
+    while rank0 is None and time.time() - t < 10:
+        for c in children(p.pid):
+            env = open(f"/proc/{c}/environ", "rb").read().split(b"\0")
+            if b"RANK=0" in env:
+                rank0 = c
+        time.sleep(0.005)
+    if rank0 is None:
+        fail("rank 0 did not start")
+    os.kill(rank0, signal.SIGSTOP)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("still running 30 s after rank 0 froze")
+    took = time.time() - t
+    if p.returncode != 1 or "frame #" in err or "Exception raised from" in err:
+        fail(f"exit {p.returncode} after {took:.1f} s: {err[-600:]}")
+    print(f"rank 0 frozen at the rendezvous: exit 1 in <30 s, no backtrace")
+    print(err.strip().splitlines()[0][:160])
 elif scenario == "peer-kill":
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE="2")
@@ -370,6 +437,17 @@ elif scenario.startswith("stop-"):
         if p.returncode != 143 or newest("one process") != k + 1:
             fail(f"exit {p.returncode}: {err[-300:]}")
         print("one process: stopped after a step, exit 143, checkpoint step-(K+1)")
+    elif scenario == "stop-finished":
+        shutil.rmtree(ckpt, ignore_errors=True)
+        n = 6
+        p = start(["varuna-run", job] + grid + ["--steps", str(n), "--checkpoint-dir",
+                                                 ckpt, "--dump-params", ckpt + "/dump"])
+        wait_for_steps(p, n)
+        p.send_signal(signal.SIGTERM)
+        out, err = finish(p, 30, "SIGTERM after the last step")
+        if p.returncode != 0 or newest("finished") != n:
+            fail(f"exit {p.returncode}: {err[-400:]}")
+        print("SIGTERM as the run finished: exit 0, checkpoint step-N")
     elif scenario == "stop-validating":
         import json
         import numpy as np

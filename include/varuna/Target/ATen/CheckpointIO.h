@@ -99,6 +99,11 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
                     bool strict, rt::LossScaler *scaler = nullptr,
                     std::set<std::string> *restored = nullptr);
 
+/// What a resume from a checkpoint at step `at` says when --steps `steps`
+/// leaves nothing to train (at >= steps): the run ends at once, having
+/// trained nothing -- probably not what was meant.
+std::string nothingToTrain(int64_t at, int64_t steps);
+
 /// The end of a resume that loaded its parameters with
 /// ATenEvaluator::deferUnreadableParams on (the model file the job was
 /// compiled from may be gone or changed: what the checkpoint holds need not

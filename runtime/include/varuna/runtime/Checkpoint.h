@@ -101,7 +101,10 @@ std::string writeCheckpointSection(const std::string &ckptDir, int64_t step,
 
 /// After every section file of `step` is written (by whichever ranks own
 /// them): checks each listed file's size on disk, writes manifest.json, then
-/// COMPLETE. Returns "" or an error (and then writes no marker).
+/// COMPLETE, then removes what killed writers of the step left there (their
+/// `.<name>.tmp.<pid>.<n>` files: a run killed while writing the step,
+/// resumed, writes it again). Returns "" or an error (and then writes no
+/// marker).
 std::string commitCheckpoint(const std::string &ckptDir, int64_t step,
                              const std::vector<CheckpointFile> &files,
                              const TrainingState &state);
@@ -145,7 +148,8 @@ struct PruneResult {
 /// directory older than the oldest of them (complete, torn or corrupt).
 /// Directories newer than the newest good checkpoint are left alone (a write
 /// may be in progress). A directory's COMPLETE marker is removed first, so a
-/// half-deleted directory never looks complete.
+/// half-deleted directory never looks complete. The kept checkpoints lose
+/// killed writers' temporary files (as commitCheckpoint).
 PruneResult keepLast(const std::string &ckptDir, int n);
 
 } // namespace varuna::rt

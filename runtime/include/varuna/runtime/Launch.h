@@ -40,10 +40,12 @@ struct LaunchOptions {
 /// A TCP port nobody listens on right now (bound and released).
 int pickFreePort();
 
-/// Runs the ranks; returns 0 when all exit 0; 128 + the signal when they
+/// Runs the ranks; returns 0 when all exit 0 (also when a stop request came
+/// as they finished: the run is complete); 128 + the signal when they
 /// stopped on request (the launcher's signal, or SIGTERM when a rank was
 /// asked directly); else 1 after printing (to stderr) which rank failed
-/// first and how.
+/// first and how, and any other that died of a signal the launcher did not
+/// send.
 int launchLocalRanks(const LaunchOptions &options);
 
 } // namespace varuna::rt

@@ -54,14 +54,21 @@ public:
 /// yet, nothing to save). A stop request recorded while one lives -- or
 /// before, while a StopOnRequest lives -- ends the process at once with
 /// kStoppedExitStatus, after printing "`what`: stopped on request while
-/// waiting for the other ranks (nothing trained yet)" to stderr. Without a
-/// StopOnRequest it changes nothing.
+/// waiting for the other ranks (nothing trained yet)" to stderr. A wait
+/// that fails (an exception leaves it: a peer went away) first waits up to
+/// half a second for a request: the peer may have stopped on one that is
+/// still on its way here (a launcher signals its ranks one after another),
+/// and then this rank stops too instead of reporting the peer's absence as
+/// an error. Without a StopOnRequest it changes nothing.
 class WaitingForPeers {
 public:
   explicit WaitingForPeers(std::string what);
   ~WaitingForPeers();
   WaitingForPeers(const WaitingForPeers &) = delete;
   WaitingForPeers &operator=(const WaitingForPeers &) = delete;
+
+private:
+  int uncaught; ///< std::uncaught_exceptions() when the wait began
 };
 
 /// The first stop signal recorded, or 0.

@@ -1,0 +1,41 @@
+//===- ToolInit.h - What every Varuna tool does first -----------*- C++ -*-===//
+//
+// llvm::InitLLVM (UTF-8 arguments, a stack dump when the tool crashes),
+// with two changes for Varuna's tools:
+//
+// * the crash message asks for a report to Varuna, not to LLVM's project
+//   (InitLLVM's default), and
+// * a fatal signal -- a crash, or one sent from outside with kill(1):
+//   SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGQUIT, SIGTRAP, SIGSYS,
+//   SIGXCPU, SIGXFSZ -- ends the process as the signal would, after the
+//   stack dump. LLVM's handler only prints and returns: a crash re-faults
+//   and dies, but a signal sent from outside left the process running, so
+//   a rank sent SIGSEGV kept training and its launcher never learnt (found
+//   by killing ranks at random).
+//
+// SIGPIPE (LLVM: exit status 74), SIGUSR1 (LLVM's information signal:
+// ignored; batch systems send it as a warning) and the stop signals
+// (runtime/Stop.h) are left as they are.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VARUNA_SUPPORT_TOOLINIT_H
+#define VARUNA_SUPPORT_TOOLINIT_H
+
+#include "llvm/Support/InitLLVM.h"
+
+namespace varuna {
+
+class ToolInit {
+public:
+  ToolInit(int &argc, char **&argv);
+  ToolInit(int &argc, const char **&argv);
+
+private:
+  void finish();
+  llvm::InitLLVM init;
+};
+
+} // namespace varuna
+
+#endif // VARUNA_SUPPORT_TOOLINIT_H

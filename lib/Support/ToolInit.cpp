@@ -1,0 +1,54 @@
+//===- ToolInit.cpp - What every Varuna tool does first -------------------===//
+
+#include "varuna/Support/ToolInit.h"
+
+#include "llvm/Support/PrettyStackTrace.h"
+
+#include <csignal>
+
+using namespace varuna;
+
+namespace {
+constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS,  SIGILL,  SIGFPE,  SIGABRT,
+                                 SIGQUIT, SIGTRAP, SIGSYS,  SIGXCPU, SIGXFSZ};
+constexpr int kNumFatal = sizeof kFatalSignals / sizeof kFatalSignals[0];
+/// The handlers installed before ours (LLVM's stack dump), per signal.
+struct sigaction previous[kNumFatal];
+
+void dieAfterStackDump(int sig, siginfo_t *info, void *context) {
+  for (int i = 0; i < kNumFatal; ++i) {
+    if (kFatalSignals[i] != sig)
+      continue;
+    const struct sigaction &p = previous[i];
+    if (p.sa_flags & SA_SIGINFO) {
+      if (p.sa_sigaction)
+        p.sa_sigaction(sig, info, context);
+    } else if (p.sa_handler != SIG_DFL && p.sa_handler != SIG_IGN &&
+               p.sa_handler) {
+      p.sa_handler(sig);
+    }
+  }
+  // Blocked while this handler runs: delivered, with the default action,
+  // as it returns (a crash's faulting instruction is not re-run).
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+} // namespace
+
+ToolInit::ToolInit(int &argc, char **&argv) : init(argc, argv) { finish(); }
+ToolInit::ToolInit(int &argc, const char **&argv) : init(argc, argv) {
+  finish();
+}
+
+void ToolInit::finish() {
+  llvm::setBugReportMsg("PLEASE report this crash of a Varuna tool to the "
+                        "Varuna developers, with the command and the stack "
+                        "dump below.\n");
+  for (int i = 0; i < kNumFatal; ++i) {
+    struct sigaction sa {};
+    sa.sa_sigaction = dieAfterStackDump;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(kFatalSignals[i], &sa, &previous[i]);
+  }
+}
