@@ -216,7 +216,24 @@ public:
       // leaves the cursor at the end of its own.
       if (llvm::sys::Process::StandardErrIsDisplayed())
         os << "\r\033[K";
-      emitDiagnostic(d);
+      // Errors of the run as a whole (jobError: the module's location,
+      // job.mlir:0:0) read as the tool's own; those that point into the
+      // job's IR (an op, a parameter) keep their location and source line.
+      auto at = mlir::dyn_cast<mlir::FileLineColLoc>(d.getLocation());
+      if (!at || at.getLine() == 0) {
+        auto kind = [](mlir::DiagnosticSeverity s) {
+          return s == mlir::DiagnosticSeverity::Error     ? "error"
+                 : s == mlir::DiagnosticSeverity::Warning ? "warning"
+                 : s == mlir::DiagnosticSeverity::Remark  ? "remark"
+                                                           : "note";
+        };
+        os << "varuna-run: " << kind(d.getSeverity()) << ": " << d.str()
+           << "\n";
+        for (mlir::Diagnostic &n : d.getNotes())
+          os << "varuna-run: note: " << n.str() << "\n";
+      } else {
+        emitDiagnostic(d);
+      }
       os.flush();
       return mlir::success();
     });
