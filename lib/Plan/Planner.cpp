@@ -124,6 +124,12 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     c.allreduceSeconds.push_back(
         buckets * allreduceSeconds(in, D, params / buckets,
                                    std::min(K, P), host(s) != host((D - 1) * P + s)));
+    if (in.sharedCores > 0 && in.allreduceCpu)
+      c.allreduceCpuSeconds.push_back(
+          D < 2 ? 0
+                : buckets * (in.allreduceCpu->latency * (D - 1) +
+                             in.allreduceCpu->perByte * params / buckets *
+                                 2.0 * (D - 1) / D));
     if (s + 1 < P) {
       int64_t cut = b[s + 1] - 1;
       double bytes = cut >= 0 && cut < static_cast<int64_t>(
@@ -131,6 +137,9 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
                          ? in.cutBytesPerExample[cut]
                          : 0;
       c.boundaryBytes.push_back(bytes * m);
+      if (in.sharedCores > 0 && in.messageCpu)
+        c.messageCpuSeconds.push_back(in.messageCpu->latency +
+                                      in.messageCpu->perByte * bytes * m);
     }
   }
   c.optimizerSeconds += slowestOptimizer;

@@ -104,11 +104,16 @@ private:
 /// simulation: breakpoints (time, count from then on), sorted.
 using BusyProfile = std::vector<std::pair<double, int>>;
 
-BusyProfile busyProfile(const std::vector<SimSpan> &timeline) {
+BusyProfile busyProfile(const std::vector<SimSpan> &timeline,
+                        const std::vector<std::pair<double, double>> &more) {
   std::vector<std::pair<double, int>> edges;
   for (const SimSpan &s : timeline) {
     edges.push_back({s.start, 1});
     edges.push_back({s.end, -1});
+  }
+  for (auto [start, end] : more) {
+    edges.push_back({start, 1});
+    edges.push_back({end, -1});
   }
   std::sort(edges.begin(), edges.end());
   BusyProfile out;
@@ -166,7 +171,7 @@ SimulationResult simulate(const SimulationConfig &c) {
   traced.recordTimeline = true;
   SimulationResult r = simulateOnce(traced, nullptr);
   for (int pass = 0; pass < 4 && r.ok(); ++pass) {
-    BusyProfile profile = busyProfile(r.timeline);
+    BusyProfile profile = busyProfile(r.timeline, r.allreduceSpans);
     r = simulateOnce(traced, &profile);
   }
   if (!c.recordTimeline)
@@ -198,6 +203,30 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     res.error = "links needs numStages - 1 entries";
     return res;
   }
+  if (!c.messageCpuSeconds.empty() &&
+      static_cast<int>(c.messageCpuSeconds.size()) != P - 1) {
+    res.error = "messageCpuSeconds needs numStages - 1 entries";
+    return res;
+  }
+  if (!c.allreduceCpuSeconds.empty() &&
+      static_cast<int>(c.allreduceCpuSeconds.size()) != P) {
+    res.error = "allreduceCpuSeconds needs numStages entries";
+    return res;
+  }
+  // On shared cores a message's CPU (each end) is work of the task that
+  // sends it and of the one that receives it.
+  const bool messageCpu = c.sharedCores > 0 && !c.messageCpuSeconds.empty();
+  auto messageWork = [&](int s, TaskKind k) {
+    double w = 0;
+    if (k == TaskKind::Forward) {
+      w += s > 0 ? c.messageCpuSeconds[s - 1] : 0;     // activation in
+      w += s + 1 < P ? c.messageCpuSeconds[s] : 0;     // activation out
+    } else if (k == TaskKind::Backward) {
+      w += s + 1 < P ? c.messageCpuSeconds[s] : 0;     // gradient in
+      w += s > 0 ? c.messageCpuSeconds[s - 1] : 0;     // gradient out
+    }
+    return w;
+  };
   ScheduleResult sched = schedule(c.schedule, P, Nm, c.scheduleTiming);
   if (!sched) {
     res.error = sched.error();
@@ -385,6 +414,8 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       ++x.next;
     --remaining;
     double cost = duration(s, t.kind, t.microBatch);
+    if (messageCpu)
+      cost += messageWork(s, t.kind);
     if (profile) {
       cost = sharedDuration(*profile, now, cost, c.replicasSharing,
                             c.sharedCores, c.oversubscribedSlowdown);
@@ -467,17 +498,33 @@ SimulationResult simulateOnce(const SimulationConfig &c,
   for (int s = 0; s < P; ++s) {
     double ar = c.allreduceSeconds.empty() ? 0 : c.allreduceSeconds[s];
     int n = c.allreduceBuckets.empty() ? 1 : std::max(c.allreduceBuckets[s], 1);
-    double done = st[s].lastEnd + ar;
-    if (n > 1 && ar > 0) {
+    // A bucket's time from `start`: on shared cores its CPU runs at the
+    // shared rate (the previous pass's profile), the rest is waiting.
+    double cpu = c.sharedCores > 0 && !c.allreduceCpuSeconds.empty()
+                     ? std::min(c.allreduceCpuSeconds[s], ar)
+                     : 0;
+    auto bucket = [&](double start) {
+      double d = ar / n;
+      if (cpu > 0 && profile)
+        d = (ar - cpu) / n + sharedDuration(*profile, start, cpu / n,
+                                            c.replicasSharing, c.sharedCores,
+                                            c.oversubscribedSlowdown);
+      if (cpu > 0)
+        res.allreduceSpans.push_back({start, start + d});
+      return start + d;
+    };
+    double done = st[s].lastEnd;
+    if (ar > 0 && n == 1) {
+      done = bucket(st[s].lastEnd);
+    } else if (ar > 0) {
       // Bucket j is final (j+1)/n into the last backward; they are reduced
       // one after another.
       const StageState &x = st[s];
       double t = x.lastBackwardStart;
       for (int j = 0; j < n; ++j)
-        t = std::max(t, x.lastBackwardStart + (x.lastBackwardEnd -
-                                               x.lastBackwardStart) *
-                                                  (j + 1) / n) +
-            ar / n;
+        t = bucket(std::max(t, x.lastBackwardStart + (x.lastBackwardEnd -
+                                                      x.lastBackwardStart) *
+                                                         (j + 1) / n));
       done = std::max(x.lastEnd, t);
     }
     ready[s] = std::max(ready[s], done);

@@ -42,6 +42,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <optional>
 #include <thread>
 
@@ -122,10 +123,20 @@ static double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+/// This process's CPU time so far, all threads (the transport's included).
+static double processCpuSeconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
 /// Rank mode: ping-pong between ranks 0 and 1, then all-reduces on rings of
 /// each size of `ringSizes` (ranks 0 .. R-1; the others wait) and, with
 /// `concurrentRings`, rings of 2 all-reducing at once; rank 0 writes them
-/// to `outPath`.
+/// to `outPath`. Besides the times, rank 0's CPU time (process CPU: the
+/// kernel's copies and the transport's threads) per message end (half a
+/// round trip's) and per all-reduce: what communication takes from compute
+/// when ranks share cores.
 static int measureComm(const std::vector<int> &ringSizes,
                        const std::string &outPath, bool concurrentRings) {
   using Clock = std::chrono::steady_clock;
@@ -136,12 +147,13 @@ static int measureComm(const std::vector<int> &ringSizes,
     int me = t->rank();
     const std::vector<int64_t> sizes = {1024, 16384, 262144, 1048576, 4194304,
                                         16777216};
-    llvm::json::Array sendBytes, sendSeconds;
+    llvm::json::Array sendBytes, sendSeconds, sendCpu;
     for (int64_t bytes : sizes) {
       at::Tensor buf = at::zeros({bytes / 4}, at::kFloat);
-      std::vector<double> oneWay;
+      std::vector<double> oneWay, cpu;
       for (int it = 0; it < warmup + repeats; ++it) {
         t->world().barrier();
+        double c = processCpuSeconds();
         auto a = Clock::now();
         if (me == 0) {
           t->send(buf, 1, 1)->wait();
@@ -151,33 +163,41 @@ static int measureComm(const std::vector<int> &ringSizes,
           t->send(buf, 0, 2)->wait();
         }
         double rt = std::chrono::duration<double>(Clock::now() - a).count();
-        if (it >= warmup)
+        if (it >= warmup) {
           oneWay.push_back(rt / 2);
+          cpu.push_back((processCpuSeconds() - c) / 2);
+        }
       }
       sendBytes.push_back(bytes);
       sendSeconds.push_back(median(oneWay));
+      sendCpu.push_back(median(cpu));
     }
     // One all-reduce per size on `g` (none: this rank only keeps pace),
     // each timed after `sync`: {"bytes": [...], "seconds": [medians]}.
     auto timeAllreduce = [&](varuna::rt::Group *g, varuna::rt::Group &sync) {
-      llvm::json::Array arBytes, arSeconds;
+      llvm::json::Array arBytes, arSeconds, arCpu;
       for (int64_t bytes : sizes) {
         std::vector<at::Tensor> v{at::zeros({bytes / 4}, at::kFloat)};
-        std::vector<double> ar;
+        std::vector<double> ar, cpu;
         for (int it = 0; it < warmup + repeats; ++it) {
           sync.barrier();
+          double c = processCpuSeconds();
           auto a = Clock::now();
           if (g)
             g->allreduceSum(v);
-          if (it >= warmup)
+          if (it >= warmup) {
             ar.push_back(
                 std::chrono::duration<double>(Clock::now() - a).count());
+            cpu.push_back(processCpuSeconds() - c);
+          }
         }
         arBytes.push_back(bytes);
         arSeconds.push_back(median(ar));
+        arCpu.push_back(median(cpu));
       }
       return llvm::json::Object{{"bytes", std::move(arBytes)},
-                                {"seconds", std::move(arSeconds)}};
+                                {"seconds", std::move(arSeconds)},
+                                {"cpu_seconds", std::move(arCpu)}};
     };
     llvm::json::Array rings;
     llvm::json::Object ring2;
@@ -215,7 +235,8 @@ static int measureComm(const std::vector<int> &ringSizes,
         return fail("cannot write '" + outPath + "'");
       llvm::json::Object out{
           {"send", llvm::json::Object{{"bytes", std::move(sendBytes)},
-                                      {"seconds", std::move(sendSeconds)}}},
+                                      {"seconds", std::move(sendSeconds)},
+                                      {"cpu_seconds", std::move(sendCpu)}}},
           {"allreduce", std::move(ring2)},
           {"allreduce_rings", std::move(rings)}};
       if (k >= 2)

@@ -152,17 +152,20 @@ static std::vector<int64_t> ints(const llvm::json::Array *a) {
   return out;
 }
 
-/// `o`'s "bytes" and "seconds" (a varuna-calibrate measurement).
+/// `o`'s "bytes" and "seconds" (a varuna-calibrate measurement; or another
+/// series of it, such as "cpu_seconds").
 static std::pair<std::vector<double>, std::vector<double>>
-bytesAndSeconds(const llvm::json::Object *o) {
+bytesAndSeconds(const llvm::json::Object *o, const char *series = "seconds") {
   if (!o)
     return {};
-  return {doubles(o->getArray("bytes")), doubles(o->getArray("seconds"))};
+  return {doubles(o->getArray("bytes")), doubles(o->getArray(series))};
 }
 
-/// Least-squares fit of seconds = a + bytes * b over (bytes, seconds).
-static std::pair<double, double> fitLine(const llvm::json::Object *o) {
-  auto [x, y] = bytesAndSeconds(o);
+/// Least-squares fit of seconds = a + bytes * b over (bytes, seconds) (or
+/// another series of `o`).
+static std::pair<double, double> fitLine(const llvm::json::Object *o,
+                                         const char *series = "seconds") {
+  auto [x, y] = bytesAndSeconds(o, series);
   if (x.size() != y.size() || x.size() < 2)
     return {0, 0};
   double n = x.size(), sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -349,6 +352,18 @@ int main(int argc, char **argv) {
       auto [lat, perByte] = fitLine(ar);
       in.allreduceBytesPerSecond = 1.0 / perByte;
       in.allreduceLatencySeconds = lat;
+    }
+    // The CPU communication costs (used with --shared-cores; calibrations
+    // before they were measured have none).
+    if (const llvm::json::Object *send = co->getObject("send");
+        send && send->getArray("cpu_seconds")) {
+      auto [lat, perByte] = fitLine(send, "cpu_seconds");
+      in.messageCpu = {lat, perByte};
+    }
+    if (const llvm::json::Object *ar = co->getObject("allreduce");
+        ar && ar->getArray("cpu_seconds")) {
+      auto [lat, perByte] = fitLine(ar, "cpu_seconds");
+      in.allreduceCpu = {lat, perByte};
     }
     if (const llvm::json::Object *cc = co->getObject("allreduce_concurrent")) {
       // Per-ring time of k rings at once over one ring's, at the sizes both

@@ -377,6 +377,43 @@ TEST(Planner, StepEndSyncAndTies) {
               2 * sync4 + 2e-3 + 2e-3 + 4e-3 / 3, 1e-12);
 }
 
+// Communication's CPU on shared cores: a message end costs 0.1 ms + 1 ns
+// per byte (the cut's 1e6 bytes per example x m = 2: 2.1 ms), a rank of a
+// ring of D = 2 all-reducing a stage's 2e6 bytes 0.2 ms + 2 ms; with D = 4
+// the latency thrice and the bytes 1.5 times. Without --shared-cores, or
+// without the measurement, none.
+TEST(Planner, CommunicationCpuOnSharedCores) {
+  PlanInput in;
+  for (int k = 0; k < 4; ++k)
+    in.sections.push_back({1e-3, 2e-3, 1e6});
+  in.cutBytesPerExample.assign(3, 1e6);
+  in.boundaries[2] = {0, 2, 4};
+  in.globalBatch = 16;
+  in.microBatch = 2;
+  in.messageCpu = PlanInput::CpuCost{1e-4, 1e-9};
+  in.allreduceCpu = PlanInput::CpuCost{2e-4, 1e-9};
+  std::string error;
+  SimulationConfig off = configFor(in, 2, 2, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_TRUE(off.messageCpuSeconds.empty());
+  EXPECT_TRUE(off.allreduceCpuSeconds.empty());
+  in.sharedCores = 2;
+  SimulationConfig two = configFor(in, 2, 2, error);
+  ASSERT_EQ(two.messageCpuSeconds.size(), 1u);
+  EXPECT_NEAR(two.messageCpuSeconds[0], 2.1e-3, 1e-12);
+  ASSERT_EQ(two.allreduceCpuSeconds.size(), 2u);
+  EXPECT_NEAR(two.allreduceCpuSeconds[1], 2.2e-3, 1e-12);
+  SimulationConfig four = configFor(in, 2, 4, error);
+  EXPECT_NEAR(four.allreduceCpuSeconds[0], 6e-4 + 3e-3, 1e-12);
+  SimulationConfig one = configFor(in, 2, 1, error);
+  EXPECT_EQ(one.allreduceCpuSeconds[0], 0);
+  // It costs time: the same configuration simulated without it is faster.
+  double with = simulate(two).minibatchSeconds;
+  two.messageCpuSeconds.clear();
+  two.allreduceCpuSeconds.clear();
+  EXPECT_GT(with, simulate(two).minibatchSeconds);
+}
+
 // Zero-bubble's order depends on what a split backward costs: measured
 // (the sections' B and W over their whole backward), the plan takes the
 // most of any stage that splits, rounded to a percent, and carries it in

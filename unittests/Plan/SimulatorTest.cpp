@@ -219,6 +219,37 @@ TEST(Simulator, SharedCores) {
   EXPECT_TRUE(simulate(p2).timeline.empty());
 }
 
+// Communication's CPU on shared cores. Messages: 1F1B, P = 2, Nm = 1 on
+// two cores (no sharing slowdown), 0.25 s of CPU per message end: stage 0
+// F0 sends (1.25: [0,1.25]); stage 1 F0 receives (1.25: [1.25,2.5]), B0
+// sends ([2.5,4.75]); stage 0 B0 receives ([4.75,7]): 7 instead of 6, and
+// 6 with a device per rank (sharedCores 0: not modelled). All-reduce: P = 1,
+// two replicas on one core (F0 [0,2], B0 [2,6] at half speed), an all-reduce
+// of 1 s of which 0.5 s CPU: the CPU half runs at the shared rate (two
+// ranks, one core: 1 s), the rest is waiting: [6,7.5] instead of [6,7].
+TEST(Simulator, CommunicationCpuOnSharedCores) {
+  SimulationConfig c = unit(ScheduleKind::OneFOneB, 2, 1, false);
+  c.sharedCores = 2;
+  c.messageCpuSeconds = {0.25};
+  SimulationResult r = simulate(c);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_DOUBLE_EQ(r.minibatchSeconds, 7.0);
+  c.sharedCores = 0;
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 6.0);
+  c.messageCpuSeconds = {0.25, 0.25};
+  EXPECT_EQ(simulate(c).error, "messageCpuSeconds needs numStages - 1 entries");
+
+  SimulationConfig a = unit(ScheduleKind::Varuna, 1, 1, true);
+  a.replicasSharing = 2;
+  a.sharedCores = 1;
+  a.allreduceSeconds = {1.0};
+  EXPECT_DOUBLE_EQ(simulate(a).minibatchSeconds, 7.0);
+  a.allreduceCpuSeconds = {0.5};
+  EXPECT_DOUBLE_EQ(simulate(a).minibatchSeconds, 7.5);
+  a.sharedCores = 0;
+  EXPECT_DOUBLE_EQ(simulate(a).minibatchSeconds, 3.0 + 1.0);
+}
+
 // Bandwidth: 1 MB activations over 1 MB/s links are serialized: GPipe's two
 // forwards at stage 0 end at 1 and 2, their activations arrive at 2 and 3.
 TEST(Simulator, BandwidthSerializesTransfers) {

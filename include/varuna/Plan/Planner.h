@@ -124,6 +124,15 @@ struct PlanInput {
   /// possible (SimulationConfig::sharedCores); 0: a device per rank.
   int sharedCores = 0;
   double oversubscribedSlowdown = 1; ///< calibration's "oversubscribed"
+  /// With sharedCores: the CPU communication costs (varuna-calibrate's
+  /// cpu_seconds fits, latency + bytes x perByte): per end of a boundary
+  /// message, and per rank of a ring-of-2 all-reduce (D replicas: the
+  /// latency (D - 1) times, the bytes 2 (D - 1) / D times, as a ring's
+  /// traffic grows). Absent: not modelled.
+  struct CpuCost {
+    double latency = 0, perByte = 0;
+  };
+  std::optional<CpuCost> messageCpu, allreduceCpu;
 };
 
 struct PlanRow {

@@ -86,6 +86,16 @@ struct SimulationConfig {
   /// And while ranks outnumber the cores, every task is this much slower
   /// still (context switches, caches; varuna-calibrate's "oversubscribed").
   double oversubscribedSlowdown = 1;
+  /// With sharedCores, what communication takes from compute: the CPU time
+  /// one end of a message over boundary b costs (the kernel's copies, the
+  /// transport's threads; numStages - 1 entries), added to the work of the
+  /// task that sends it and of the one that receives it; and the CPU time
+  /// each rank of stage s spends in its gradient all-reduce (numStages
+  /// entries), which then runs at the shared rate (the rest of its
+  /// allreduceSeconds is waiting) and counts as its stage computing. Empty:
+  /// not modelled (with a device per rank they do not compete).
+  std::vector<double> messageCpuSeconds;
+  std::vector<double> allreduceCpuSeconds;
   double optimizerSeconds = 0;
   /// One all-reduce of a few numbers over all P x D ranks (the step's loss
   /// totals; the global gradient norm); 0: none (one rank).
@@ -116,6 +126,9 @@ struct SimulationResult {
                                     ///< at once (the static order's; the
                                     ///< deviation never adds forwards)
   std::vector<SimSpan> timeline;    ///< with recordTimeline
+  /// With sharedCores: when each stage's all-reduce buckets ran (start,
+  /// end), as computing time for the next pass (see simulate()).
+  std::vector<std::pair<double, double>> allreduceSpans;
   bool ok() const { return error.empty(); }
 };
 
