@@ -2567,8 +2567,13 @@ LogicalResult TSImporter::hLogCumSumExp(Node *n, Location loc) {
   auto e = failed(shifted) ? shifted : unary(UnaryKind::exp, *shifted, loc);
   if (failed(e))
     return failure();
-  Value sum = b().create<CumsumOp>(loc, *e, *axis, false, false);
-  auto l = unary(UnaryKind::log, sum, loc);
+  auto sum = make<CumsumOp>(loc, {*e},
+                            {i64("axis", *axis),
+                             attr("exclusive", b().getBoolAttr(false)),
+                             attr("reverse", b().getBoolAttr(false))});
+  if (failed(sum))
+    return failure();
+  auto l = unary(UnaryKind::log, *sum, loc);
   return bindResult(n, failed(l) ? l : make<AddOp>(loc, {*l, *mx}));
 }
 

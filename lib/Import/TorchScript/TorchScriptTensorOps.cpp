@@ -146,8 +146,11 @@ LogicalResult TSImporter::hCumsum(Node *n, Location loc) {
   if (!*dtype && !isFloatType(elt))
     elt = b().getI64Type();
   Value in = cast(*x, elt, loc);
-  return bindResult(
-      n, b().create<CumsumOp>(loc, in, *axis, false, false).getResult());
+  // Checked: a sum along the batch-dependent dimension is an error.
+  return bindResult(n, make<CumsumOp>(loc, {in},
+                                      {i64("axis", *axis),
+                                       attr("exclusive", b().getBoolAttr(false)),
+                                       attr("reverse", b().getBoolAttr(false))}));
 }
 
 /// x.T: every dimension reversed.

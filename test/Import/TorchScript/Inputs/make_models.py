@@ -48,6 +48,8 @@ complexfftbatch.pt torch.fft.fft over the batch dimension
 randbig.pt      torch.randint over 2^25 values (drawn as float32: not exact)
 batchwrite.pt   x[idx] = 0 (index_fill_) with idx indexing the examples (dimension 0)
 unique.pt       torch.unique of the labels (a data-dependent size)
+cumsumbatch.pt  cumsum over the examples (dimension 0); logcumsumbatch.pt
+                logcumsumexp over them (both aborted the importer once)
 """
 import os
 import sys
@@ -330,6 +332,16 @@ class CovBatch(nn.Module):
         return F.cross_entropy(x, y) + torch.cov(x.t()).sum()
 
 
+class CumsumBatch(nn.Module):
+    def forward(self, x, y):  # a running sum over the examples
+        return F.cross_entropy(x.cumsum(0), y)
+
+
+class LogCumsumBatch(nn.Module):
+    def forward(self, x, y):
+        return F.cross_entropy(x.logcumsumexp(0), y)
+
+
 class Spectral(nn.Module):
     def __init__(self):
         super().__init__()
@@ -402,6 +414,9 @@ export(QuantileComputed(), (torch.randn(2, 4), torch.tensor([1, 0])),
        os.path.join(out, "quantileq.pt"), input_names=["x", "y"])
 export(CovBatch(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "covbatch.pt"),
        input_names=["x", "y"])
+for name, cls in (("cumsumbatch", CumsumBatch), ("logcumsumbatch", LogCumsumBatch)):
+    export(cls(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, name + ".pt"),
+           input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
 os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
