@@ -82,11 +82,22 @@ static std::optional<int64_t> firstUnevenStep(ModuleOp job,
 /// operand has the batch dimension, no result has) which flows back into
 /// per-example values -- a batch statistic by hand (`h - h.mean(0)`, a
 /// mean over x[mask] scaling activations), which each micro-batch computes
-/// over its own examples. Batch norms are counted apart; null when none.
+/// over its own examples -- or that normalizes along the batch dimension
+/// itself (a softmax or log_softmax over the examples: each value depends on
+/// every example of its micro-batch). Batch norms are counted apart; null
+/// when none.
 static Operation *batchStatistic(func::FuncOp graph) {
   Operation *found = nullptr;
   graph.walk([&](Operation *op) {
-    if (found || llvm::isa<BatchNormOp>(op) || op->getNumResults() == 0 ||
+    if (found)
+      return;
+    if (auto sm = llvm::dyn_cast<SoftmaxOp>(op)) {
+      auto t = llvm::cast<VTensorType>(sm.getInput().getType());
+      if (t.isBatched() && sm.getAxis() == t.getBatchDim())
+        found = op;
+      return;
+    }
+    if (llvm::isa<BatchNormOp>(op) || op->getNumResults() == 0 ||
         !llvm::any_of(op->getOperands(), isBatched) ||
         llvm::any_of(op->getResults(), isBatched))
       return;

@@ -2049,3 +2049,22 @@ class BatchStats(nn.Module):
 def batch_stats():
     return BatchStats(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)),
                           (torch.arange(2 * S).reshape(2, S) % 3 != 0).long())
+
+
+class BatchSoftmax(nn.Module):
+    """Weights normalized over the examples (a softmax along dimension 0):
+    each example's weight depends on every other example of the batch."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.score = nn.Linear(D, 1)
+        self.head = nn.Linear(D, C)
+
+    def forward(self, ids, labels):
+        h = self.emb(ids)                               # [B, S, D]
+        w = self.score(h).softmax(0)                    # over the examples
+        return F.cross_entropy(self.head(h * w).flatten(0, 1), labels.flatten())
+
+
+def batch_softmax():
+    return BatchSoftmax(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
