@@ -5,6 +5,7 @@
 #include "llvm/Support/PrettyStackTrace.h"
 
 #include <csignal>
+#include <unistd.h>
 
 using namespace varuna;
 
@@ -16,7 +17,12 @@ constexpr int kNumFatal = sizeof kFatalSignals / sizeof kFatalSignals[0];
 struct sigaction previous[kNumFatal];
 
 void dieAfterStackDump(int sig, siginfo_t *info, void *context) {
-  for (int i = 0; i < kNumFatal; ++i) {
+  // Sent by another process (kill(1), a launcher): not a crash of ours, and
+  // the stack dump would run wherever the signal happened to land -- in
+  // malloc, say, where it can deadlock (it is not async-signal-safe: a
+  // rank hung so). Die of it at once. Our own faults and abort() dump.
+  bool fromOutside = info && info->si_code <= 0 && info->si_pid != ::getpid();
+  for (int i = 0; i < kNumFatal && !fromOutside; ++i) {
     if (kFatalSignals[i] != sig)
       continue;
     const struct sigaction &p = previous[i];

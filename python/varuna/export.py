@@ -450,6 +450,48 @@ def _preserved_state(model: torch.nn.Module, training: bool):
                         b.copy_(snapshot[n])
 
 
+def _param_sums(model: torch.nn.Module) -> Dict[str, Tuple[float, float]]:
+    """Each parameter's sum and sum of magnitudes: what tells, cheaply (no
+    copy of the weights), that forward changed one in place."""
+    with torch.no_grad():
+        return {n: (float(p.sum()), float(p.abs().sum()))
+                for n, p in model.named_parameters() if p.is_floating_point()}
+
+
+def _written_in_forward(model: torch.nn.Module, snapshot: Dict[str, torch.Tensor],
+                        ids: Dict[str, int], sums) -> List[str]:
+    """The buffers and parameters one forward changed in place, besides the
+    running statistics of batch norms (which varuna keeps and updates as
+    PyTorch does): `name (buffer)` / `name (parameter)`. An exported graph
+    cannot carry such state from one step to the next (ONNX drops the
+    write silently; the TorchScript importer refuses it), so training would
+    differ from PyTorch after the first step. A buffer the forward replaced by
+    another tensor (a cache grown on demand) is not counted."""
+    kept = set()
+    for prefix, m in model.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._NormBase):
+            for b in ("running_mean", "running_var", "num_batches_tracked"):
+                kept.add(f"{prefix}.{b}" if prefix else b)
+    out = []
+    with torch.no_grad():
+        for n, b in model.named_buffers():
+            if n in kept or n not in snapshot or ids.get(n) != id(b):
+                continue
+            s = snapshot[n]
+            same = b.shape == s.shape and bool(
+                ((b == s) | (b.isnan() & s.isnan()) if b.is_floating_point()
+                 else (b == s)).all())
+            if not same:
+                out.append(f"{n} (buffer)")
+        after = _param_sums(model)
+        for n, before in sums.items():
+            a = after.get(n)
+            if a is not None and a != before and not (
+                    any(x != x for x in a) and any(x != x for x in before)):
+                out.append(f"{n} (parameter)")
+    return out
+
+
 def _names(model: torch.nn.Module):
     """(trainable, frozen state): the parameters that require grad; the
     buffers and the parameters that do not (frozen: the importers keep them
@@ -1105,8 +1147,24 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
     # One forward, with gradients (to see where it cuts them), to check the
     # loss and what the export would lose.
     watch = _GradientWatch()
-    with _preserved_state(model, True), torch.enable_grad(), watch:
-        out = model(*inputs)
+    ids = {n: id(b) for n, b in model.named_buffers()}
+    sums = _param_sums(model)
+    with _preserved_state(model, True) as snapshot:
+        with torch.enable_grad(), watch:
+            out = model(*inputs)
+        # Outside the watch: its own no_grad sums are no gradient cut.
+        written = _written_in_forward(model, snapshot, ids, sums)
+    # TorchScript: the importer refuses such writes itself, naming the op
+    # (and, for an embedding's max_norm or spectral_norm, what to do).
+    if written and fmt == "onnx":
+        raise ValueError(
+            f"forward changes {', '.join(written[:4])}{', ...' if len(written) > 4 else ''} "
+            "in place (a step counter, a running average, a clamp of a weight): an "
+            "exported graph cannot carry state from one step to the next, so the change "
+            "would be lost and training would differ from PyTorch after the first step. "
+            "Keep such state outside the model -- pass it in as an input, or apply a "
+            "weight constraint after the optimizer step -- or make it a constant "
+            "(batch norms' running statistics are kept as PyTorch keeps them)")
     if not isinstance(model, _Adapted) and _loss_output(out) is not out:
         model, out = _Adapted(model, None), _loss_output(out)  # a ModelOutput
     _check_loss(out)
@@ -1125,12 +1183,24 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
         else:
             _export_torchscript(model, inputs, path, input_names=names, loss_name=loss_name,
                                 batch_dim=batch_dim)
-    branches = []
+    branches, numbers = [], []
     for w in caught:
-        if issubclass(w.category, torch.jit.TracerWarning) and "Python boolean" in str(w.message):
+        tracer = issubclass(w.category, torch.jit.TracerWarning)
+        if tracer and "Python boolean" in str(w.message):
             branches.append(f"{w.filename}:{w.lineno}")
+        elif tracer and re.search(r"to a Python (number|integer|index|float)", str(w.message)):
+            numbers.append(f"{w.filename}:{w.lineno}")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if numbers:
+        sites = sorted(set(numbers))
+        warnings.warn(
+            f"the forward turns a tensor into a Python number ({len(sites)} place(s): "
+            f"{', '.join(sites[:3])}{', ...' if len(sites) > 3 else ''}; .item(), int(), "
+            "float()): the file keeps the example batch's value as a constant, and varuna "
+            "trains with that value every step -- a count or a statistic of the batch would "
+            "silently differ from PyTorch (keep it a tensor: x.sum() instead of "
+            "x.sum().item()); harmless where it cannot change (a shape)", stacklevel=3)
     if branches:
         sites = sorted(set(branches))
         warnings.warn(

@@ -37,6 +37,7 @@
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 namespace cl = llvm::cl;
@@ -270,6 +271,10 @@ static int fail(const llvm::Twine &msg) {
 }
 
 int main(int argc, char **argv) {
+  // A crashing rank prints its stack dump unsymbolized (addresses, which
+  // llvm-symbolizer can resolve later): symbolizing libtorch's frames took
+  // 2 s alone and over 10 s on a busy machine, while its peers waited.
+  ::setenv("LLVM_DISABLE_SYMBOLIZATION", "1", /*overwrite=*/0);
   varuna::ToolInit init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
     os << "varuna-run (Varuna " VARUNA_VERSION ")\n";

@@ -7,11 +7,13 @@
 //   (InitLLVM's default), and
 // * a fatal signal -- a crash, or one sent from outside with kill(1):
 //   SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGQUIT, SIGTRAP, SIGSYS,
-//   SIGXCPU, SIGXFSZ -- ends the process as the signal would, after the
-//   stack dump. LLVM's handler only prints and returns: a crash re-faults
-//   and dies, but a signal sent from outside left the process running, so
-//   a rank sent SIGSEGV kept training and its launcher never learnt (found
-//   by killing ranks at random).
+//   SIGXCPU, SIGXFSZ -- ends the process as the signal would: after the
+//   stack dump for the process's own faults and abort(), at once for one
+//   sent by another process (a stack dump where such a signal lands, in
+//   malloc say, can deadlock). LLVM's handler only prints and returns: a
+//   crash re-faults and dies, but a signal sent from outside left the
+//   process running, so a rank sent SIGSEGV kept training and its launcher
+//   never learnt (found by killing ranks at random).
 //
 // SIGPIPE (LLVM: exit status 74), SIGUSR1 (LLVM's information signal:
 // ignored; batch systems send it as a warning) and the stop signals

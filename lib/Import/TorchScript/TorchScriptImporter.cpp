@@ -610,12 +610,20 @@ LogicalResult TSImporter::convertNode(Node *n) {
   if (inplace && n->inputs().size() > 0) {
     TSValue &self = lookup(n->input(0));
     if (self.kind == TSValue::Kind::Tensor && !self.param.empty()) {
-      // e.g. BatchNorm's num_batches_tracked.add_(1): buffer updates belong
-      // to the runtime; dropping an unused one changes no result.
-      if (!n->output()->hasUses())
+      // BatchNorm's num_batches_tracked.add_(1): the runtime keeps batch
+      // norms' state; dropping it changes no result. Any other write of a
+      // parameter or buffer carries state into the next step, which a
+      // traced graph cannot (an EMA, a step counter): refused even when
+      // this forward does not read it again.
+      if (!n->output()->hasUses() &&
+          StringRef(self.param).ends_with("num_batches_tracked"))
         return success();
-      return error(n, loc) << "in-place update of parameter '" << self.param
-                           << "' is not supported";
+      return error(n, loc) << "in-place update of parameter or buffer '"
+                           << self.param
+                           << "' inside forward is not supported: state "
+                              "carried into the next step is lost in an "
+                              "exported graph; keep it outside the model "
+                              "(pass it in as an input)";
     }
   }
   // An out= argument writes the result into an existing tensor (e.g.
@@ -696,8 +704,12 @@ LogicalResult TSImporter::writeBack(JitValue *target, Node *n, Location loc) {
                              << ", reads afterwards is not supported";
     TSValue &baseValue = lookup(view.base);
     if (baseValue.kind == K::Tensor && !baseValue.param.empty())
-      return error(n, loc) << "in-place update of parameter '"
-                           << baseValue.param << "' is not supported";
+      return error(n, loc) << "in-place update of parameter or buffer '"
+                           << baseValue.param
+                           << "' inside forward is not supported: state "
+                              "carried into the next step is lost in an "
+                              "exported graph; keep it outside the model "
+                              "(pass it in as an input)";
     Value baseTensor = baseValue.tensor;
     Value part = lookup(target).tensor;
     if (baseValue.complex != lookup(target).complex)

@@ -48,6 +48,8 @@ complexfftbatch.pt torch.fft.fft over the batch dimension
 randbig.pt      torch.randint over 2^25 values (drawn as float32: not exact)
 batchwrite.pt   x[idx] = 0 (index_fill_) with idx indexing the examples (dimension 0)
 unique.pt       torch.unique of the labels (a data-dependent size)
+emabuf.pt       an EMA buffer updated in place (its result unused) and read
+                after (the update was dropped silently)
 cumsumbatch.pt  cumsum over the examples (dimension 0); logcumsumbatch.pt
                 logcumsumexp over them (both aborted the importer once)
 """
@@ -332,6 +334,18 @@ class CovBatch(nn.Module):
         return F.cross_entropy(x, y) + torch.cov(x.t()).sum()
 
 
+class EmaBuf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.register_buffer("mu", torch.zeros(4))
+
+    def forward(self, x, y):
+        with torch.no_grad():
+            self.mu.lerp_(x.mean(0), 0.1)
+        return F.cross_entropy(self.fc(x - self.mu), y)
+
+
 class CumsumBatch(nn.Module):
     def forward(self, x, y):  # a running sum over the examples
         return F.cross_entropy(x.cumsum(0), y)
@@ -414,7 +428,8 @@ export(QuantileComputed(), (torch.randn(2, 4), torch.tensor([1, 0])),
        os.path.join(out, "quantileq.pt"), input_names=["x", "y"])
 export(CovBatch(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, "covbatch.pt"),
        input_names=["x", "y"])
-for name, cls in (("cumsumbatch", CumsumBatch), ("logcumsumbatch", LogCumsumBatch)):
+for name, cls in (("cumsumbatch", CumsumBatch), ("logcumsumbatch", LogCumsumBatch),
+                  ("emabuf", EmaBuf)):
     export(cls(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, name + ".pt"),
            input_names=["x", "y"])
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
