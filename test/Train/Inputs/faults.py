@@ -90,6 +90,16 @@ def children(pid):
     return [int(p) for p in out.stdout.split()]
 
 
+def stops_within(p, seconds, what):
+    """Waits for the launcher `p` to exit; fails (killing it) after
+    `seconds`."""
+    try:
+        p.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail(f"{what}: the launcher did not stop within {seconds} s")
+
+
 def wait_for_steps(proc, n):
     for _ in range(n):
         line = proc.stdout.readline()
@@ -107,11 +117,7 @@ if scenario == "launcher-kill":
     victim = ranks[1]
     t = time.time()
     os.kill(victim, signal.SIGKILL)
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("the launcher did not stop within 10 s of a rank's death")
+    stops_within(p, 10, "a rank's death")
     err = p.stderr.read()
     print(f"launcher exited {p.returncode} after {time.time() - t:.2f} s")
     print(err.strip().splitlines()[-1])
@@ -130,11 +136,7 @@ elif scenario in ("crash-signal", "kill-two"):
         t = time.time()
         for v, sig in zip(victims, sigs):
             os.kill(v, sig)
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            fail(f"{[s.name for s in sigs]}: the launcher did not stop within 10 s")
+        stops_within(p, 10, str([s.name for s in sigs]))
         err = p.stderr.read()
         named = re.findall(r"error: rank (\d+) was killed by signal (.+?)(?: too)?(?:;|$)",
                            err, re.M)
@@ -238,11 +240,7 @@ elif scenario == "random-kill":
         victim = rng.randrange(4)
         t = time.time()
         os.kill(ranks[victim], signal.SIGKILL)
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            fail(f"trial {trial}: the launcher did not stop within 10 s")
+        stops_within(p, 10, f"trial {trial}")
         err = p.stderr.read()
         def alive(pid):
             try:  # a zombie waits for its parent only; a vanished pid is gone
