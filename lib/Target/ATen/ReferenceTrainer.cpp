@@ -93,7 +93,8 @@ static Operation *batchStatistic(func::FuncOp graph) {
       return;
     if (auto sm = llvm::dyn_cast<SoftmaxOp>(op)) {
       auto t = llvm::cast<VTensorType>(sm.getInput().getType());
-      if (t.isBatched() && sm.getAxis() == t.getBatchDim())
+      if (t.isBatched() &&
+          static_cast<int64_t>(sm.getAxis()) == t.getBatchDim())
         found = op;
       return;
     }

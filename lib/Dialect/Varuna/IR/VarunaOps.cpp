@@ -557,7 +557,7 @@ LogicalResult CumsumOp::inferReturnTypes(MLIRContext *,
   VTensorType in = tensorOf(adaptor.getInput());
   if (failed(checkAxis(loc, "varuna.cumsum", adaptor.getAxis(), in.getRank())))
     return failure();
-  if (adaptor.getAxis() == in.getBatchDim())
+  if (static_cast<int64_t>(adaptor.getAxis()) == in.getBatchDim())
     return fail(loc, "varuna.cumsum: cannot sum along the batch-dependent "
                      "dimension (it would mix micro-batches)");
   results.push_back(in);
