@@ -130,6 +130,67 @@ static Operation *batchStatistic(func::FuncOp graph) {
   return found;
 }
 
+/// The first `varuna.arange` over the examples (its one dimension B or B*k:
+/// `torch.arange(x.shape[0])`) whose values are used as data, not only to
+/// index the examples -- class labels, an embedding's ids, a weight. Each
+/// micro-batch numbers its own examples from 0, so as data it differs from
+/// one full-batch step; as an index into the batch dimension of a batched
+/// value (`logits[torch.arange(B), y]`: a gather along that dimension,
+/// after any index arithmetic) it selects the same rows either way. The
+/// values are followed through every op; a use as a gather's or
+/// gather_elements' indices along the batched dimension of a batched input
+/// ends the path, reaching the graph's results or any other index use is
+/// data. Null when there is none.
+static Operation *batchNumbering(func::FuncOp graph) {
+  Operation *found = nullptr;
+  graph.walk([&](ArangeOp arange) {
+    if (found || !isBatched(arange.getResult()))
+      return;
+    auto indexesExamples = [](Value input, int64_t axis) {
+      auto t = llvm::dyn_cast<VTensorType>(input.getType());
+      if (!t || !t.isBatched())
+        return false;
+      int64_t rank = static_cast<int64_t>(t.getShape().size());
+      return (axis < 0 ? axis + rank : axis) == t.getBatchDim();
+    };
+    SmallVector<Value> work{arange.getResult()};
+    llvm::DenseSet<Value> seen{arange.getResult()};
+    while (!work.empty() && !found) {
+      Value v = work.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        if (auto g = llvm::dyn_cast<GatherOp>(user))
+          if (use.get() == g.getIndices() && v != g.getInput()) {
+            if (indexesExamples(g.getInput(), g.getAxis()))
+              continue;
+            found = arange;
+            break;
+          }
+        if (auto g = llvm::dyn_cast<GatherElementsOp>(user))
+          if (use.get() == g.getIndices() && v != g.getInput()) {
+            if (indexesExamples(g.getInput(), g.getAxis()))
+              continue;
+            found = arange;
+            break;
+          }
+        if (user->hasTrait<OpTrait::IsTerminator>()) {
+          found = arange;
+          break;
+        }
+        SmallVector<Value> next;
+        if (llvm::isa<CutPointOp>(user))
+          next.push_back(user->getResult(use.getOperandNumber()));
+        else
+          next.append(user->getResults().begin(), user->getResults().end());
+        for (Value r : next)
+          if (seen.insert(r).second)
+            work.push_back(r);
+      }
+    }
+  });
+  return found;
+}
+
 void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
                                      const rt::DataSource *data) {
   if (options.microBatch >= options.globalBatch)
@@ -217,6 +278,16 @@ void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
         << options.microBatch
         << " computes it over its own examples, so the loss and gradients "
            "differ from one full-batch step of "
+        << options.globalBatch << "; --micro-batch " << options.globalBatch
+        << " with one replica trains exactly";
+  if (Operation *numbering = graph ? batchNumbering(graph) : nullptr)
+    emitWarning(numbering->getLoc())
+        << "'varuna.arange' numbers the examples (torch.arange over the "
+           "batch size) and its values are used as data, not only to index "
+           "the examples: each micro-batch of "
+        << options.microBatch << " numbers its own examples from 0 to "
+        << options.microBatch - 1
+        << ", so the loss and gradients differ from one full-batch step of "
         << options.globalBatch << "; --micro-batch " << options.globalBatch
         << " with one replica trains exactly";
   if (!first)

@@ -2068,3 +2068,26 @@ class BatchSoftmax(nn.Module):
 
 def batch_softmax():
     return BatchSoftmax(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
+
+
+class BatchNumbering(nn.Module):
+    """torch.arange over the batch size used as data: a learned embedding of
+    each example's place in the batch (each micro-batch numbers its own
+    examples from 0), next to arange as an index (logits[arange(B), ...],
+    the same rows whatever the micro-batch)."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.slot = nn.Embedding(8, D)
+        self.head = nn.Linear(D, C)
+
+    def forward(self, ids, labels):
+        b = torch.arange(ids.shape[0])
+        h = self.emb(ids) + self.slot(b)[:, None, :]    # [B, S, D]
+        first = self.head(h)[b, 0]                      # [B, C]: an index
+        return F.cross_entropy(self.head(h).flatten(0, 1), labels.flatten()) \
+            + 0.1 * first.logsumexp(-1).mean()
+
+
+def batch_numbering():
+    return BatchNumbering(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
