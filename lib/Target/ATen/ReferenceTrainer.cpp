@@ -78,6 +78,30 @@ static std::optional<int64_t> firstUnevenStep(ModuleOp job,
   return -1;
 }
 
+/// Whether `g` picks examples by their position in the batch: along the
+/// batch dimension of a batched input, with indices that are not
+/// per-example (`h[0]`, `h[-1]`, `h[torch.tensor([0, 3])]` exported to
+/// ONNX; TorchScript's select and slice there are refused at import). Each
+/// micro-batch picks from its own examples.
+static bool picksByPosition(GatherOp g) {
+  auto in = llvm::dyn_cast<VTensorType>(g.getInput().getType());
+  if (!in || !in.isBatched() || isBatched(g.getIndices()))
+    return false;
+  int64_t axis = g.getAxis(), rank = static_cast<int64_t>(in.getShape().size());
+  return (axis < 0 ? axis + rank : axis) == in.getBatchDim();
+}
+
+/// The first gather of `graph` that picks examples by position; null when
+/// there is none.
+static Operation *positionalPick(func::FuncOp graph) {
+  Operation *found = nullptr;
+  graph.walk([&](GatherOp g) {
+    if (!found && picksByPosition(g))
+      found = g;
+  });
+  return found;
+}
+
 /// The first op of `graph` that computes something over the examples (an
 /// operand has the batch dimension, no result has) which flows back into
 /// per-example values -- a batch statistic by hand (`h - h.mean(0)`, a
@@ -98,6 +122,9 @@ static Operation *batchStatistic(func::FuncOp graph) {
         found = op;
       return;
     }
+    // Picks by position are reported apart (positionalPick).
+    if (auto g = llvm::dyn_cast<GatherOp>(op); g && picksByPosition(g))
+      return;
     if (llvm::isa<BatchNormOp>(op) || op->getNumResults() == 0 ||
         !llvm::any_of(op->getOperands(), isBatched) ||
         llvm::any_of(op->getResults(), isBatched))
@@ -238,8 +265,20 @@ void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
           means.push_back(op);
       }
     });
+  // A pick of examples by position says why the loss splits inexactly.
+  Operation *pick = graph ? positionalPick(graph) : nullptr;
+  if (pick)
+    emitWarning(pick->getLoc())
+        << "'varuna.gather' picks examples by their position in the batch "
+           "(x[0], x[-1] or x[torch.tensor([...])] along the batch "
+           "dimension): each micro-batch of "
+        << options.microBatch
+        << " picks from its own examples, so the loss and gradients differ "
+           "from one full-batch step of "
+        << options.globalBatch << "; --micro-batch " << options.globalBatch
+        << " with one replica trains exactly";
   // An inexact loss gets the warning below, which says more.
-  Value inexact = lossSplitsInexactly(job);
+  Value inexact = pick ? Value() : lossSplitsInexactly(job);
   if (means.size() > 1 && ignores && !inexact &&
       lossAggregation(job) == LossAggregation::Mean) {
     std::optional<int64_t> uneven =

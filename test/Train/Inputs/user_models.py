@@ -2091,3 +2091,21 @@ class BatchNumbering(nn.Module):
 
 def batch_numbering():
     return BatchNumbering(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
+
+
+class BatchPick(nn.Module):
+    """An example picked by its position in the batch (h[torch.tensor([0])]:
+    the batch's first example; each micro-batch has its own first)."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.head = nn.Linear(D, C)
+
+    def forward(self, ids, labels):
+        h = self.emb(ids)                               # [B, S, D]
+        anchor = h[torch.tensor([0])]                   # [1, S, D]
+        return F.cross_entropy(self.head(h + anchor).flatten(0, 1), labels.flatten())
+
+
+def batch_pick():
+    return BatchPick(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
