@@ -1217,3 +1217,27 @@ def test_warns_python_number_from_tensor(tmp_path, suffix):
     with pytest.warns(UserWarning, match=r"turns a tensor into a Python number \(1 place\(s\): "
                       r".*test_export.py:\d+.*constant"):
         varuna.export(_ItemCount(), pair_inputs(), tmp_path / f"p.{suffix}")
+
+
+class _GradientPenalty(torch.nn.Module):
+    """A WGAN-GP style penalty: the gradient of the output with respect to
+    the input, taken inside forward."""
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        x = x.detach().requires_grad_(True)
+        out = self.fc(x)
+        g, = torch.autograd.grad(out.sum(), x, create_graph=True)
+        return torch.nn.functional.cross_entropy(out, y) + g.pow(2).mean()
+
+
+@pytest.mark.parametrize("suffix", ["onnx", "pt"])
+def test_error_gradient_inside_forward(tmp_path, suffix):
+    # Before: torch's tracer error ("Cannot insert a Tensor that requires
+    # grad as a constant"), which names neither the cause nor the line.
+    with pytest.raises(ValueError, match=r"forward computes gradients itself \(torch.autograd.grad"
+                       r" or backward, at .*test_export.py:\d+\)"):
+        varuna.export(_GradientPenalty(), pair_inputs(), tmp_path / f"p.{suffix}")
+    assert not os.listdir(tmp_path)

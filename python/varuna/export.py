@@ -209,7 +209,7 @@ class _GradientWatch(torch.overrides.TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self.detach, self.no_grad, self.data, self.hooks = [], [], [], []
-        self.autocast = []
+        self.autocast, self.autograd = [], []
         self._autocast_before = _autocast_enabled()
 
     @staticmethod
@@ -227,6 +227,8 @@ class _GradientWatch(torch.overrides.TorchFunctionMode):
         needs_grad = any(t.requires_grad for t in tensors)
         if func is torch.Tensor.register_hook:
             self.hooks.append(self._site())
+        if func in (torch.autograd.grad, torch.autograd.backward, torch.Tensor.backward):
+            self.autograd.append(self._site())
         if not self.autocast and not self._autocast_before and _autocast_enabled():
             self.autocast.append(self._site())
         if needs_grad:
@@ -1165,6 +1167,14 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
             "Keep such state outside the model -- pass it in as an input, or apply a "
             "weight constraint after the optimizer step -- or make it a constant "
             "(batch norms' running statistics are kept as PyTorch keeps them)")
+    if watch.autograd:
+        raise ValueError(
+            f"forward computes gradients itself (torch.autograd.grad or backward, at "
+            f"{watch.autograd[0]}): a gradient penalty or a double backward; an exported "
+            "graph holds the forward's operations only, so neither exporter can record it. "
+            "Varuna trains a loss made of forward operations: leave the penalty out, or "
+            "write it in closed form (for a linear layer, the gradient of its output with "
+            "respect to its input is its weight)")
     if not isinstance(model, _Adapted) and _loss_output(out) is not out:
         model, out = _Adapted(model, None), _loss_output(out)  # a ModelOutput
     _check_loss(out)
