@@ -237,6 +237,12 @@ private:
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
     WaitingForPeers waiting("rank " + std::to_string(options.rank) +
                             ": connecting group '" + prefix + "'");
+    detail::SetupDeadline deadline(
+        "rank " + std::to_string(options.rank) + " of " +
+            std::to_string(options.worldSize) + ": connecting group '" +
+            prefix + "' (timeout " + detail::seconds(options.timeout) +
+            ", twice that plus 1 s in all)",
+        detail::setupLimit(options.timeout));
     try {
       return c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size,
                                                          opts);

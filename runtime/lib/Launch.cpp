@@ -45,6 +45,21 @@ static std::string describe(int status) {
   return "stopped";
 }
 
+/// Whether `pid` is stopped (SIGSTOP, SIGTSTP, a debugger): state T or t in
+/// /proc/PID/stat. Such a rank does not exit; its peers time out waiting.
+static bool isStopped(pid_t pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  std::FILE *f = std::fopen(path.c_str(), "r");
+  if (!f)
+    return false;
+  char buf[512];
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char *close = std::strrchr(buf, ')'); // after "PID (COMM"
+  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
 namespace {
 /// Stop signals the launcher received (its handler only counts them; the
 /// wait loop below acts on them).
@@ -232,6 +247,14 @@ int launchLocalRanks(const LaunchOptions &o) {
                  "rank(s)\n",
                  line, r, describe(status).c_str(),
                  stopSignal ? " while stopping" : "", rankOf.size());
+    // A frozen rank is the likelier cause of a peer's failure (it timed
+    // out waiting): name it too.
+    for (auto &[p, other] : rankOf)
+      if (isStopped(p))
+        std::fprintf(stderr,
+                     "%svaruna-run: error: rank %d is stopped (SIGSTOP or a "
+                     "debugger) and does not answer its peers\n",
+                     line, other);
     signalAll(SIGTERM);
     killAt = std::chrono::steady_clock::now() + o.grace;
   }

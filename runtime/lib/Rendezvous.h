@@ -16,8 +16,13 @@
 #include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
 
 namespace varuna::rt::detail {
 
@@ -61,6 +66,55 @@ inline void quietC10Logging() {
   c10::initLogging();
 }
 
+/// Ends the process with an error if a set-up wait outlives `limit`.
+/// c10d's TCPStore client bounds its connect but not every read after it:
+/// a store whose server accepted the connection and then froze (rank 0
+/// stopped, a stalled host) or another program listening on MASTER_PORT
+/// that never answers kept a rank waiting forever, whatever --timeout said.
+/// Nothing has trained yet, so nothing is lost; the launcher names the rank.
+class SetupDeadline {
+public:
+  SetupDeadline(std::string what, std::chrono::milliseconds limit)
+      : what(std::move(what)), limit(limit),
+        watcher([this] { watch(); }) {}
+  ~SetupDeadline() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      done = true;
+    }
+    wake.notify_all();
+    watcher.join();
+  }
+  SetupDeadline(const SetupDeadline &) = delete;
+  SetupDeadline &operator=(const SetupDeadline &) = delete;
+
+private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (wake.wait_for(lock, limit, [this] { return done; }))
+      return;
+    std::string msg = std::string(program_invocation_short_name) +
+                      ": error: " + what + ": no answer within " +
+                      seconds(limit) + "\n";
+    ssize_t ignored = ::write(2, msg.data(), msg.size());
+    (void)ignored;
+    std::_Exit(1);
+  }
+
+  std::string what;
+  std::chrono::milliseconds limit;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool done = false;
+  std::thread watcher; // last: started once the rest is set
+};
+
+/// How long a set-up step may take in all: c10d's client connects, then
+/// validates, each with the timeout; a second more for the rest.
+inline std::chrono::milliseconds setupLimit(std::chrono::milliseconds t) {
+  return 2 * t + std::chrono::milliseconds(1000);
+}
+
 inline c10::intrusive_ptr<c10d::TCPStore>
 connectStore(const TransportOptions &o, const char *library) {
   quietC10Logging();
@@ -73,8 +127,22 @@ connectStore(const TransportOptions &o, const char *library) {
   std::string where = o.masterAddr + ":" + std::to_string(o.masterPort);
   WaitingForPeers waiting("rank " + std::to_string(o.rank) +
                           ": rendezvous at " + where);
+  SetupDeadline deadline(
+      "rank " + std::to_string(o.rank) + " of " +
+          std::to_string(o.worldSize) + ": rendezvous at " + where +
+          (o.rank == 0 ? std::string()
+                       : " (rank 0 serves it; a process there accepted the "
+                         "connection but does not answer: rank 0 stopped or "
+                         "stalled, or another program on MASTER_PORT)") +
+          " (timeout " + seconds(o.timeout) + ", twice that plus 1 s in all)",
+      setupLimit(o.timeout));
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  int64_t joined = 0;
   try {
-    return c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+    store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+    // Each rank joins once: a second process with the same RANK would
+    // take the first one's place in the groups' address exchange.
+    joined = store->add("varuna/joined/rank" + std::to_string(o.rank), 1);
   } catch (const std::exception &e) {
     throw Error(library, "rendezvous at " + where,
                 messageOf(e) + " (rank " + std::to_string(o.rank) + " of " +
@@ -82,6 +150,15 @@ connectStore(const TransportOptions &o, const char *library) {
                     seconds(o.timeout) + ")",
                 __FILE__, __LINE__);
   }
+  if (joined > 1)
+    throw Error(library, "rendezvous at " + where,
+                "rank " + std::to_string(o.rank) +
+                    " was started twice: another process already joined "
+                    "as rank " + std::to_string(o.rank) + " of " +
+                    std::to_string(o.worldSize) +
+                    " (each process needs its own RANK)",
+                __FILE__, __LINE__);
+  return store;
 }
 
 /// This rank's index in a group's `ranks`; throws naming the group if it is

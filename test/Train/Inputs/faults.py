@@ -13,7 +13,8 @@ kill-two:      two ranks of a 2x2 run killed (SIGKILL) at once: both named,
   exit 1 within 10 s.
 stall:         rank 0 (serving the rendezvous) frozen (SIGSTOP) as it starts,
   --timeout 3: every process ends with exit 1 within 30 s, the error a line
-  without c10's 16-frame backtrace.
+  without c10's 16-frame backtrace, and the launcher names rank 0 as
+  stopped (before: only the peer that timed out waiting for it).
 peer-kill:     two ranks started by hand (RANK etc. set, as torchrun does);
   rank 1 is killed; rank 0 must exit 1 within the timeout with an error
   naming the failed communication.
@@ -21,6 +22,14 @@ no-peer:       only rank 0 of 2 starts; it must give up at the rendezvous
   after its --timeout, saying so.
 port-in-use:   MASTER_PORT is taken by another socket; rank 0 must fail with
   a clear error instead of hanging.
+silent-store:  rank 1 meets a program on MASTER_PORT that accepts and never
+  answers (--timeout 2): exit 1 within 15 s, naming the wait (before: it
+  waited forever).
+stall-serving: rank 0 frozen (SIGSTOP) once it listens as the store
+  (--timeout 3): exit 1 within 30 s, the launcher naming rank 0 as stopped
+  (before: the other rank waited forever).
+dup-rank:      three processes started by hand for WORLD_SIZE 2, two with
+  RANK=1: one of those says it was started twice and exits 1.
 random-kill:   seeded trials of a 2x2 run that checkpoints every step; a
   random rank is killed (SIGKILL) at a random moment -- during the
   rendezvous, a step, an all-reduce or a checkpoint write. Every time the
@@ -170,7 +179,10 @@ elif scenario == "stall":
     took = time.time() - t
     if p.returncode != 1 or "frame #" in err or "Exception raised from" in err:
         fail(f"exit {p.returncode} after {took:.1f} s: {err[-600:]}")
-    print(f"rank 0 frozen at the rendezvous: exit 1 in <30 s, no backtrace")
+    # The launcher names the frozen rank, not only the peer that timed out.
+    if "rank 0 is stopped (SIGSTOP or a debugger)" not in err:
+        fail(f"the frozen rank 0 is not named: {err[-600:]}")
+    print(f"rank 0 frozen at the rendezvous: exit 1 in <30 s, no backtrace, named")
     print(err.strip().splitlines()[0][:160])
 elif scenario == "peer-kill":
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
@@ -213,6 +225,75 @@ elif scenario == "port-in-use":
     print(r.stderr.strip()[:300])
     if r.returncode != 1 or "rendezvous at 127.0.0.1:" not in r.stderr:
         fail("expected exit 1 and a rendezvous error naming the address")
+elif scenario == "silent-store":
+    # Something on MASTER_PORT accepts connections and never answers.
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1]),
+               WORLD_SIZE="2", RANK="1")
+    t = time.time()
+    try:
+        r = subprocess.run(run + ["--steps", "1", "--timeout", "2"], env=env,
+                           capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        fail("rank 1 still waiting 30 s after it met a store that does not answer")
+    took = time.time() - t
+    print(f"rank 1 exited {r.returncode}")
+    print(r.stderr.strip()[:400])
+    if r.returncode != 1 or took > 15 or "no answer within 5 s" not in r.stderr:
+        fail(f"expected exit 1 within 15 s naming the wait; {took:.1f} s")
+elif scenario == "stall-serving":
+    # Rank 0 frozen once it serves the store (listening): before, the other
+    # rank waited forever in c10d's client, whatever --timeout said.
+    port = free_port()
+    t = time.time()
+    p = subprocess.Popen(run + ["--steps", "3", "--timeout", "3"],
+                         env=dict(os.environ, MASTER_PORT=str(port)),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rank0 = None
+    # /proc/net/tcp{,6}: local address:port, remote, state 0A (listening).
+    listening = re.compile(f":{port:04X} [0:]+ 0A ")
+    while time.time() - t < 20:
+        if rank0 is None:
+            for c in children(p.pid):
+                env = open(f"/proc/{c}/environ", "rb").read().split(b"\0")
+                if b"RANK=0" in env:
+                    rank0 = c
+        if rank0 is not None and any(listening.search(open(f).read())
+                                     for f in ("/proc/net/tcp", "/proc/net/tcp6")):
+            break
+        time.sleep(0.002)
+    else:
+        fail("rank 0 did not listen")
+    os.kill(rank0, signal.SIGSTOP)
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("still running 30 s after rank 0 froze")
+    if p.returncode != 1 or "rank 0 is stopped (SIGSTOP or a debugger)" not in err:
+        fail(f"exit {p.returncode}: {err[-600:]}")
+    print("rank 0 frozen serving the rendezvous: exit 1 in <30 s, named")
+elif scenario == "dup-rank":
+    # RANK=1 given to two processes: one of them must say so and exit 1.
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE="2")
+    ps = [subprocess.Popen(run + ["--steps", "2", "--timeout", "10"],
+                           env=dict(env, RANK=str(r)), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True) for r in (0, 1, 1)]
+    errs = []
+    for q in ps:
+        try:
+            errs.append(q.communicate(timeout=60)[1])
+        except subprocess.TimeoutExpired:
+            for k in ps:
+                k.kill()
+            fail("a process still running after 60 s")
+    twice = [e for e in errs if "rank 1 was started twice" in e]
+    if len(twice) != 1:
+        fail(f"exits {[q.returncode for q in ps]}: {' | '.join(e[-300:] for e in errs)}")
+    print(twice[0].strip().splitlines()[-1][:300])
 elif scenario == "random-kill":
     import shutil
     rng = random.Random(int(os.environ.get("VARUNA_FAULT_SEED", "7")))
