@@ -56,11 +56,14 @@ static cl::opt<int64_t> replicas("replicas", cl::init(1),
 static cl::opt<int64_t>
     batch("batch", cl::init(0),
           cl::desc("Global batch size M (examples per step; required unless "
-                   "--plan gives it)"),
+                   "--plan or the training configuration's "
+                   "global_batch_size gives it)"),
           cl::cat(toolOptions));
 static cl::opt<int64_t> microBatch("micro-batch", cl::init(0),
                                    cl::desc("Micro-batch size m (divides M; "
-                                            "required unless --plan gives it)"),
+                                            "required unless --plan or the "
+                                            "training configuration's "
+                                            "micro_batch_size gives it)"),
                                    cl::cat(toolOptions));
 static cl::opt<int64_t> steps("steps", cl::Required, cl::desc("Training steps"),
                               cl::cat(toolOptions));
@@ -350,10 +353,55 @@ int main(int argc, char **argv) {
   }
   if (stages < 1 || replicas < 1)
     return fail("--stages and --replicas must be at least 1");
+  if (batch.getNumOccurrences() && batch < 1)
+    return fail("--batch must be a positive number of examples, not " +
+                llvm::Twine(batch));
+  if (microBatch.getNumOccurrences() && microBatch < 1)
+    return fail("--micro-batch must be a positive number of examples, not " +
+                llvm::Twine(microBatch));
+  llvm::SmallString<256> irPath(jobDir);
+  llvm::sys::path::append(irPath, "job.mlir");
+  if (!llvm::sys::fs::exists(irPath))
+    return fail("'" + jobDir + "' is not a compiled job (no " + irPath +
+                "): run varuna-compile first");
+  // The job's training configuration, unless --config overrides it.
+  varuna::TrainingConfig config;
+  if (!configPath.empty()) {
+    auto c = varuna::loadTrainingConfig(configPath);
+    if (!c)
+      return fail(llvm::toString(c.takeError()));
+    config = *c;
+  } else {
+    auto c = varuna::loadJobTrainingConfig(jobDir);
+    if (!c)
+      return fail(llvm::toString(c.takeError()));
+    config = *c;
+  }
+  // Its global_batch_size and micro_batch_size are the defaults of --batch
+  // and --micro-batch; the command line (or a plan) wins, with a warning.
+  std::string configName = configPath.empty()
+                               ? "the job's configuration"
+                               : "the configuration '" + configPath + "'";
+  auto fromConfig = [&](auto &opt, std::optional<int64_t> value,
+                        const char *key, const char *flag) {
+    if (!value)
+      return;
+    if (opt == 0)
+      opt = *value;
+    else if (opt != *value && speaksForTheRun())
+      llvm::errs() << "varuna-run: warning: " << configName << " has " << key
+                   << " " << *value << "; this run has " << flag << " "
+                   << opt << "\n";
+  };
+  fromConfig(batch, config.globalBatchSize, "global_batch_size", "--batch");
+  fromConfig(microBatch, config.microBatchSize, "micro_batch_size",
+             "--micro-batch");
   if (batch == 0)
-    return fail("give --batch (or --plan)");
+    return fail("give --batch (or --plan, or global_batch_size in the "
+                "training configuration)");
   if (microBatch == 0)
-    return fail("give --micro-batch (or --plan)");
+    return fail("give --micro-batch (or --plan, or micro_batch_size in the "
+                "training configuration)");
   if (batch < 1 || microBatch < 1 || batch % microBatch)
     return fail("--batch " + llvm::Twine(batch) +
                 " is not a positive multiple of --micro-batch " +
@@ -410,28 +458,9 @@ int main(int argc, char **argv) {
   diagOut.SetBufferSize(1 << 16);
   WholeDiagnostics handler(sourceMgr, &ctx, diagOut);
 
-  llvm::SmallString<256> irPath(jobDir);
-  llvm::sys::path::append(irPath, "job.mlir");
-  if (!llvm::sys::fs::exists(irPath))
-    return fail("'" + jobDir + "' is not a compiled job (no " + irPath +
-                "): run varuna-compile first");
   auto job = mlir::parseSourceFile<mlir::ModuleOp>(irPath, sourceMgr, &ctx);
   if (!job)
     return fail("cannot parse '" + irPath + "'");
-
-  // The job's training configuration, unless --config overrides it.
-  varuna::TrainingConfig config;
-  if (!configPath.empty()) {
-    auto c = varuna::loadTrainingConfig(configPath);
-    if (!c)
-      return fail(llvm::toString(c.takeError()));
-    config = *c;
-  } else {
-    auto c = varuna::loadJobTrainingConfig(jobDir);
-    if (!c)
-      return fail(llvm::toString(c.takeError()));
-    config = *c;
-  }
 
   auto specs = varuna::graphInputSpecs(*job);
   if (mlir::failed(specs))
