@@ -20,6 +20,7 @@
 #include "varuna/Target/ATen/InputRanges.h"
 #include "varuna/Target/ATen/PipelineTrainer.h"
 #include "varuna/Target/ATen/ReferenceTrainer.h"
+#include "varuna/runtime/Agreement.h"
 #include "varuna/runtime/Launch.h"
 #include "varuna/runtime/Stop.h"
 #include "varuna/runtime/Transport.h"
@@ -36,6 +37,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/xxhash.h"
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -667,6 +669,45 @@ int main(int argc, char **argv) {
     at::set_num_threads(threads > 0 ? unsigned(threads)
                                     : std::max(1u, cores / unsigned(local)));
     transport = varuna::rt::emulateNetwork(varuna::rt::connectGloo(topts), emu);
+    // Ranks started by hand each parse their own command line and files:
+    // before, ranks given other learning rates trained apart silently, and
+    // other step counts failed later as a lost peer (runtime/Agreement.h).
+    // Paths may differ between hosts; what they hold may not.
+    auto ir = llvm::MemoryBuffer::getFile(irPath);
+    std::string jobDigest =
+        ir ? llvm::utohexstr(llvm::xxHash64((*ir)->getBuffer())) : "?";
+    std::string configText;
+    llvm::raw_string_ostream(configText) << config.toJSON();
+    auto number = [](auto v) {
+      std::string text;
+      llvm::raw_string_ostream(text) << v;
+      return text;
+    };
+    std::vector<varuna::rt::Setting> settings = {
+        {"the job", "job.mlir with digest " + jobDigest},
+        {"--stages", number(stages.getValue())},
+        {"--replicas", number(replicas.getValue())},
+        {"--batch", number(batch.getValue())},
+        {"--micro-batch", number(microBatch.getValue())},
+        {"--steps", number(steps.getValue())},
+        {"--seed", number(seed.getValue())},
+        {"--schedule", scheduleName},
+        {"--strict-schedule", number(strictSchedule.getValue())},
+        {"--schedule-latency", number(scheduleLatency.getValue())},
+        {"--bucket-mb", number(bucketMB.getValue())},
+        {"--message-precision", messagePrecision},
+        {"--engine", engine},
+        {"the training configuration", configText},
+        {"the training data",
+         synthetic ? "--synthetic (vocab " + number(vocab.getValue()) + ", " +
+                         number(data->numSamples()) + " samples)"
+                   : number(data->numSamples()) + " samples"},
+        {"--resume", number(resume.getValue())},
+        {"--checkpoint-every", number(checkpointEvery.getValue())},
+        {"--eval-every", number(evalEvery.getValue())},
+        {"--eval-batches", number(evalBatches.getValue())},
+    };
+    varuna::rt::checkSameSettings(transport->world(), settings);
   } catch (const std::exception &e) {
     return fail(e.what());
   }

@@ -28,6 +28,9 @@ silent-store:  rank 1 meets a program on MASTER_PORT that accepts and never
 stall-serving: rank 0 frozen (SIGSTOP) once it listens as the store
   (--timeout 3): exit 1 within 30 s, the launcher naming rank 0 as stopped
   (before: the other rank waited forever).
+mismatch:      two ranks started by hand with other learning rates, then
+  other --steps: both exit 1 naming what differs (before: trained apart
+  silently; failed later as a lost peer).
 dup-rank:      three processes started by hand for WORLD_SIZE 2, two with
   RANK=1: one of those says it was started twice and exits 1.
 random-kill:   seeded trials of a 2x2 run that checkpoints every step; a
@@ -294,6 +297,34 @@ elif scenario == "dup-rank":
     if len(twice) != 1:
         fail(f"exits {[q.returncode for q in ps]}: {' | '.join(e[-300:] for e in errs)}")
     print(twice[0].strip().splitlines()[-1][:300])
+elif scenario == "mismatch":
+    # Two ranks started by hand with other learning rates (before: both
+    # trained, the replicas drifting apart, exit 0), then other step counts
+    # (before: the longer one failed later as "that rank is gone").
+    for what, extra in (("the training configuration", ("--config", "lr0.json", "lr1.json")),
+                        ("--steps", ("--steps", "2", "3"))):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                   WORLD_SIZE="2")
+        ps = []
+        for r in (0, 1):
+            value = extra[1 + r]
+            if extra[0] == "--config":
+                value = f"{job}.{value}"
+                with open(value, "w") as f:
+                    f.write('{"optimizer": {"type": "sgd", "lr": %s}}' % (0.1 if r else 0.001))
+            args = ["varuna-run", job, "--replicas", "2", "--batch", "8", "--micro-batch",
+                    "2", "--synthetic", "--timeout", "20", extra[0], value]
+            if extra[0] != "--steps":
+                args += ["--steps", "2"]
+            ps.append(subprocess.Popen(args, env=dict(env, RANK=str(r)),
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                       text=True))
+        errs = [q.communicate(timeout=60)[1] for q in ps]
+        if any(q.returncode != 1 for q in ps) or not all(
+                f"error: {what} differs between the ranks: here (rank {r} of 2)" in e
+                for r, e in enumerate(errs)):
+            fail(f"{what}: exits {[q.returncode for q in ps]}: {errs}")
+        print(errs[1].strip().splitlines()[-1][:400])
 elif scenario == "random-kill":
     import shutil
     rng = random.Random(int(os.environ.get("VARUNA_FAULT_SEED", "7")))
