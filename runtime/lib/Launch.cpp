@@ -4,6 +4,7 @@
 #include "varuna/runtime/Stop.h"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -97,6 +98,8 @@ private:
 } // namespace
 
 int launchLocalRanks(const LaunchOptions &o) {
+  // Messages name the tool that launched (varuna-run, varuna-calibrate).
+  const char *tool = program_invocation_short_name;
   int port = o.masterPort ? o.masterPort : pickFreePort();
   // The parent's environment without the variables we set per rank.
   std::vector<std::string> base;
@@ -141,8 +144,8 @@ int launchLocalRanks(const LaunchOptions &o) {
     int err = posix_spawn(&pid, argv[0], nullptr, &attr, argv.data(),
                           envp.data());
     if (err != 0) {
-      std::fprintf(stderr, "varuna-run: error: cannot start rank %d (%s): %s\n",
-                   r, argv[0], std::strerror(err));
+      std::fprintf(stderr, "%s: error: cannot start rank %d (%s): %s\n",
+                   tool, r, argv[0], std::strerror(err));
       for (auto &[p, _] : rankOf)
         ::kill(p, SIGKILL);
       for (auto &[p, _] : rankOf)
@@ -182,17 +185,17 @@ int launchLocalRanks(const LaunchOptions &o) {
       if (requests > handled && handled == 0) { // the first: ask
         stopSignal = lastStopSignal;
         std::fprintf(stderr,
-                     "%svaruna-run: %s: asking the %zu rank(s) to stop after "
+                     "%s%s: %s: asking the %zu rank(s) to stop after "
                      "their current step (with a checkpoint if "
                      "--checkpoint-dir is given); signal again to kill them "
                      "now\n",
-                     line, strsignal(stopSignal), rankOf.size());
+                     line, tool, strsignal(stopSignal), rankOf.size());
         signalAll(SIGTERM);
         forwarded = true;
       }
       if (requests > handled && requests > 1) { // a second: kill
-        std::fprintf(stderr, "%svaruna-run: %s again: killing the %zu rank(s)\n",
-                     line, strsignal(int(lastStopSignal)), rankOf.size());
+        std::fprintf(stderr, "%s%s: %s again: killing the %zu rank(s)\n",
+                     line, tool, strsignal(int(lastStopSignal)), rankOf.size());
         signalAll(SIGKILL);
         killed = true;
       }
@@ -224,7 +227,7 @@ int launchLocalRanks(const LaunchOptions &o) {
       // once): named too. The rest end as the first failure ended them.
       if (WIFSIGNALED(status) && WTERMSIG(status) != SIGTERM &&
           !(WTERMSIG(status) == SIGKILL && (killed || graceKilled)))
-        std::fprintf(stderr, "%svaruna-run: error: rank %d %s too\n", line, r,
+        std::fprintf(stderr, "%s%s: error: rank %d %s too\n", line, tool, r,
                      describe(status).c_str());
       continue;
     }
@@ -243,18 +246,18 @@ int launchLocalRanks(const LaunchOptions &o) {
     }
     failed = true;
     std::fprintf(stderr,
-                 "%svaruna-run: error: rank %d %s%s; stopping the other %zu "
+                 "%s%s: error: rank %d %s%s; stopping the other %zu "
                  "rank(s)\n",
-                 line, r, describe(status).c_str(),
+                 line, tool, r, describe(status).c_str(),
                  stopSignal ? " while stopping" : "", rankOf.size());
     // A frozen rank is the likelier cause of a peer's failure (it timed
     // out waiting): name it too.
     for (auto &[p, other] : rankOf)
       if (isStopped(p))
         std::fprintf(stderr,
-                     "%svaruna-run: error: rank %d is stopped (SIGSTOP or a "
+                     "%s%s: error: rank %d is stopped (SIGSTOP or a "
                      "debugger) and does not answer its peers\n",
-                     line, other);
+                     line, tool, other);
     signalAll(SIGTERM);
     killAt = std::chrono::steady_clock::now() + o.grace;
   }
@@ -263,8 +266,8 @@ int launchLocalRanks(const LaunchOptions &o) {
   else if (anyStopped)
     result = 128 + stopSignal;
   else if (stopSignal)
-    std::fprintf(stderr, "%svaruna-run: the ranks had finished the run when "
-                 "the stop request came\n", line);
+    std::fprintf(stderr, "%s%s: the ranks had finished the run when "
+                 "the stop request came\n", line, tool);
   return result;
 }
 

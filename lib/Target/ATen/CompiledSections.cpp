@@ -11,11 +11,52 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include <cstring>
 #include <dlfcn.h>
+#include <elf.h>
+#include <fstream>
 
 using namespace mlir;
 
 namespace varuna {
+
+/// Why the file at `path` cannot be a whole 64-bit ELF shared library, or
+/// empty. dlopen maps a truncated library's segments past the end of the
+/// file and the process dies of SIGBUS when they are touched; so the
+/// header, the program and section header tables and every loaded segment
+/// must lie within the file.
+static std::string truncatedElf(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return ""; // dlopen says why
+  std::string bytes((std::istreambuf_iterator<char>(in)),
+                    std::istreambuf_iterator<char>());
+  uint64_t size = bytes.size();
+  Elf64_Ehdr h;
+  if (size < sizeof h || bytes.compare(0, SELFMAG, ELFMAG) != 0)
+    return "not an ELF file (" + std::to_string(size) + " bytes)";
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.e_ident[EI_CLASS] != ELFCLASS64)
+    return "not a 64-bit ELF file";
+  auto past = [&](uint64_t off, uint64_t len) {
+    return off > size || len > size - off;
+  };
+  if (past(h.e_phoff, uint64_t(h.e_phnum) * h.e_phentsize) ||
+      past(h.e_shoff, uint64_t(h.e_shnum) * h.e_shentsize) ||
+      h.e_phentsize < sizeof(Elf64_Phdr))
+    return "truncated (" + std::to_string(size) +
+           " bytes; its header tables end past the file)";
+  for (unsigned i = 0; i < h.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    std::memcpy(&ph, bytes.data() + h.e_phoff + uint64_t(i) * h.e_phentsize,
+                sizeof ph);
+    if (ph.p_type == PT_LOAD && past(ph.p_offset, ph.p_filesz))
+      return "truncated (" + std::to_string(size) +
+             " bytes; a loaded segment ends at byte " +
+             std::to_string(ph.p_offset + ph.p_filesz) + ")";
+  }
+  return "";
+}
 
 FailureOr<std::shared_ptr<const CompiledSections>>
 CompiledSections::load(ModuleOp module, const std::string &libraryPath) {
@@ -25,6 +66,8 @@ CompiledSections::load(ModuleOp module, const std::string &libraryPath) {
   };
   // Kept loaded for the life of the process (its cached constants are
   // tensors that must not outlive the code that owns them).
+  if (std::string why = truncatedElf(libraryPath); !why.empty())
+    return err(why + ": re-run varuna-compile");
   void *handle = dlopen(libraryPath.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle)
     return err(Twine("cannot load: ") + dlerror());
