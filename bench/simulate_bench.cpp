@@ -68,7 +68,13 @@ template <typename F> static double medianMs(int runs, F &&f) {
 }
 
 int main(int argc, char **argv) {
-  int runs = argc > 1 ? std::atoi(argv[1]) : 5;
+  int runs = 5;
+  if (argc > 2 || (argc == 2 && (std::sscanf(argv[1], "%d", &runs) != 1 ||
+                                 runs < 1 || runs > 1000))) {
+    std::fprintf(stderr, "usage: simulate-bench [runs]   (runs: 1 to 1000, "
+                         "default 5; prints the median time of each)\n");
+    return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 1;
+  }
   std::string error;
   // 2048 micro-batches of 4 over 3 replicas: 683 for the most loaded.
   SimulationConfig one = configFor(gptInput(72, 128), 36, 3, error);

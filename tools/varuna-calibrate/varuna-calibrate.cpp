@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Target/ATen/Calibrate.h"
@@ -472,8 +473,13 @@ int main(int argc, char **argv) {
   // Only our options in --help, not the ones LLVM registers.
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna calibration\n");
-  if (repeats < 1 || warmup < 0 || threads < 1)
-    return fail("--repeats and --compute-threads must be positive");
+  if (repeats < 1)
+    return fail("--repeats must be at least 1, not " + llvm::Twine(repeats));
+  if (warmup < 0)
+    return fail("--warmup must not be negative, not " + llvm::Twine(warmup));
+  if (threads < 1)
+    return fail("--compute-threads must be at least 1, not " +
+                llvm::Twine(threads));
   for (int r : ringSizes)
     if (r < 2)
       return fail("--ring-sizes must be at least 2 (got " + llvm::Twine(r) +
@@ -492,6 +498,10 @@ int main(int argc, char **argv) {
   for (int64_t m : ms)
     if (m < 1)
       return fail("--micro-batches must be positive");
+  // Increasing and distinct, as the planner reads them (it interpolates
+  // between neighbours and takes the first as the smallest).
+  llvm::sort(ms);
+  ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
 
   mlir::MLIRContext ctx;
   ctx.loadDialect<varuna::VarunaDialect, mlir::func::FuncDialect>();
@@ -566,6 +576,7 @@ int main(int argc, char **argv) {
   for (int64_t m : ms)
     mbs.push_back(m);
   llvm::json::Object out{{"format", "varuna-calibration-1"},
+                         {"job_digest", varuna::jobFileDigest(ir)},
                          {"threads", threads.getValue()},
                          {"concurrent", processes},
                          {"engine", options.stageLibrary.empty() ? "reference"

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Plan/Planner.h"
 
@@ -30,6 +31,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace cl = llvm::cl;
@@ -196,6 +198,92 @@ static double atMicroBatch(const std::vector<double> &ms,
   return std::max(0.0, t[i - 1] + w * (t[i] - t[i - 1]));
 }
 
+/// A number as %g prints it ("1e+308", "-100", "nan").
+static std::string numberText(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", d);
+  return buf;
+}
+
+/// What is wrong with a calibration's numbers ("" when nothing): every
+/// field the planner reads must hold finite, non-negative numbers of the
+/// right count -- before, a string or a short array silently became 0 (a
+/// section timed as free), a negative send time an 8 Tbit/s link.
+static std::string calibrationProblem(const llvm::json::Object &co,
+                                      size_t numSections) {
+  auto series = [](const llvm::json::Object *o, llvm::StringRef key,
+                   size_t n, bool optional) -> std::string {
+    const llvm::json::Value *v = o->get(key);
+    if (!v)
+      return optional ? "" : "'" + key.str() + "' is missing";
+    const llvm::json::Array *a = v->getAsArray();
+    if (!a || (n && a->size() != n) || (!n && a->size() < 2))
+      return "'" + key.str() + "' must be an array of " +
+             (n ? std::to_string(n) : std::string("at least 2")) +
+             " numbers";
+    for (const llvm::json::Value &x : *a) {
+      std::optional<double> d = x.getAsNumber();
+      if (!d || !std::isfinite(*d) || *d < 0 || *d > 1e15)
+        return "'" + key.str() + "' holds " +
+               (d ? numberText(*d) : std::string("a non-number")) +
+               ", outside [0, 1e15]";
+    }
+    return "";
+  };
+  const llvm::json::Array *ms = co.getArray("micro_batches");
+  if (!ms || ms->empty())
+    return "'micro_batches' must be a non-empty array";
+  int64_t last = 0;
+  for (const llvm::json::Value &v : *ms) {
+    std::optional<int64_t> m = v.getAsInteger();
+    if (!m || *m <= last)
+      return "'micro_batches' must be increasing positive integers (run "
+             "varuna-calibrate again)";
+    last = *m;
+  }
+  const llvm::json::Array *cs = co.getArray("sections");
+  for (size_t k = 0; cs && k < cs->size() && k < numSections; ++k) {
+    const llvm::json::Object *c = (*cs)[k].getAsObject();
+    if (!c)
+      return "sections[" + std::to_string(k) + "] is not an object";
+    for (auto [key, optional] :
+         {std::pair<const char *, bool>{"forward_seconds", false},
+          {"backward_seconds", false},
+          {"peak_bytes", false},
+          {"weight_seconds", true},
+          {"input_seconds", true}}) {
+      if (const llvm::json::Array *a = c->getArray(key);
+          optional && a && a->empty())
+        continue; // measured only for zb
+      if (std::string why = series(c, key, ms->size(), optional); !why.empty())
+        return "sections[" + std::to_string(k) + "]: " + why;
+    }
+    if (const llvm::json::Value *o = c->get("optimizer_seconds")) {
+      std::optional<double> d = o->getAsNumber();
+      if (!d || !std::isfinite(*d) || *d < 0)
+        return "sections[" + std::to_string(k) +
+               "]: 'optimizer_seconds' must be a finite non-negative number";
+    }
+  }
+  for (const char *comm : {"send", "allreduce", "allreduce_concurrent"}) {
+    const llvm::json::Value *v = co.get(comm);
+    if (!v)
+      continue;
+    const llvm::json::Object *o = v->getAsObject();
+    if (!o)
+      return "'" + std::string(comm) + "' is not an object";
+    const llvm::json::Array *b = o->getArray("bytes");
+    for (const char *key : {"bytes", "seconds"})
+      if (std::string why = series(o, key, b ? b->size() : 0, false);
+          !why.empty())
+        return std::string(comm) + ": " + why;
+    if (std::string why = series(o, "cpu_seconds", b->size(), true);
+        !why.empty())
+      return std::string(comm) + ": " + why;
+  }
+  return "";
+}
+
 int main(int argc, char **argv) {
   varuna::ToolInit init(argc, argv);
   cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
@@ -219,8 +307,17 @@ int main(int argc, char **argv) {
     return fail("'" + path + "' has no sections");
 
   PlanInput in;
-  if (flopRate <= 0 || linkGbps <= 0 || latencyUs < 0)
+  if (!(flopRate > 0) || !(linkGbps > 0))
     return fail("--flops-per-second and --link-gbps must be positive");
+  if (!(latencyUs >= 0))
+    return fail("--latency-us must not be negative, not " +
+                numberText(latencyUs));
+  if (!(memory >= 0))
+    return fail("--memory must be a number of bytes (0: any), not " +
+                numberText(memory));
+  if (batch.getNumOccurrences() && (batch < 1 || batch > (int64_t(1) << 40)))
+    return fail("--batch must be in [1, 2^40] examples, not " +
+                llvm::Twine(batch));
   // Measured costs, when there are any.
   std::string calPath = calibrationPath;
   if (calPath.empty()) {
@@ -244,7 +341,21 @@ int main(int argc, char **argv) {
     if (!cs || cs->size() != secs->size())
       return fail("'" + calPath + "' has " +
                   llvm::Twine(cs ? cs->size() : 0) + " sections, the job " +
-                  llvm::Twine(secs->size()) + ": re-run varuna-calibrate");
+                  llvm::Twine(secs->size()) +
+                  ": it was measured on another job (or the job was "
+                  "compiled again since): run varuna-calibrate on this one");
+    if (std::string why = calibrationProblem(*co, secs->size()); !why.empty())
+      return fail("'" + calPath + "': " + why);
+    // Calibrations since the job's digest was recorded: of this job?
+    if (std::optional<llvm::StringRef> digest = co->getString("job_digest")) {
+      llvm::SmallString<256> ir(jobDir);
+      llvm::sys::path::append(ir, "job.mlir");
+      std::string mine = varuna::jobFileDigest(ir);
+      if (!mine.empty() && *digest != mine)
+        return fail("'" + calPath + "' was measured on another job (job.mlir "
+                    "digest " + *digest + ", this job's " + mine +
+                    "): run varuna-calibrate on this one");
+    }
     cal = std::move(*parsed);
   }
   for (const llvm::json::Value &v : *secs) {
@@ -330,6 +441,12 @@ int main(int argc, char **argv) {
   if (sharedCores < 0)
     return fail("--shared-cores must not be negative");
   in.sharedCores = sharedCores;
+  if (scheduleLatency.getNumOccurrences() &&
+      (scheduleLatency < 0 ||
+       scheduleLatency > varuna::plan::kMaxPlannedLatency))
+    return fail("--schedule-latency must be in [0, " +
+                llvm::Twine(varuna::plan::kMaxPlannedLatency) +
+                "] forward times, not " + llvm::Twine(scheduleLatency));
   in.scheduleLatency = scheduleLatency;
   if (!(bucketMB > 0))
     return fail("--bucket-mb must be positive");

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
@@ -37,7 +38,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/xxhash.h"
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -611,8 +611,12 @@ int main(int argc, char **argv) {
   pipeline.replicas = replicas;
   pipeline.schedule = *scheduleKind;
   pipeline.deviate = !strictSchedule;
-  if (scheduleLatency < 0)
-    return fail("--schedule-latency must be non-negative");
+  if (scheduleLatency < 0 ||
+      scheduleLatency > varuna::plan::kMaxPlannedLatency)
+    return fail("--schedule-latency must be in [0, " +
+                llvm::Twine(varuna::plan::kMaxPlannedLatency) +
+                "] forward times, not " + llvm::Twine(scheduleLatency) +
+                (planPath.empty() ? "" : " (from the plan '" + planPath + "'?)"));
   pipeline.timing.latency = scheduleLatency;
   pipeline.timing.splitCostPercent = splitCostPercent;
   if (!(bucketMB > 0))
@@ -673,9 +677,7 @@ int main(int argc, char **argv) {
     // before, ranks given other learning rates trained apart silently, and
     // other step counts failed later as a lost peer (runtime/Agreement.h).
     // Paths may differ between hosts; what they hold may not.
-    auto ir = llvm::MemoryBuffer::getFile(irPath);
-    std::string jobDigest =
-        ir ? llvm::utohexstr(llvm::xxHash64((*ir)->getBuffer())) : "?";
+    std::string jobDigest = varuna::jobFileDigest(irPath);
     std::string configText;
     llvm::raw_string_ostream(configText) << config.toJSON();
     auto number = [](auto v) {

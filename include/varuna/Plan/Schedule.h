@@ -234,6 +234,12 @@ private:
 /// Bounds checked by schedule().
 constexpr int64_t kMaxStageMicroBatches = int64_t(1) << 20;
 constexpr int64_t kMaxTicks = int64_t(1) << 31;
+/// The largest message latency, in forward times, the tools plan Varuna's
+/// static order for (--schedule-latency, a plan's schedule_latency): the
+/// schedule's memory grows with it (6 GB at 1e9), and past the micro-batch
+/// count more latency no longer changes the order (the planner's own
+/// choice stops there).
+constexpr int64_t kMaxPlannedLatency = 10000;
 
 /// The static schedule of `kind` for P = numStages, Nm = numMicroBatches.
 ScheduleResult schedule(ScheduleKind kind, int numStages, int numMicroBatches,
