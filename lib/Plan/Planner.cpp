@@ -279,7 +279,50 @@ PlanResult planSweep(const PlanInput &in) {
       res.skipped.push_back(tag + error);
       continue;
     }
+    // Fewer replicas can be faster: each all-reduce's ring grows with D
+    // while the compute it saves shrinks (tiny sections, a huge batch).
+    // Without this, more devices could predict a slower best plan. A
+    // closed-form estimate -- the pipeline as (Nm + P - 1) of its slowest
+    // stage's F + R + B, plus the slowest stage's all-reduce and the
+    // step's sync -- over every D <= floor(G / P) picks at most one more D
+    // to simulate.
+    auto estimate = [&](const SimulationConfig &x) {
+      double slowest = 0, reduce = 0;
+      for (const StageCost &st : x.stages)
+        slowest = std::max(slowest, st.forward + st.backward +
+                                        (st.recompute < 0 ? st.forward
+                                                          : st.recompute));
+      for (double a : x.allreduceSeconds)
+        reduce = std::max(reduce, a);
+      return (x.numMicroBatches + P - 1) * slowest + reduce + x.syncSeconds;
+    };
+    int bestD = D;
+    double best = estimate(c);
+    for (int d = D - 1; d >= 1; --d) {
+      std::string e;
+      SimulationConfig x = configFor(in, P, d, e);
+      if (e.empty() && estimate(x) < best) {
+        best = estimate(x);
+        bestD = d;
+      }
+    }
     todo.push_back({P, D, std::move(c), {}});
+    if (bestD != D) {
+      // The estimate's choice and its neighbours a factor 1.5 away (the
+      // estimate is rough), each simulated.
+      std::vector<int> more = {bestD, int(std::lround(bestD * 1.5)),
+                               int(std::lround(bestD / 1.5))};
+      std::sort(more.begin(), more.end());
+      more.erase(std::unique(more.begin(), more.end()), more.end());
+      for (int d : more) {
+        if (d < 1 || d >= D)
+          continue;
+        std::string e;
+        SimulationConfig x = configFor(in, P, d, e);
+        if (e.empty())
+          todo.push_back({P, d, std::move(x), {}});
+      }
+    }
   }
   // Largest first, so one long simulation does not start last.
   std::vector<size_t> byCost(todo.size());
