@@ -129,7 +129,7 @@ static cl::opt<bool>
            cl::desc("Continue from the newest complete checkpoint"),
            cl::cat(toolOptions));
 static cl::opt<uint64_t> seed("seed", cl::init(0),
-                              cl::desc("Seed of dropout / random ops"),
+                              cl::desc("Seed of dropout / random ops and of --synthetic data"),
                               cl::cat(toolOptions));
 
 static cl::opt<std::string> engine(
@@ -517,6 +517,17 @@ int main(int argc, char **argv) {
   options.evalEvery = evalEvery;
   options.evalBatches = evalBatches;
   options.tracePath = tracePath;
+  if (!tracePath.empty()) {
+    // Written after the last step: a directory that cannot take it is
+    // said now, not after the whole run.
+    llvm::StringRef dir = llvm::sys::path::parent_path(tracePath);
+    if (dir.empty())
+      dir = ".";
+    if (!llvm::sys::fs::is_directory(dir) ||
+        llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))
+      return fail("cannot write the trace '" + tracePath + "': '" + dir +
+                  "' is not a writable directory");
+  }
   if (engine == "generated") {
     llvm::SmallString<256> lib(jobDir);
     llvm::sys::path::append(lib, "libstages.so");

@@ -185,7 +185,7 @@ std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
                   it->second + "; this one has --seed " +
                   std::to_string(run.seed) +
                   ": dropout and other random ops draw differently from "
-                  "here on");
+                  "here on (and --synthetic data holds other examples)");
   return out;
 }
 
