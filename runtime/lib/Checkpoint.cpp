@@ -11,6 +11,8 @@
 
 #include "varuna/runtime/Checkpoint.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -491,10 +493,26 @@ std::string verifyCheckpoint(const std::string &stepDir, int64_t step,
   uint32_t manifestCrc = crc32Of(manifestBytes->data(), manifestBytes->size());
   std::string markerText(marker->begin(), marker->end());
   if (markerText != completeMarkerText(step, manifestCrc)) {
-    std::string want = completeMarkerText(step, manifestCrc);
-    want.pop_back();
+    // Say which side is wrong: a marker that is not one, one of another
+    // step (a renamed or copied directory), or a manifest changed since.
+    std::string prefix = std::string(kFormat) + " step=";
+    long long markedStep = -1;
+    unsigned markedCrc = 0;
+    int used = 0;
+    if (markerText.rfind(prefix, 0) != 0 ||
+        std::sscanf(markerText.c_str() + prefix.size(),
+                    "%lld manifest-crc32=%8x%n", &markedStep, &markedCrc,
+                    &used) != 2)
+      return std::string(kComplete) + " marker is not one (it holds " +
+             std::to_string(marker->size()) + " bytes not of the form \"" +
+             prefix + "N manifest-crc32=X\")";
+    if (markedStep != step)
+      return std::string(kComplete) + " marker is for step " +
+             std::to_string(markedStep) + ", the directory for step " +
+             std::to_string(step) + " (renamed or copied?)";
     return std::string(kManifest) + " does not match the " + kComplete +
-           " marker (expected \"" + want + "\"): manifest corrupt or replaced";
+           " marker (its CRC-32 is " + hex32(manifestCrc) + ", the marker's " +
+           hex32(markedCrc) + "): manifest corrupt or replaced";
   }
   CheckpointManifest manifest;
   err = parseManifest(*manifestBytes, join(stepDir, kManifest), &manifest);
