@@ -33,6 +33,7 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -296,34 +297,68 @@ int main(int argc, char **argv) {
     if (!buf)
       return fail("cannot read the plan '" + planPath + "'");
     auto plan = llvm::json::parse((*buf)->getBuffer());
-    const llvm::json::Object *o = plan ? plan->getAsObject() : nullptr;
     if (!plan)
-      llvm::consumeError(plan.takeError());
+      return fail("the plan '" + planPath +
+                  "' is not JSON: " + llvm::toString(plan.takeError()));
+    const llvm::json::Object *o = plan->getAsObject();
+    if (!o)
+      return fail("the plan '" + planPath + "' is not a JSON object");
     auto field = [&](const char *key) -> std::optional<int64_t> {
-      return o ? o->getInteger(key) : std::nullopt;
+      return o->getInteger(key);
     };
-    auto schedule = o ? o->getString("schedule") : std::nullopt;
-    if (!field("stages") || !field("replicas") || !field("micro_batch") ||
-        !schedule)
-      return fail("'" + planPath + "' is not a varuna-plan plan (it needs "
-                  "stages, replicas, micro_batch and schedule)");
-    auto take = [&](auto &opt, auto value) {
-      if (opt.getNumOccurrences() && opt != value)
+    // Each field a plan needs, of its type and range, named when it is not.
+    for (const char *key : {"stages", "replicas", "micro_batch"})
+      if (!field(key) || *field(key) < 1)
+        return fail("the plan '" + planPath + "': '" + key +
+                    "' must be a positive integer" +
+                    (o->get(key) ? "" : " (it is missing)") +
+                    ": write plans with varuna-plan -o");
+    auto schedule = o->getString("schedule");
+    if (!schedule)
+      return fail("the plan '" + planPath +
+                  "': 'schedule' must be a schedule's name: write plans "
+                  "with varuna-plan -o");
+    for (const char *key : {"batch", "schedule_latency"})
+      if (o->get(key) && (!field(key) || *field(key) < 0))
+        return fail("the plan '" + planPath + "': '" + key +
+                    "' must be a non-negative integer");
+    // The command line may repeat a plan's value, not contradict it.
+    std::string clash;
+    auto take = [&](auto &opt, auto value, const char *key) {
+      if (opt.getNumOccurrences() && opt != value) {
+        if (clash.empty()) {
+          auto text = [](const auto &v) {
+            std::string t;
+            if constexpr (std::is_floating_point_v<std::decay_t<decltype(v)>>)
+              llvm::raw_string_ostream(t) << llvm::format("%g", v);
+            else
+              llvm::raw_string_ostream(t) << v;
+            return t;
+          };
+          std::string given = text(opt.getValue()), planned = text(value);
+          clash = "--" + opt.ArgStr.str() + " " + given +
+                  " contradicts the plan '" + planPath + "', whose " + key +
+                  " is " + planned + " (leave the option out, or plan again)";
+        }
         return false;
+      }
       opt = value;
       return true;
     };
-    if (!take(stages, *field("stages")) ||
-        !take(replicas, *field("replicas")) ||
-        !take(microBatch, *field("micro_batch")) ||
-        !take(scheduleName, schedule->str()) ||
-        !take(scheduleLatency, field("schedule_latency").value_or(0)) ||
-        !take(bucketMB, o->getNumber("bucket_mb").value_or(bucketMB)) ||
-        !take(messagePrecision,
-              o->getString("message_precision")
-                  .value_or(llvm::StringRef(messagePrecision))
-                  .str()))
-      return fail("the command line contradicts the plan '" + planPath + "'");
+    take(stages, *field("stages"), "stages");
+    take(replicas, *field("replicas"), "replicas");
+    take(microBatch, *field("micro_batch"), "micro_batch");
+    take(scheduleName, schedule->str(), "schedule");
+    take(scheduleLatency, field("schedule_latency").value_or(0),
+         "schedule_latency");
+    take(bucketMB, o->getNumber("bucket_mb").value_or(bucketMB), "bucket_mb");
+    take(messagePrecision,
+         o->getString("message_precision")
+             .value_or(llvm::StringRef(messagePrecision))
+             .str(),
+         "message_precision");
+    if (!clash.empty())
+      return fail(clash);
     // What it was planned for (plans written since these were recorded):
     // another batch or job still runs, but not as planned.
     if (auto planned = field("batch")) {
@@ -464,6 +499,12 @@ int main(int argc, char **argv) {
   if (!job)
     return fail("cannot parse '" + irPath + "'");
 
+  if (checkpointEvery < 0)
+    return fail("--checkpoint-every must not be negative, not " +
+                llvm::Twine(checkpointEvery));
+  if (vocab < 1)
+    return fail("--synthetic-vocab must be at least 1, not " +
+                llvm::Twine(vocab));
   auto specs = varuna::graphInputSpecs(*job);
   if (mlir::failed(specs))
     return 1;
