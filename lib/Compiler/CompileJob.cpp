@@ -120,9 +120,13 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
   TrainingConfig config;
   if (!options.configPath.empty()) {
     auto loaded = loadTrainingConfig(options.configPath);
-    if (!loaded)
-      return emitError(UnknownLoc::get(ctx))
-             << llvm::toString(loaded.takeError());
+    if (!loaded) {
+      // At the file ("train.json:0:0: error: ..."), not "<unknown>:0:".
+      std::string msg = llvm::toString(loaded.takeError());
+      StringRef text(msg);
+      text.consume_front(options.configPath + ": ");
+      return emitError(fileLoc(ctx, options.configPath)) << text;
+    }
     config = *loaded;
   }
   if (options.stages < 0)

@@ -51,10 +51,10 @@ static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
                                    cl::desc("<JOBDIR from varuna-compile>"),
                                    cl::cat(toolOptions));
 static cl::opt<int64_t> stages("stages", cl::init(1),
-                               cl::desc("Pipeline depth P"),
+                               cl::desc("Pipeline depth P (default 1)"),
                                cl::cat(toolOptions));
 static cl::opt<int64_t> replicas("replicas", cl::init(1),
-                                 cl::desc("Data-parallel width D"),
+                                 cl::desc("Data-parallel width D (default 1)"),
                                  cl::cat(toolOptions));
 static cl::opt<int64_t>
     batch("batch", cl::init(0),
@@ -123,14 +123,16 @@ static cl::opt<int64_t> evalBatches(
              "--eval-data holds, at least one)"),
     cl::cat(toolOptions));
 static cl::opt<int64_t> checkpointEvery("checkpoint-every", cl::init(0),
-                                        cl::desc("Checkpoint every K steps"),
+                                        cl::desc("Checkpoint every K steps (default 0: after "
+                                                 "the last step only)"),
                                         cl::cat(toolOptions));
 static cl::opt<bool>
     resume("resume", cl::init(false),
            cl::desc("Continue from the newest complete checkpoint"),
            cl::cat(toolOptions));
 static cl::opt<uint64_t> seed("seed", cl::init(0),
-                              cl::desc("Seed of dropout / random ops and of --synthetic data"),
+                              cl::desc("Seed of dropout / random ops and of --synthetic "
+                                       "data (default 0)"),
                               cl::cat(toolOptions));
 
 static cl::opt<std::string> engine(
@@ -142,12 +144,13 @@ static cl::opt<std::string> engine(
 
 static cl::opt<std::string> scheduleName(
     "schedule", cl::init("varuna"),
-    cl::desc("Pipeline schedule: varuna, gpipe, 1f1b or zb (zero-bubble)"),
+    cl::desc("Pipeline schedule: varuna (the default), gpipe, 1f1b or zb "
+             "(zero-bubble)"),
     cl::cat(toolOptions));
 static cl::opt<double> timeoutSeconds(
     "timeout", cl::init(300),
     cl::desc("Seconds any rendezvous, send, receive or all-reduce may wait "
-             "before the rank gives up"),
+             "before the rank gives up (default 300)"),
     cl::cat(toolOptions));
 
 static cl::opt<std::string>
