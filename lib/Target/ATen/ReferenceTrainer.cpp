@@ -186,20 +186,22 @@ static Operation *batchNumbering(func::FuncOp graph) {
       Value v = work.pop_back_val();
       for (OpOperand &use : v.getUses()) {
         Operation *user = use.getOwner();
-        if (auto g = llvm::dyn_cast<GatherOp>(user))
-          if (use.get() == g.getIndices() && v != g.getInput()) {
-            if (indexesExamples(g.getInput(), g.getAxis()))
-              continue;
-            found = arange;
-            break;
-          }
-        if (auto g = llvm::dyn_cast<GatherElementsOp>(user))
-          if (use.get() == g.getIndices() && v != g.getInput()) {
-            if (indexesExamples(g.getInput(), g.getAxis()))
-              continue;
-            found = arange;
-            break;
-          }
+        // As a gather's (or gather_elements') indices: whether they index
+        // the examples.
+        auto asIndices = [&](auto g) -> std::optional<bool> {
+          if (!g || use.get() != g.getIndices() || v == g.getInput())
+            return std::nullopt;
+          return indexesExamples(g.getInput(), g.getAxis());
+        };
+        std::optional<bool> index = asIndices(llvm::dyn_cast<GatherOp>(user));
+        if (!index)
+          index = asIndices(llvm::dyn_cast<GatherElementsOp>(user));
+        if (index && *index)
+          continue;
+        if (index) {
+          found = arange;
+          break;
+        }
         if (user->hasTrait<OpTrait::IsTerminator>()) {
           found = arange;
           break;

@@ -97,6 +97,16 @@ def free_port():
     return port
 
 
+def squatter(rank):
+    """A socket listening on a free port that never answers, and the
+    environment of rank `rank` of 2 whose MASTER_PORT it holds."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    return s, dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1]),
+                   WORLD_SIZE="2", RANK=str(rank))
+
+
 def children(pid):
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
     return [int(p) for p in out.stdout.split()]
@@ -217,11 +227,7 @@ elif scenario == "no-peer":
     if r.returncode != 1 or "rendezvous" not in r.stderr or "timeout 2 s" not in r.stderr:
         fail("expected exit 1 and a rendezvous error naming the timeout")
 elif scenario == "port-in-use":
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(1)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1]),
-               WORLD_SIZE="2", RANK="0")
+    s, env = squatter(rank=0)
     r = subprocess.run(run + ["--steps", "1", "--timeout", "2"], env=env,
                        capture_output=True, text=True, timeout=60)
     print(f"rank 0 exited {r.returncode}")
@@ -230,11 +236,7 @@ elif scenario == "port-in-use":
         fail("expected exit 1 and a rendezvous error naming the address")
 elif scenario == "silent-store":
     # Something on MASTER_PORT accepts connections and never answers.
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen(8)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(s.getsockname()[1]),
-               WORLD_SIZE="2", RANK="1")
+    s, env = squatter(rank=1)
     t = time.time()
     try:
         r = subprocess.run(run + ["--steps", "1", "--timeout", "2"], env=env,
