@@ -61,12 +61,17 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     error = "the job has no partition into " + std::to_string(P) + " stages";
     return c;
   }
-  if (D < 1 || in.microBatch < 1 || in.globalBatch % in.microBatch ||
-      in.globalBatch / in.microBatch < D) {
+  if (D < 1 || in.microBatch < 1 || in.globalBatch % in.microBatch) {
     error = "the batch " + std::to_string(in.globalBatch) +
             " is not a multiple of the micro-batch " +
-            std::to_string(in.microBatch) + " with one for each of " +
-            std::to_string(D) + " replicas";
+            std::to_string(in.microBatch);
+    return c;
+  }
+  if (in.globalBatch / in.microBatch < D) {
+    error = "the batch " + std::to_string(in.globalBatch) + " has " +
+            std::to_string(in.globalBatch / in.microBatch) +
+            " micro-batches of " + std::to_string(in.microBatch) +
+            ", fewer than the " + std::to_string(D) + " replicas";
     return c;
   }
   const std::vector<int64_t> &b = it->second;

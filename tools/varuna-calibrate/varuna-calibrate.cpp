@@ -531,6 +531,13 @@ int main(int argc, char **argv) {
     llvm::SmallString<256> abs(lib);
     llvm::sys::fs::make_absolute(abs);
     options.stageLibrary = abs.str().str();
+  } else if (!std::getenv("RANK")) {
+    // What is timed is not what varuna-run will run (it refuses the job
+    // without --engine reference): say so once, in the calibration too.
+    llvm::errs() << "varuna-calibrate: warning: '" << lib
+                 << "' does not exist (a job compiled with --no-build): "
+                    "timing the reference engine, which varuna-run uses "
+                    "only with --engine reference\n";
   }
   auto t0 = std::chrono::steady_clock::now();
   int processes = concurrent > 0 ? concurrent.getValue() : int(cores());

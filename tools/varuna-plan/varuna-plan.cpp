@@ -564,6 +564,12 @@ int main(int argc, char **argv) {
   std::vector<int64_t> sizes;
   if (microBatch > 0) {
     sizes = {microBatch};
+    if (cal && (microBatch > ms.back() || microBatch < ms.front()))
+      llvm::outs() << "micro-batch " << microBatch
+                   << ": outside the measured sizes (" << int64_t(ms.front())
+                   << " to " << int64_t(ms.back())
+                   << "), its costs extrapolated from the nearest two "
+                      "(varuna-calibrate --micro-batches measures it)\n";
   } else if (cal) {
     std::vector<MicroBatchTime> times;
     llvm::outs() << "seconds per example by micro-batch size:";
@@ -600,6 +606,17 @@ int main(int argc, char **argv) {
     costsAt(m);
   };
   useSize(sizes.front());
+
+  // Options that do nothing in this mode: said, not silently ignored.
+  auto unused = [](const char *what) {
+    llvm::errs() << "varuna-plan: warning: " << what << "\n";
+  };
+  if (!simulateOne && !timeline.empty())
+    unused("--timeline is written only with --simulate");
+  if (simulateOne && !output.empty())
+    unused("-o writes the chosen plan of a sweep, not with --simulate");
+  if (simulateOne && memory > 0)
+    unused("--memory limits a sweep's choice, not --simulate");
 
   if (simulateOne) {
     std::string error;

@@ -39,6 +39,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -540,6 +541,13 @@ int main(int argc, char **argv) {
     return fail("--eval-every and --eval-batches must not be negative");
   if ((evalEvery > 0 || evalBatches > 0) && evalDataDir.empty())
     return fail("--eval-every and --eval-batches need --eval-data");
+  if (evalData && evalBatches * batch > evalData->numSamples() &&
+      speaksForTheRun())
+    llvm::errs() << "varuna-run: warning: --eval-batches " << evalBatches
+                 << " of --batch " << batch << " needs "
+                 << evalBatches * batch << " examples, the validation data '"
+                 << evalDataDir << "' holds " << evalData->numSamples()
+                 << ": some are counted more than once\n";
 
   if (!dumpParams.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpParams))
@@ -623,13 +631,24 @@ int main(int argc, char **argv) {
   auto print = [&](const varuna::StepMetrics &m) {
     if (tty)
       std::printf("\r\033[K");
-    std::printf("step %lld  loss %.6f  %.1f examples/s  %.3f s\n",
-                static_cast<long long>(m.step), m.loss, m.examplesPerSecond,
-                m.seconds);
+    // One spelling of a non-finite loss ("nan", "inf", "-inf"), whatever
+    // the sign bit of a NaN.
+    auto lossText = [](double v) {
+      if (std::isnan(v))
+        return std::string("nan");
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6f", v);
+      return std::string(buf);
+    };
+    std::printf("step %lld  loss %s  %.1f examples/s  %.3f s\n",
+                static_cast<long long>(m.step), lossText(m.loss).c_str(),
+                m.examplesPerSecond, m.seconds);
     if (m.evalLoss)
-      std::printf("validation after step %lld  loss %.6f  (%lld batches)\n",
-                  static_cast<long long>(m.step), *m.evalLoss,
-                  static_cast<long long>(m.evalBatches));
+      std::printf("validation after step %lld  loss %s  (%lld batch%s)\n",
+                  static_cast<long long>(m.step),
+                  lossText(*m.evalLoss).c_str(),
+                  static_cast<long long>(m.evalBatches),
+                  m.evalBatches == 1 ? "" : "es");
     if (tty && steps > 0) {
       elapsed += m.seconds;
       int64_t done = m.step + 1;
