@@ -121,12 +121,19 @@ def load_into(model, path, strict=True):
     `lm_head.weight` is `wte.weight`: loaded with it) and buffers training
     never changes (attention masks; running statistics are in the
     checkpoint), which keep their values. With strict, either list being
-    non-empty is a ValueError naming them (nothing is loaded)."""
-    state = load(path)
+    non-empty is a ValueError naming them (nothing is loaded). Frozen
+    parameters (requires_grad=False: a distillation teacher) come from the
+    checkpoint's `frozen/` tensors; its other constants (an exported
+    graph's masks) are not expected to be the model's."""
+    everything = load(path, frozen=True)
+    known = set(model.state_dict(keep_vars=True))
+    state = {n: t for n, t in everything.items() if not n.startswith("frozen/")}
+    for n, t in everything.items():
+        if n.startswith("frozen/") and n[len("frozen/"):] in known:
+            state.setdefault(n[len("frozen/"):], t)
     params = dict(model.named_parameters(remove_duplicate=False))
     loaded = {id(params[n]) for n in state if n in params}
     missing = sorted(n for n, p in params.items() if n not in state and id(p) not in loaded)
-    known = set(model.state_dict(keep_vars=True))
     unexpected = sorted(n for n in state if n not in known)
     if strict and (missing or unexpected):
         raise ValueError(
