@@ -291,7 +291,8 @@ def _gradient_cut_warnings(watch, fmt, model=None):
     if watch.data:
         out.append(
             f"the forward reads .data of a value that needs gradients (first at "
-            f"{watch.data[0]}): the tracer records it as a constant of the example batch; "
+            f"{watch.data[0]}): the tracer records it as a constant (of the exported "
+            "weights, or of the example batch), which training never updates; "
             "use .detach() instead")
     if watch.detach and fmt == "onnx":
         out.append(

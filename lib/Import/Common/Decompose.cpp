@@ -282,18 +282,31 @@ FailureOr<Value> Decomposer::variance(Value x, ArrayRef<int64_t> axes,
                                       bool sqrtOf) {
   auto t = x.getType().cast<VTensorType>();
   int64_t count = 1;
+  bool overExamples = false;
   for (int64_t a : axes) {
-    if (!t.getDim(a).isStatic())
-      return emitError(loc) << "variance over the batch-dependent dimension "
-                            << a << " (size " << t.getDim(a).str()
-                            << ") is not supported",
-             failure();
-    count *= t.getDim(a).constant;
+    overExamples |= !t.getDim(a).isStatic();
+    if (t.getDim(a).isStatic())
+      count *= t.getDim(a).constant;
   }
   auto mean = reduce(ReduceKind::mean, x, axes, true);
   auto d = failed(mean) ? mean : make<SubOp>({x, *mean});
   auto sq = failed(d) ? d : make<MulOp>({*d, *d});
   auto s = failed(sq) ? sq : reduce(ReduceKind::sum, *sq, axes, keepdim);
+  if (overExamples) {
+    // Over the examples (a std of per-example losses): the count is the
+    // micro-batch's, summed from ones at run time -- a statistic of the
+    // micro-batch, which varuna-run warns about where it matters.
+    Type et = t.getElementType();
+    auto zero = failed(s) ? s : times(x, 0.0);
+    auto ones = failed(zero) ? zero : make<AddOp>({*zero, scalar(1.0, et)});
+    auto n = failed(ones) ? ones
+                          : reduce(ReduceKind::sum, *ones, axes, keepdim);
+    auto denom = failed(n) || correction == 0
+                     ? n
+                     : make<SubOp>({*n, scalar(correction, et)});
+    auto v = failed(denom) ? denom : make<DivOp>({*s, *denom});
+    return failed(v) || !sqrtOf ? v : unary(UnaryKind::sqrt, *v);
+  }
   double n = static_cast<double>(count) - correction;
   // torch: a non-positive divisor gives inf / nan.
   auto v = failed(s) ? s
@@ -1600,10 +1613,13 @@ FailureOr<std::pair<Value, Value>> Decomposer::topK(Value x, int64_t axis,
                            << ": the dimension must exist and not depend on "
                               "the batch size";
     if (axis >= 0 && axis < rank)
-      d << " (sorting across the examples, as a mixture of experts that "
-           "groups tokens by expert does, makes groups of data-dependent "
-           "size; compute each token's experts with static shapes instead, "
-           "e.g. transformers' experts_implementation=\"batched_mm\")";
+      d << " (sorting across the examples picks some of them by value -- "
+           "hard-example mining, a top-k of per-example losses -- which a "
+           "micro-batch could do only among its own examples; weigh every "
+           "example instead, e.g. a focal loss. A mixture of experts that "
+           "groups tokens by expert sorts them too: compute each token's "
+           "experts with static shapes, e.g. transformers' "
+           "experts_implementation=\"batched_mm\")";
     return fail();
   }
   int64_t n = t.getDim(axis).constant;

@@ -42,7 +42,10 @@ FailureOr<Value> TSImporter::asTensor(const TSValue &v, Type like,
     if (!v.i.isStatic())
       return error(n, loc) << "the batch-dependent size " << v.i.str()
                            << " is used as a tensor value; only shapes may "
-                              "depend on the batch size",
+                              "depend on the batch size (each micro-batch "
+                              "has its own; a mean times the batch size is "
+                              "a sum: write .sum(), and a division by "
+                              "x.shape[0] is taken as a mean)",
              failure();
     return scalarConstant(static_cast<double>(v.i.constant),
                           like ? like : b().getI64Type(), loc);

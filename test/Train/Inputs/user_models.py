@@ -2109,3 +2109,21 @@ class BatchPick(nn.Module):
 
 def batch_pick():
     return BatchPick(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
+
+
+class BatchStd(nn.Module):
+    """A variance-regularized loss: the mean of the per-example losses plus
+    their standard deviation over the batch (unbiased, as torch's std)."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.head = nn.Linear(D, C)
+
+    def forward(self, ids, labels):
+        per = F.cross_entropy(self.head(self.emb(ids)).transpose(1, 2), labels,
+                              reduction="none").mean(1)   # [B]
+        return per.mean() + 0.5 * per.std()
+
+
+def batch_std():
+    return BatchStd(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
