@@ -136,11 +136,21 @@ LogicalResult TSImporter::hView(Node *n, Location loc) {
   auto [known, inferred] = *prod;
   if (inferred >= 0) {
     auto q = tensorType(*x).getNumElements().divExact(known);
-    if (!q)
-      return error(n, loc) << "cannot infer the -1 dimension: "
-                           << tensorType(*x).getNumElements().str()
-                           << " elements are not divisible by "
-                           << known.str();
+    if (!q) {
+      InFlightDiagnostic d = error(n, loc)
+                             << "cannot infer the -1 dimension: "
+                             << tensorType(*x).getNumElements().str()
+                             << " elements are not divisible by "
+                             << known.str();
+      // B*8 into rows of 16: rows would hold parts of several examples
+      // (consecutive examples as pairs), which micro-batches cannot split.
+      if (!tensorType(*x).getNumElements().isStatic() && known.isStatic())
+        d << " (the reshape would put elements of several examples into "
+             "one row, e.g. pairing consecutive examples: each example must "
+             "stay whole in the batch dimension, so group the examples "
+             "before the model, in the data)";
+      return failure();
+    }
     dims[inferred] = *q;
   }
   return bindResult(n, reshape(*x, dims, loc));

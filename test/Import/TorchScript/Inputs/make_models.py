@@ -29,6 +29,7 @@ perbatch.pt     divides something other than a sum by x.shape[0]
 channeldrop.pt  Dropout2d in training (whole channels dropped)
 longsort.pt     sorts 2000 elements (over the quadratic selection's limit)
 sortbatch.pt    sorts across the examples (an argsort of every token)
+pairs.pt        reshapes consecutive examples into pairs (view(-1, 2, 4))
 packed.pt       a GRU over a sequence packed with constant lengths (not
                 one per example)
 padnototal.pt   pad_packed_sequence without total_length
@@ -229,6 +230,12 @@ class SortBatch(nn.Module):
         return F.cross_entropy(x + order.reshape(x.shape).float(), y)
 
 
+class Pairs(nn.Module):
+    def forward(self, x, y):
+        pairs = x.view(-1, 2, 4)  # consecutive examples as pairs: [B/2, 2, 4]
+        return F.cross_entropy((x + pairs.mean(1).repeat(2, 1)), y)
+
+
 class Packed(nn.Module):
     def __init__(self):
         super().__init__()
@@ -398,6 +405,7 @@ export(ViewWrite(), (x, y), os.path.join(out, "viewwrite.pt"), input_names=["x",
 export(PerBatch(), (x, y), os.path.join(out, "perbatch.pt"), input_names=["x", "y"])
 export(LongSort(), (torch.randn(2, 2000), y), os.path.join(out, "longsort.pt"), input_names=["x", "y"])
 export(SortBatch(), (torch.randn(2, 4), y), os.path.join(out, "sortbatch.pt"), input_names=["x", "y"])
+export(Pairs(), (torch.randn(2, 4), y), os.path.join(out, "pairs.pt"), input_names=["x", "y"])
 export(BagOffsets(), (ids, y), os.path.join(out, "bagoffsets.pt"), input_names=["ids", "y"])
 export(GridMode(), (torch.randn(2, 1, 2, 4), y), os.path.join(out, "gridmode.pt"),
        input_names=["x", "y"])
