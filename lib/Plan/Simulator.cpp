@@ -174,8 +174,10 @@ SimulationResult simulate(const SimulationConfig &c) {
     BusyProfile profile = busyProfile(r.timeline, r.allreduceSpans);
     r = simulateOnce(traced, &profile);
   }
-  if (!c.recordTimeline)
+  if (!c.recordTimeline) {
     r.timeline.clear();
+    r.stepEnd.clear();
+  }
   return r;
 }
 
@@ -495,6 +497,12 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     lastTask = std::max(lastTask, st[s].lastEnd);
   double synced = lastTask + c.syncSeconds;
   std::vector<double> ready(P, synced);
+  auto stepSpan = [&](int s, std::string name, int lane, double a, double b) {
+    if (c.recordTimeline && b > a)
+      res.stepEnd.push_back({s, std::move(name), lane, a, b});
+  };
+  for (int s = 0; s < P; ++s)
+    stepSpan(s, "allreduce loss", 1, st[s].lastEnd, synced);
   for (int s = 0; s < P; ++s) {
     double ar = c.allreduceSeconds.empty() ? 0 : c.allreduceSeconds[s];
     int n = c.allreduceBuckets.empty() ? 1 : std::max(c.allreduceBuckets[s], 1);
@@ -503,6 +511,7 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     double cpu = c.sharedCores > 0 && !c.allreduceCpuSeconds.empty()
                      ? std::min(c.allreduceCpuSeconds[s], ar)
                      : 0;
+    int index = 0;
     auto bucket = [&](double start) {
       double d = ar / n;
       if (cpu > 0 && profile)
@@ -511,6 +520,8 @@ SimulationResult simulateOnce(const SimulationConfig &c,
                                             c.oversubscribedSlowdown);
       if (cpu > 0)
         res.allreduceSpans.push_back({start, start + d});
+      stepSpan(s, "allreduce bucket " + std::to_string(index++), 2, start,
+               start + d);
       return start + d;
     };
     double done = st[s].lastEnd;
@@ -539,13 +550,20 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       }
       start = std::max(start, ready[s]);
     }
-    for (int s : tie.stages)
+    for (int s : tie.stages) {
+      stepSpan(s, "allreduce tie", 1, start, start + tie.seconds);
       ready[s] = start + tie.seconds;
+    }
   }
   double finish = *std::max_element(ready.begin(), ready.end());
-  if (c.normSync)
+  if (c.normSync) {
+    for (int s = 0; s < P; ++s)
+      stepSpan(s, "allreduce norm", 1, finish, finish + c.syncSeconds);
     finish += c.syncSeconds;
+  }
   res.minibatchSeconds = finish + c.optimizerSeconds;
+  for (int s = 0; s < P; ++s)
+    stepSpan(s, "optimizer", 0, finish, res.minibatchSeconds);
   for (int s = 0; s < P; ++s)
     res.busyFraction.push_back(res.minibatchSeconds > 0
                                    ? st[s].busy / res.minibatchSeconds
@@ -564,17 +582,31 @@ std::string timelineJson(const SimulationResult &r, int numStages) {
                   "\"args\": {\"name\": \"stage %d (simulated)\"}},\n",
                   s, s);
     out += buf;
+    // The runtime trace's lanes (runtime/Trace.h).
+    const char *lanes[] = {"compute", "communication", "all-reduce"};
+    for (int l = 0; l < 3; ++l) {
+      std::snprintf(buf, sizeof buf,
+                    "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, "
+                    "\"tid\": %d, \"args\": {\"name\": \"%s\"}},\n",
+                    s, l, lanes[l]);
+      out += buf;
+    }
   }
-  for (size_t i = 0; i < r.timeline.size(); ++i) {
-    const SimSpan &e = r.timeline[i];
+  // Every span: the tasks, then the step's end, comma-separated.
+  size_t total = r.timeline.size() + r.stepEnd.size(), i = 0;
+  auto span = [&](const std::string &name, int stage, int lane, double start,
+                  double end) {
     std::snprintf(buf, sizeof buf,
-                  "{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": 0, "
-                  "\"ts\": %.3f, \"dur\": %.3f}%s\n",
-                  e.task.str().c_str(), e.stage, e.start * 1e6,
-                  (e.end - e.start) * 1e6,
-                  i + 1 < r.timeline.size() ? "," : "");
+                  "{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
+                  "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}%s\n",
+                  name.c_str(), stage, lane, start * 1e6, (end - start) * 1e6,
+                  ++i < total ? "," : "");
     out += buf;
-  }
+  };
+  for (const SimSpan &e : r.timeline)
+    span(e.task.str(), e.stage, 0, e.start, e.end);
+  for (const SimStepSpan &e : r.stepEnd)
+    span(e.name, e.stage, e.lane, e.start, e.end);
   return out + "]}\n";
 }
 

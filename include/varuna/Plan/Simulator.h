@@ -117,6 +117,16 @@ struct SimSpan {
   double start, end;
 };
 
+/// A span of the step's end (the runtime's names: "allreduce bucket J",
+/// "allreduce loss", "allreduce tie", "allreduce norm", "optimizer") on a
+/// stage's lane: 1 communication, 2 all-reduce, 0 compute.
+struct SimStepSpan {
+  int stage;
+  std::string name;
+  int lane;
+  double start, end;
+};
+
 struct SimulationResult {
   std::string error; ///< empty on success
   double minibatchSeconds = 0;
@@ -126,6 +136,7 @@ struct SimulationResult {
                                     ///< at once (the static order's; the
                                     ///< deviation never adds forwards)
   std::vector<SimSpan> timeline;    ///< with recordTimeline
+  std::vector<SimStepSpan> stepEnd; ///< with recordTimeline
   /// With sharedCores: when each stage's all-reduce buckets ran (start,
   /// end), as computing time for the next pass (see simulate()).
   std::vector<std::pair<double, double>> allreduceSpans;
