@@ -71,6 +71,15 @@ JobSummary JobSummary::read(ModuleOp module, StringRef model) {
         if (auto po = module.lookupSymbol<ParamOp>(p))
           sec.paramBytes += po.getTensorType().getSizeInBytes().constant;
       }
+      llvm::StringSet<> stats;
+      s.walk([&](BatchNormOp bn) {
+        for (Value v : {bn.getRunningMean(), bn.getRunningVar()})
+          if (auto get = v ? v.getDefiningOp<GetParamOp>() : GetParamOp())
+            if (stats.insert(get.getName()).second)
+              if (auto po = module.lookupSymbol<ParamOp>(get.getName()))
+                sec.runningStatsBytes +=
+                    po.getTensorType().getSizeInBytes().constant;
+      });
       if (auto c = s->getAttrOfType<CostAttr>("varuna.cost")) {
         sec.flops = c.getFlops();
         sec.backward = c.getBackward();
@@ -152,6 +161,7 @@ std::string varuna::renderManifest(const JobSummary &job,
         {"function", s.function},
         {"parameters", strs(s.parameters)},
         {"param_bytes", s.paramBytes},
+        {"running_stats_bytes", s.runningStatsBytes},
         {"flops_per_example", s.flops.perBatch},
         {"flops_fixed", s.flops.constant},
         {"backward_flops_per_example", s.backward.perBatch},

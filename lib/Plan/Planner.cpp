@@ -101,7 +101,7 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     }
   for (int s = 0; s < P; ++s) {
     StageCost cost;
-    double params = 0, optimizer = 0;
+    double params = 0, optimizer = 0, stats = 0;
     for (int64_t k = b[s]; k < b[s + 1]; ++k) {
       if (k < 0 || k >= static_cast<int64_t>(in.sections.size())) {
         error = "partition boundary " + std::to_string(k) +
@@ -117,6 +117,7 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
       add(cost.weight, in.sections[k].weightSeconds);
       add(cost.input, in.sections[k].inputSeconds);
       params += in.sections[k].paramBytes;
+      stats += in.sections[k].runningStatsBytes;
       optimizer += in.sections[k].optimizerSeconds;
     }
     slowestOptimizer = std::max(slowestOptimizer, optimizer);
@@ -129,6 +130,10 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     c.allreduceSeconds.push_back(
         buckets * allreduceSeconds(in, D, params / buckets,
                                    std::min(K, P), host(s) != host((D - 1) * P + s)));
+    c.runningStatsSeconds.push_back(
+        stats > 0 ? allreduceSeconds(in, D, stats, std::min(K, P),
+                                     host(s) != host((D - 1) * P + s))
+                  : 0);
     if (in.sharedCores > 0 && in.allreduceCpu)
       c.allreduceCpuSeconds.push_back(
           D < 2 ? 0

@@ -539,6 +539,12 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       done = std::max(x.lastEnd, t);
     }
     ready[s] = std::max(ready[s], done);
+    if (s < static_cast<int>(c.runningStatsSeconds.size()) &&
+        c.runningStatsSeconds[s] > 0) {
+      stepSpan(s, "allreduce running stats", 1, ready[s],
+               ready[s] + c.runningStatsSeconds[s]);
+      ready[s] += c.runningStatsSeconds[s];
+    }
   }
   for (const SimulationConfig::TieReduce &tie : c.ties) {
     double start = 0;

@@ -138,6 +138,30 @@ TEST(Simulator, StepEndSyncTiesNorm) {
   EXPECT_EQ(simulate(c).error, "a tie names stage 3 of 3");
 }
 
+// The batch norms' running statistics: averaged after the buckets, before
+// the ties. P=3, Nm=2 as above (stages end at 12, 10, 8), sync 0.5 (ready
+// 12.5 each), stage 2 all-reducing 5 s from its end (8 -> 13): stage 1's
+// statistics 1 s -> 13.5, stage 2's 0.5 s -> 13.5; a tie of stages 1 and 2
+// then [13.5, 14.5]. Recorded as "allreduce running stats" spans.
+TEST(Simulator, RunningStatsAfterBuckets) {
+  SimulationConfig c = unit(ScheduleKind::Varuna, 3, 2, true);
+  c.allreduceSeconds = {0, 0, 5.0};
+  c.syncSeconds = 0.5;
+  c.runningStatsSeconds = {0, 1.0, 0.5};
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 13.5);
+  c.ties = {{{1, 2}, 1.0}};
+  c.recordTimeline = true;
+  SimulationResult r = simulate(c);
+  EXPECT_DOUBLE_EQ(r.minibatchSeconds, 14.5);
+  int stats = 0;
+  for (const SimStepSpan &e : r.stepEnd)
+    if (e.name == "allreduce running stats") {
+      ++stats;
+      EXPECT_DOUBLE_EQ(e.end, 13.5) << e.stage;
+    }
+  EXPECT_EQ(stats, 2);
+}
+
 // Gradient buckets overlap the last backward. P=1, Nm=1: F0 [0,1], B0 [1,3].
 //   1 bucket of 1 s after B0: 4.
 //   2 buckets of 0.5 s, final at 2 and 3: [2,2.5], [3,3.5] -> 3.5.

@@ -56,6 +56,9 @@ struct PlanSection {
   /// W); < 0: unknown (the simulator splits `backward` in half).
   double weightSeconds = -1;
   double inputSeconds = -1;
+  /// Batch norms' running statistics (manifest `running_stats_bytes`),
+  /// averaged over the replicas after each step.
+  double runningStatsBytes = 0;
 };
 
 struct PlanInput {

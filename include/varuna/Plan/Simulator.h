@@ -75,6 +75,9 @@ struct SimulationConfig {
   TimingModel scheduleTiming;           ///< what the static orders assume
   std::vector<double> allreduceSeconds; ///< per stage; empty: none
   std::vector<int> allreduceBuckets;    ///< per stage; empty: 1 each
+  /// Per stage (empty: none): the all-reduce of its batch norms' running
+  /// statistics over the replicas, after its gradient buckets.
+  std::vector<double> runningStatsSeconds;
   /// More ranks than cores (a test machine's case; 0: a device per rank,
   /// the default): the P x replicasSharing ranks share `sharedCores` cores,
   /// the replicas in step. While b stages of the replica compute (a task's

@@ -816,12 +816,28 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // train_oracle.py --micro-batch m --replicas D).
   if (!buffers.empty() && stageGroup->size() > 1) {
     auto span = trace.scope("allreduce running stats", rt::Trace::Comm);
-    std::vector<at::Tensor> values;
+    // One all-reduce per dtype, of them all flattened: one per tensor cost
+    // a round trip each (a CNN's 16 statistics: 10.8 ms per step).
+    std::map<at::ScalarType, std::vector<at::Tensor *>> byType;
     for (auto &[name, t] : buffers)
-      values.push_back(t);
-    stageGroup->allreduceSum(values); // in place
-    for (at::Tensor &t : values)
-      t.div_(double(stageGroup->size()));
+      byType[t.scalar_type()].push_back(&t);
+    std::vector<at::Tensor> flat;
+    for (auto &[type, ts] : byType) {
+      std::vector<at::Tensor> parts;
+      for (at::Tensor *t : ts)
+        parts.push_back(t->reshape({-1}));
+      flat.push_back(at::cat(parts));
+    }
+    stageGroup->allreduceSum(flat); // in place
+    size_t i = 0;
+    for (auto &[type, ts] : byType) {
+      at::Tensor mean = flat[i++].div_(double(stageGroup->size()));
+      int64_t offset = 0;
+      for (at::Tensor *t : ts) {
+        t->copy_(mean.narrow(0, offset, t->numel()).view_as(*t));
+        offset += t->numel();
+      }
+    }
   }
   if (scaler) {
     // Every rank decides alike: skip the step everywhere on any overflow.
