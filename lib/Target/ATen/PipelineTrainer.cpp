@@ -81,6 +81,17 @@ public:
   /// are for its checkpoint file and --dump-params (unreadParams()).
   NamedTensors unread;
   bool additive = false; // lossesAddUp(lossAggregation(job))
+  /// The last stage's backward seed per unit of loss weight: the loss
+  /// scale, and for count-weighted losses 1 / M, so that each example's
+  /// gradient enters the fp16 backward at scale / M as in PyTorch's
+  /// scaler.scale(loss * m / M).backward() (overflow decisions PyTorch's,
+  /// independent of the micro-batch count; before, a micro-batch's backward
+  /// carried Nm times that and skipped steps PyTorch does not). Every rank
+  /// divides its gradients by the step's total times this.
+  double seedScale() const {
+    return (scaler ? scaler->scale() : 1.0) *
+           (additive ? 1.0 : 1.0 / double(options.globalBatch));
+  }
   /// Normalized losses whose mean cross_entropies run on this stage: what
   /// counts their labels, and the step's counts (LossNormalization.h).
   std::optional<LabelCounter> labelCounter;
@@ -635,7 +646,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       std::vector<at::Tensor> received =
           isFirst() ? std::vector<at::Tensor>()
                     : recvValues(kActivation, s, k, prev, inTypes);
-      *countSink = additive      ? double(allMicro)
+      *countSink = additive      ? 1.0
                    : lossDivisor ? lossDivisor->evaluate(inputs, mb)
                                  : double(mb);
       if (lossDivisor && *countSink == 0)
@@ -705,7 +716,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       std::vector<at::Tensor> roots, grads;
       if (isLast()) {
         roots.push_back(l.outputs[*evaluator.getLossIndex()] *
-                        (l.count * (scaler ? scaler->scale() : 1.0)));
+                        (l.count * seedScale()));
       } else {
         std::vector<at::Tensor> g = recvValues(kGradient, s, k, next, outTypes);
         for (auto [o, gi] : llvm::zip(l.outputs, g))
@@ -768,7 +779,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // The loss, what it averages over and (with loss scaling) the ranks whose
   // gradients overflowed, summed over every rank in one all-reduce (while
   // the gradient buckets are in flight: they leave the gradients alone).
-  double scale = scaler ? scaler->scale() : 1.0;
+  double scale = scaler ? scaler->scale() : 1.0, seed = seedScale();
   double overflowed = 0;
   if (scaler && !evaluate) {
     std::vector<at::Tensor> mine;
@@ -790,11 +801,11 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   }
   m.stopRequested = totals[0][3].item<double>() > 0;
   m.deviations = static_cast<int64_t>(totals[0][4].item<double>());
-  // Losses that add up: each micro-batch's backward was weighted by the
-  // number of micro-batches, so that its gradients are as large as one
-  // whole-batch backward's (what a loss scale is tuned for); undone here.
+  // Losses that add up: each micro-batch's backward as it is (its share of
+  // the step's loss); weighted ones by their count (and 1 / M, seedScale),
+  // undone here.
   double total =
-      additive      ? double(allMicro)
+      additive      ? 1.0
       : stepDivisor ? stepDivisor->evaluate(
                           data.batch(s, M, 0, M, stepDivisor->inputsRead()), M)
                     : totals[0][1].item<double>();
@@ -858,7 +869,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   std::vector<at::Tensor> grads;
   for (at::Tensor &p : paramLeaves) {
     at::Tensor g = p.grad();
-    grads.push_back(g.defined() ? g.div_(total * scale) : at::zeros_like(p));
+    grads.push_back(g.defined() ? g.div_(total * seed) : at::zeros_like(p));
   }
   // Ties: the copies' gradients summed over the stages that hold them.
   for (auto &[name, group] : tieGroups) {

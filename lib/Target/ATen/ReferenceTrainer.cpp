@@ -405,10 +405,15 @@ varuna::createTrainerOutputs(ModuleOp job, const TrainingConfig &config,
 
 std::string varuna::metricsJsonLine(const StepMetrics &m) {
   std::string scaling;
-  if (m.lossScale)
+  if (m.lossScale) {
+    // %.17g: the exact double, as checkpoints write it (formatv's default
+    // printed 1e36 as 1000000000000000042420637374017).
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.17g", *m.lossScale);
     scaling = llvm::formatv(", \"loss_scale\": {0}, \"skipped\": {1}",
-                            *m.lossScale, m.skipped ? "true" : "false")
+                            scale, m.skipped ? "true" : "false")
                   .str();
+  }
   // JSON has no infinities or NaN: such a loss is null, and what it was
   // ("inf", "-inf", "nan") is named beside it.
   std::string loss =
@@ -735,10 +740,9 @@ LogicalResult varuna::trainReference(
          src.batch(step, options.globalBatch, j * options.microBatch,
                    options.microBatch))
       inputs.push_back(tensorFromNpy(b.array));
-    // Losses that add up: weighted by the number of micro-batches (a
-    // micro-batch's gradients as large as the whole batch's, what a loss
-    // scale is tuned for), undone by stepTotal.
-    count = additive ? double(micro) : double(options.microBatch);
+    // Losses that add up: each as it is (its examples' share of the
+    // step's loss, as PyTorch's loss / Nm accumulation has it).
+    count = additive ? 1.0 : double(options.microBatch);
     if (divisor) { // a sum over the micro-batch / its own count
       llvm::StringMap<at::Tensor> byName;
       for (auto [name, t] : llvm::zip(inputNames, inputs))
@@ -757,7 +761,7 @@ LogicalResult varuna::trainReference(
   auto stepTotal = [&](const rt::DataSource &src, int64_t step,
                        double counted) {
     if (additive)
-      return double(micro); // the micro-batches' losses add up
+      return 1.0; // the micro-batches' losses add up
     if (divisor) // the sums over the step's divisor
       return divisor->evaluate(src.batch(step, options.globalBatch, 0,
                                          options.globalBatch,
@@ -807,7 +811,16 @@ LogicalResult varuna::trainReference(
     for (at::Tensor &p : leaves)
       p.mutable_grad() = at::Tensor();
     double lossSum = 0, total = 0;
+    // The backward's seed: the loss scale, and for weighted losses 1 / M
+    // (a micro-batch's count-weighted loss over the step's examples), so
+    // that each example's gradient enters the fp16 backward at scale / M,
+    // as in PyTorch's scaler.scale(loss * m / M).backward() -- the overflow
+    // decisions are PyTorch's and do not depend on the micro-batch count.
+    // Before, a micro-batch's backward carried the whole scale (Nm times
+    // PyTorch's) and skipped steps PyTorch does not.
     double scale = scaler ? scaler->scale() : 1.0;
+    double seed =
+        scale * (additive ? 1.0 : 1.0 / double(options.globalBatch));
     try {
       // The whole step's index inputs and labels, read once.
       std::vector<rt::BatchTensor> whole =
@@ -825,10 +838,10 @@ LogicalResult varuna::trainReference(
         auto span = trace.scope("F+B " + std::to_string(j), rt::Trace::Compute);
         FailureOr<double> loss =
             options.sections
-                ? stitchedStep(*evaluator, inputs, *lossIndex, count, scale,
+                ? stitchedStep(*evaluator, inputs, *lossIndex, count, seed,
                                labels)
                 : wholeGraphStep(*evaluator, inputs, *lossIndex, count,
-                                 !options.stageLibrary.empty(), scale, labels);
+                                 !options.stageLibrary.empty(), seed, labels);
         if (failed(loss))
           return failure();
         lossSum += *loss * count;
@@ -840,7 +853,7 @@ LogicalResult varuna::trainReference(
         at::Tensor g = p.grad();
         if (!g.defined())
           g = at::zeros_like(p);
-        grads.push_back(g.div_(total * scale));
+        grads.push_back(g.div_(total * seed));
       }
       bool overflow = scaler && !rt::LossScaler::allFinite(grads);
       std::optional<double> lr; // the step's, with an lr_schedule
