@@ -11,8 +11,15 @@
 #                                    with MASTER_ADDR (host 0), MASTER_PORT,
 #                                    RANK, WORLD_SIZE, LOCAL_RANK,
 #                                    LOCAL_WORLD_SIZE set (torchrun's
-#                                    variables, as varuna-run expects);
-#                                    exits with the first non-zero status
+#                                    variables, as varuna-run expects;
+#                                    LOCAL_RANK=i and LOCAL_WORLD_SIZE=N,
+#                                    not torchrun's 0 and 1 per host: the
+#                                    "hosts" share this machine's cores,
+#                                    which varuna-run divides by
+#                                    LOCAL_WORLD_SIZE); one rank per host
+#                                    (several per host: start them by hand
+#                                    with `exec`); exits with the first
+#                                    non-zero status
 #   scripts/netns.sh exec I -- CMD.. run CMD in host I
 #   scripts/netns.sh addr I          print host I's address
 #   scripts/netns.sh down N          remove them (also what `up` does first)

@@ -245,6 +245,29 @@ int launchLocalRanks(const LaunchOptions &o) {
       continue;
     }
     failed = true;
+    // A rank that exited with an error may only have seen its peer die (a
+    // killed peer's connections close at once): a peer killed by a signal
+    // in the next moments is the cause, and is named first -- before, which
+    // one the launcher reaped first decided which was named.
+    if (WIFEXITED(status))
+      for (int i = 0; i < 15 && !rankOf.empty(); ++i) {
+        int other = 0;
+        pid_t q = ::waitpid(-1, &other, WNOHANG);
+        if (q <= 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          continue;
+        }
+        auto found = rankOf.find(q);
+        if (found == rankOf.end())
+          continue;
+        if (WIFSIGNALED(other)) {
+          r = found->second;
+          status = other;
+          rankOf.erase(found);
+          break;
+        }
+        rankOf.erase(found); // another error exit: the first one speaks
+      }
     std::fprintf(stderr,
                  "%s%s: error: rank %d %s%s; stopping the other %zu "
                  "rank(s)\n",

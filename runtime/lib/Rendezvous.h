@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <netdb.h>
 #include <thread>
 #include <unistd.h>
 
@@ -125,6 +126,20 @@ connectStore(const TransportOptions &o, const char *library) {
   so.timeout = o.timeout;
   so.waitWorkers = true;
   std::string where = o.masterAddr + ":" + std::to_string(o.masterPort);
+  // A name that does not resolve: said at once (c10d retried it for the
+  // whole timeout, then spoke of a socket that timed out connecting).
+  {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = ::getaddrinfo(o.masterAddr.c_str(), nullptr, &hints, &res);
+    if (rc != 0)
+      throw Error(library, "rendezvous at " + where,
+                  "MASTER_ADDR '" + o.masterAddr + "' does not resolve: " +
+                      ::gai_strerror(rc) + " (rank " + std::to_string(o.rank) +
+                      " of " + std::to_string(o.worldSize) + ")",
+                  __FILE__, __LINE__);
+    ::freeaddrinfo(res);
+  }
   WaitingForPeers waiting("rank " + std::to_string(o.rank) +
                           ": rendezvous at " + where);
   SetupDeadline deadline(

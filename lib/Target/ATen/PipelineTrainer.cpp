@@ -1,6 +1,7 @@
 //===- PipelineTrainer.cpp - One rank of a P x D pipeline -----------------===//
 
 #include "varuna/Target/ATen/PipelineTrainer.h"
+#include "varuna/runtime/Agreement.h"
 #include "varuna/runtime/LossScaler.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
@@ -15,7 +16,10 @@
 #include "varuna/runtime/Trace.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -25,6 +29,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <random>
 #include <set>
 
 using namespace mlir;
@@ -960,6 +965,56 @@ LogicalResult varuna::checkPipeline(ModuleOp job, const TrainOptions &options,
   return success();
 }
 
+/// Why the ranks do not all see the directory `dir` (empty when they do):
+/// checkpoints are written by the ranks holding sections and committed by
+/// rank 0, and a trace is merged by rank 0 from every rank's file, so each
+/// needs a file system all ranks share. Every rank writes a probe file of
+/// this run (a token rank 0 draws, all-reduced) into `dir`; rank 0 reads
+/// them all and the result is all-reduced, so every rank answers alike.
+/// Before, per-host directories failed at the first checkpoint ("cannot
+/// commit checkpoint: ... No such file or directory") or after the run.
+static std::string unsharedDirectory(rt::Transport &transport,
+                                     const std::string &dir) {
+  int rank = transport.rank(), n = transport.size();
+  if (n < 2)
+    return "";
+  std::vector<at::Tensor> token{at::zeros({1}, at::kDouble)};
+  if (rank == 0)
+    token[0][0] = double(std::random_device{}() % 1000000007u) + 1;
+  transport.world().allreduceSum(token);
+  std::string text = std::to_string(int64_t(token[0][0].item<double>()));
+  auto probe = [&](int r) {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, ".varuna-probe-rank" + std::to_string(r));
+    return std::string(p);
+  };
+  llvm::sys::fs::create_directories(dir);
+  {
+    std::ofstream os(probe(rank));
+    os << text;
+  }
+  transport.world().barrier();
+  std::vector<at::Tensor> missing{at::zeros({1}, at::kDouble)};
+  if (rank == 0)
+    for (int r = 1; r < n; ++r) {
+      std::ifstream is(probe(r));
+      std::string seen;
+      is >> seen;
+      if (seen != text) {
+        missing[0][0] = double(r);
+        break;
+      }
+    }
+  transport.world().allreduceSum(missing);
+  transport.world().barrier();
+  llvm::sys::fs::remove(probe(rank));
+  int r = int(missing[0][0].item<double>());
+  if (r == 0)
+    return "";
+  return "rank 0 cannot see rank " + std::to_string(r) + "'s files in '" +
+         dir + "': it must be a directory on a file system all ranks share";
+}
+
 LogicalResult varuna::trainPipeline(
     ModuleOp job, const TrainingConfig &config, const rt::DataSource &data,
     const TrainOptions &options, const PipelineOptions &pipeline,
@@ -990,6 +1045,23 @@ LogicalResult varuna::trainPipeline(
   try {
     if (failed(rank.setUp()))
       return failure();
+  } catch (const std::exception &e) {
+    return jobError(job, "rank ") << transport.rank() << ": " << e.what();
+  }
+  try {
+    if (!options.checkpointDir.empty())
+      if (std::string why = unsharedDirectory(transport, options.checkpointDir);
+          !why.empty())
+        return jobError(job, "rank ") << transport.rank()
+                                      << ": the checkpoint directory: " << why;
+    if (!options.tracePath.empty()) {
+      llvm::StringRef dir = llvm::sys::path::parent_path(options.tracePath);
+      if (std::string why =
+              unsharedDirectory(transport, dir.empty() ? "." : dir.str());
+          !why.empty())
+        return jobError(job, "rank ") << transport.rank()
+                                      << ": the trace's directory: " << why;
+    }
   } catch (const std::exception &e) {
     return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
@@ -1029,6 +1101,24 @@ LogicalResult varuna::trainPipeline(
     } catch (const std::exception &e) {
       return jobError(job, "rank ") << transport.rank()
                                     << ": cannot resume: " << e.what();
+    }
+    // Every rank must continue from the same checkpoint: on hosts with
+    // their own copies of the directory, one may hold another step (or
+    // none) -- before, such ranks trained on from different states, the
+    // gradient all-reduces mixing them, with no error.
+    std::string resumed = "none (no complete checkpoint)";
+    if (ckpt) {
+      resumed = "step " + std::to_string(first) + ", files";
+      for (const rt::CheckpointFile &f : ckpt->manifest.files)
+        resumed += " " + f.name + ":" + llvm::utohexstr(f.crc32, true);
+    }
+    try {
+      rt::checkSameSettings(transport.world(),
+                            {{"the checkpoint resumed from", resumed}});
+    } catch (const std::exception &e) {
+      return jobError(job, "rank ") << transport.rank() << ": " << e.what()
+                                    << (ckpt ? " ('" + ckpt->path + "')"
+                                             : std::string());
     }
     std::string note;
     if (auto error = finishDeferredParams(*evaluator, restored,

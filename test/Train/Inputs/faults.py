@@ -31,8 +31,11 @@ stall-serving: rank 0 frozen (SIGSTOP) once it listens as the store
 mismatch:      two ranks started by hand with other learning rates, then
   other --steps: both exit 1 naming what differs (before: trained apart
   silently; failed later as a lost peer).
-dup-rank:      three processes started by hand for WORLD_SIZE 2, two with
-  RANK=1: one of those says it was started twice and exits 1.
+unshared:      two ranks started by hand with checkpoint directories of
+  their own: both exit 1 before the first step, saying the directory must
+  be shared.
+dup-rank:      a third process started by hand with RANK=1 while ranks 0
+  and 1 train: it says it was started twice and exits 1; the job finishes.
 random-kill:   seeded trials of a 2x2 run that checkpoints every step; a
   random rank is killed (SIGKILL) at a random moment -- during the
   rendezvous, a step, an all-reduce or a checkpoint write. Every time the
@@ -142,7 +145,9 @@ if scenario == "launcher-kill":
     stops_within(p, 10, "a rank's death")
     err = p.stderr.read()
     print(f"launcher exited {p.returncode} after {time.time() - t:.2f} s")
-    print(err.strip().splitlines()[-1])
+    # The launcher's line (the surviving rank's own error may come after).
+    print(next((l for l in err.splitlines() if "was killed by signal" in l),
+               err.strip().splitlines()[-1]))
     if p.returncode != 1 or "was killed by signal" not in err:
         fail("expected exit 1 and 'rank N was killed by signal'")
 elif scenario in ("crash-signal", "kill-two"):
@@ -281,24 +286,30 @@ elif scenario == "stall-serving":
         fail(f"exit {p.returncode}: {err[-600:]}")
     print("rank 0 frozen serving the rendezvous: exit 1 in <30 s, named")
 elif scenario == "dup-rank":
-    # RANK=1 given to two processes: one of them must say so and exit 1.
+    # RANK=1 given to a second process while the job trains: it must say so
+    # and exit 1; the job goes on. (Started once the others train, so that
+    # the store it meets is up -- at the same moment it could also find the
+    # run already over.)
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE="2")
-    ps = [subprocess.Popen(run + ["--steps", "2", "--timeout", "10"],
-                           env=dict(env, RANK=str(r)), stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True) for r in (0, 1, 1)]
-    errs = []
+    ps = [subprocess.Popen(run + ["--steps", "40", "--timeout", "20"],
+                           env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    wait_for_steps(ps[0], 1)
+    dup = subprocess.run(run + ["--steps", "2", "--timeout", "10"], env=dict(env, RANK="1"),
+                         capture_output=True, text=True, timeout=60)
     for q in ps:
         try:
-            errs.append(q.communicate(timeout=60)[1])
+            q.communicate(timeout=120)
         except subprocess.TimeoutExpired:
             for k in ps:
                 k.kill()
-            fail("a process still running after 60 s")
-    twice = [e for e in errs if "rank 1 was started twice" in e]
-    if len(twice) != 1:
-        fail(f"exits {[q.returncode for q in ps]}: {' | '.join(e[-300:] for e in errs)}")
-    print(twice[0].strip().splitlines()[-1][:300])
+            fail("the job did not finish after the duplicate rank left")
+    if dup.returncode != 1 or "rank 1 was started twice" not in dup.stderr:
+        fail(f"duplicate exited {dup.returncode}: {dup.stderr[-400:]}")
+    if any(q.returncode != 0 for q in ps):
+        fail(f"the job's ranks exited {[q.returncode for q in ps]}")
+    print(dup.stderr.strip().splitlines()[-1][:300])
 elif scenario == "mismatch":
     # Two ranks started by hand with other learning rates (before: both
     # trained, the replicas drifting apart, exit 0), then other step counts
@@ -327,6 +338,20 @@ elif scenario == "mismatch":
                 for r, e in enumerate(errs)):
             fail(f"{what}: exits {[q.returncode for q in ps]}: {errs}")
         print(errs[1].strip().splitlines()[-1][:400])
+elif scenario == "unshared":
+    # Two ranks started by hand, each with a checkpoint directory of its own
+    # (hosts without a shared file system): refused before the first step
+    # (before: failed at the first checkpoint's commit).
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE="2")
+    ps = [subprocess.Popen(run + ["--steps", "3", "--timeout", "20", "--checkpoint-dir",
+                                  f"{job}.own{r}"],
+                           env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [q.communicate(timeout=60) for q in ps]
+    if any(q.returncode != 1 for q in ps) or any("step 0" in o for o, _ in outs):
+        fail(f"exits {[q.returncode for q in ps]}: {[e[-300:] for _, e in outs]}")
+    print(outs[0][1].strip().splitlines()[-1][:300])
 elif scenario == "random-kill":
     import shutil
     rng = random.Random(int(os.environ.get("VARUNA_FAULT_SEED", "7")))
