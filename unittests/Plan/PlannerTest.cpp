@@ -10,6 +10,21 @@ using namespace varuna::plan;
 
 namespace {
 
+/// Every P from 1 to `layers` with an even split (the first stages one
+/// more), and links of `latency` seconds and `bytesPerSecond`.
+void evenSplitsAndLinks(PlanInput &in, int layers, double latency,
+                        double bytesPerSecond) {
+  for (int P = 1; P <= layers; ++P) {
+    std::vector<int64_t> b{0};
+    for (int s = 0; s < P; ++s)
+      b.push_back(b.back() + layers / P + (s < layers % P ? 1 : 0));
+    in.boundaries[P] = b;
+  }
+  in.link.latencySeconds = latency;
+  in.link.bytesPerSecond = bytesPerSecond;
+  in.allreduceBytesPerSecond = bytesPerSecond;
+}
+
 /// A 16-layer GPT-like job: seeded per-layer costs (+-20%), every P from 1
 /// to 16 with an even split, 1 Gbit/s links.
 PlanInput gpt(int devices) {
@@ -22,18 +37,10 @@ PlanInput gpt(int devices) {
     in.sections.push_back({2e-3 * j, 4e-3 * j, 4.0 * 12 * 1024 * 1024});
   }
   in.cutBytesPerExample.assign(layers - 1, 4.0 * 512 * 1024);
-  for (int P = 1; P <= layers; ++P) {
-    std::vector<int64_t> b{0};
-    for (int s = 0; s < P; ++s)
-      b.push_back(b.back() + layers / P + (s < layers % P ? 1 : 0));
-    in.boundaries[P] = b;
-  }
+  evenSplitsAndLinks(in, layers, 100e-6, 1e9 / 8);
   in.devices = devices;
   in.globalBatch = 512;
   in.microBatch = 4;
-  in.link.latencySeconds = 100e-6;
-  in.link.bytesPerSecond = 1e9 / 8;
-  in.allreduceBytesPerSecond = in.link.bytesPerSecond;
   return in;
 }
 
@@ -63,18 +70,10 @@ TEST(Planner, FewerReplicasWhenTheRingCostsMore) {
     for (int l = 0; l < 8; ++l)
       in.sections.push_back({2e-6, 4e-6, 4.0 * 1024 * 1024});
     in.cutBytesPerExample.assign(7, 4.0 * 256);
-    for (int P : {1, 2, 4, 8}) {
-      std::vector<int64_t> b{0};
-      for (int s = 0; s < P; ++s)
-        b.push_back(b.back() + 8 / P);
-      in.boundaries[P] = b;
-    }
+    evenSplitsAndLinks(in, 8, 50e-6, 10e9 / 8);
     in.devices = devices;
     in.globalBatch = 8192;
     in.microBatch = 4;
-    in.link.latencySeconds = 50e-6;
-    in.link.bytesPerSecond = 10e9 / 8;
-    in.allreduceBytesPerSecond = in.link.bytesPerSecond;
     // Measured on a ring of 2: the latency grows with the ring.
     in.allreduceRings.push_back({2, 200e-6, in.link.bytesPerSecond});
     return in;

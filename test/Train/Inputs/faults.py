@@ -100,6 +100,28 @@ def free_port():
     return port
 
 
+def by_hand(args_of_rank):
+    """Ranks 0 and 1 of a world of 2 started by hand (as torchrun would),
+    rank r running `args_of_rank(r)`; returns (their environment without
+    RANK, the two processes)."""
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+               WORLD_SIZE="2")
+    return env, [subprocess.Popen(args_of_rank(r), env=dict(env, RANK=str(r)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r in (0, 1)]
+
+
+def freeze_and_wait(p, rank0):
+    """Freezes (SIGSTOP) the process rank0 of the launcher `p` and returns
+    the launcher's stderr once it exits; fails if it runs on 30 s."""
+    os.kill(rank0, signal.SIGSTOP)
+    try:
+        return p.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail("still running 30 s after rank 0 froze")
+
+
 def squatter(rank):
     """A socket listening on a free port that never answers, and the
     environment of rank `rank` of 2 whose MASTER_PORT it holds."""
@@ -188,12 +210,7 @@ elif scenario == "stall":
         time.sleep(0.005)
     if rank0 is None:
         fail("rank 0 did not start")
-    os.kill(rank0, signal.SIGSTOP)
-    try:
-        out, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("still running 30 s after rank 0 froze")
+    err = freeze_and_wait(p, rank0)
     took = time.time() - t
     if p.returncode != 1 or "frame #" in err or "Exception raised from" in err:
         fail(f"exit {p.returncode} after {took:.1f} s: {err[-600:]}")
@@ -203,11 +220,7 @@ elif scenario == "stall":
     print(f"rank 0 frozen at the rendezvous: exit 1 in <30 s, no backtrace, named")
     print(err.strip().splitlines()[0][:160])
 elif scenario == "peer-kill":
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE="2")
-    ps = [subprocess.Popen(run + ["--steps", "100000", "--timeout", "20"],
-                           env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    _, ps = by_hand(lambda r: run + ["--steps", "100000", "--timeout", "20"])
     wait_for_steps(ps[0], 5)
     t = time.time()
     ps[1].kill()
@@ -276,12 +289,7 @@ elif scenario == "stall-serving":
         time.sleep(0.002)
     else:
         fail("rank 0 did not listen")
-    os.kill(rank0, signal.SIGSTOP)
-    try:
-        out, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("still running 30 s after rank 0 froze")
+    err = freeze_and_wait(p, rank0)
     if p.returncode != 1 or "rank 0 is stopped (SIGSTOP or a debugger)" not in err:
         fail(f"exit {p.returncode}: {err[-600:]}")
     print("rank 0 frozen serving the rendezvous: exit 1 in <30 s, named")
@@ -290,11 +298,7 @@ elif scenario == "dup-rank":
     # and exit 1; the job goes on. (Started once the others train, so that
     # the store it meets is up -- at the same moment it could also find the
     # run already over.)
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE="2")
-    ps = [subprocess.Popen(run + ["--steps", "40", "--timeout", "20"],
-                           env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    env, ps = by_hand(lambda r: run + ["--steps", "40", "--timeout", "20"])
     wait_for_steps(ps[0], 1)
     dup = subprocess.run(run + ["--steps", "2", "--timeout", "10"], env=dict(env, RANK="1"),
                          capture_output=True, text=True, timeout=60)
@@ -316,22 +320,16 @@ elif scenario == "mismatch":
     # (before: the longer one failed later as "that rank is gone").
     for what, extra in (("the training configuration", ("--config", "lr0.json", "lr1.json")),
                         ("--steps", ("--steps", "2", "3"))):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                   WORLD_SIZE="2")
-        ps = []
-        for r in (0, 1):
+        def args(r):
             value = extra[1 + r]
             if extra[0] == "--config":
                 value = f"{job}.{value}"
                 with open(value, "w") as f:
                     f.write('{"optimizer": {"type": "sgd", "lr": %s}}' % (0.1 if r else 0.001))
-            args = ["varuna-run", job, "--replicas", "2", "--batch", "8", "--micro-batch",
-                    "2", "--synthetic", "--timeout", "20", extra[0], value]
-            if extra[0] != "--steps":
-                args += ["--steps", "2"]
-            ps.append(subprocess.Popen(args, env=dict(env, RANK=str(r)),
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                       text=True))
+            return (["varuna-run", job, "--replicas", "2", "--batch", "8", "--micro-batch",
+                     "2", "--synthetic", "--timeout", "20", extra[0], value]
+                    + (["--steps", "2"] if extra[0] != "--steps" else []))
+        _, ps = by_hand(args)
         errs = [q.communicate(timeout=60)[1] for q in ps]
         if any(q.returncode != 1 for q in ps) or not all(
                 f"error: {what} differs between the ranks: here (rank {r} of 2)" in e
@@ -342,12 +340,8 @@ elif scenario == "unshared":
     # Two ranks started by hand, each with a checkpoint directory of its own
     # (hosts without a shared file system): refused before the first step
     # (before: failed at the first checkpoint's commit).
-    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-               WORLD_SIZE="2")
-    ps = [subprocess.Popen(run + ["--steps", "3", "--timeout", "20", "--checkpoint-dir",
-                                  f"{job}.own{r}"],
-                           env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    _, ps = by_hand(lambda r: run + ["--steps", "3", "--timeout", "20", "--checkpoint-dir",
+                                     f"{job}.own{r}"])
     outs = [q.communicate(timeout=60) for q in ps]
     if any(q.returncode != 1 for q in ps) or any("step 0" in o for o, _ in outs):
         fail(f"exits {[q.returncode for q in ps]}: {[e[-300:] for _, e in outs]}")
