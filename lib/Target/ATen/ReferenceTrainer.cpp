@@ -78,6 +78,16 @@ static std::optional<int64_t> firstUnevenStep(ModuleOp job,
   return -1;
 }
 
+/// The values a use's user computes from it: a cut point passes each
+/// operand on as its own result; any other op, all its results.
+static SmallVector<Value> valuesFrom(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (llvm::isa<CutPointOp>(user))
+    return {user->getResult(use.getOperandNumber())};
+  return SmallVector<Value>(user->getResults().begin(),
+                            user->getResults().end());
+}
+
 /// Whether `g` picks examples by their position in the batch: along the
 /// batch dimension of a batched input, with indices that are not
 /// per-example (`h[0]`, `h[-1]`, `h[torch.tensor([0, 3])]` exported to
@@ -134,14 +144,7 @@ static Operation *batchStatistic(func::FuncOp graph) {
     while (!work.empty() && !found) {
       Value v = work.pop_back_val();
       for (OpOperand &use : v.getUses()) {
-        Operation *user = use.getOwner();
-        // A cut point passes each operand on as its own result.
-        SmallVector<Value> next;
-        if (llvm::isa<CutPointOp>(user))
-          next.push_back(user->getResult(use.getOperandNumber()));
-        else
-          next.append(user->getResults().begin(), user->getResults().end());
-        for (Value r : next) {
+        for (Value r : valuesFrom(use)) {
           if (isBatched(r)) {
             found = op;
             break;
@@ -206,12 +209,7 @@ static Operation *batchNumbering(func::FuncOp graph) {
           found = arange;
           break;
         }
-        SmallVector<Value> next;
-        if (llvm::isa<CutPointOp>(user))
-          next.push_back(user->getResult(use.getOperandNumber()));
-        else
-          next.append(user->getResults().begin(), user->getResults().end());
-        for (Value r : next)
+        for (Value r : valuesFrom(use))
           if (seen.insert(r).second)
             work.push_back(r);
       }
