@@ -5,7 +5,10 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <fstream>
 #include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace varuna::rt {
 
@@ -42,6 +45,29 @@ void checkSameSettings(Group &world, const std::vector<Setting> &settings) {
         "; start every rank with the same options, training configuration "
         "and job");
   }
+}
+
+std::vector<int64_t> gatherHashes(Group &world, const std::string &value) {
+  at::Tensor all = at::zeros({world.size()}, at::kDouble);
+  all[world.rank()] = static_cast<double>(hash31(value));
+  std::vector<at::Tensor> sums{all};
+  world.allreduceSum(sums);
+  std::vector<int64_t> out(world.size());
+  for (int r = 0; r < world.size(); ++r)
+    out[r] = static_cast<int64_t>(sums[0][r].item<double>());
+  return out;
+}
+
+std::string hostIdentity() {
+  std::string boot;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot);
+  struct stat ns {};
+  std::string net = ::stat("/proc/self/ns/net", &ns) == 0
+                        ? std::to_string(ns.st_ino)
+                        : std::string();
+  char name[256] = {0};
+  ::gethostname(name, sizeof name - 1);
+  return boot + "/" + net + "/" + name;
 }
 
 } // namespace varuna::rt

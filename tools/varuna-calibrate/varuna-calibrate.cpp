@@ -25,6 +25,7 @@
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Target/ATen/Calibrate.h"
+#include "varuna/runtime/Agreement.h"
 #include "varuna/runtime/Launch.h"
 #include "varuna/runtime/Transport.h"
 
@@ -132,20 +133,44 @@ static double processCpuSeconds() {
 }
 
 /// Rank mode: ping-pong between ranks 0 and 1, then all-reduces on rings of
-/// each size of `ringSizes` (ranks 0 .. R-1; the others wait) and, with
-/// `concurrentRings`, rings of 2 all-reducing at once; rank 0 writes them
+/// each size of `ringSizes` (ranks 0 .. R-1; the others wait) and, but
+/// `acrossHosts`, rings of 2 all-reducing at once; rank 0 writes them
 /// to `outPath`. Besides the times, rank 0's CPU time (process CPU: the
 /// kernel's copies and the transport's threads) per message end (half a
 /// round trip's) and per all-reduce: what communication takes from compute
-/// when ranks share cores.
+/// when ranks share cores. `acrossHosts`: the ranks must be on other hosts
+/// (hostIdentity) -- ranks 0 and 1, who time the sends, must; two others
+/// on one host are warned about.
 static int measureComm(const std::vector<int> &ringSizes,
-                       const std::string &outPath, bool concurrentRings) {
+                       const std::string &outPath, bool acrossHosts) {
+  bool concurrentRings = !acrossHosts;
   using Clock = std::chrono::steady_clock;
   try {
     auto opts = varuna::rt::transportOptionsFromEnv();
     opts.timeout = std::chrono::seconds(60);
     auto t = varuna::rt::connectGloo(opts);
     int me = t->rank();
+    if (acrossHosts) {
+      std::vector<int64_t> host =
+          varuna::rt::gatherHashes(t->world(), varuna::rt::hostIdentity());
+      if (host[0] == host[1])
+        return fail(
+            "--across-hosts: ranks 0 and 1 run on one host (the same boot "
+            "id, network namespace and host name), so their sends would "
+            "time this host's loopback, not the link between hosts: start "
+            "one rank per host (torchrun --nnodes, srun, or scripts/netns.sh "
+            "for namespaces with a real link)");
+      bool warned = me != 0; // rank 0 says it, once
+      for (size_t i = 0; i < host.size() && !warned; ++i)
+        for (size_t j = i + 1; j < host.size() && !warned; ++j)
+          if (host[i] == host[j]) {
+            llvm::errs() << "varuna-calibrate: warning: ranks " << i
+                         << " and " << j << " run on one host: the rings "
+                         << "that hold both time a loopback hop among the "
+                            "links between hosts\n";
+            warned = true;
+          }
+    }
     const std::vector<int64_t> sizes = {1024, 16384, 262144, 1048576, 4194304,
                                         16777216};
     llvm::json::Array sendBytes, sendSeconds, sendCpu;
@@ -314,7 +339,7 @@ static int calibrateAcrossHosts() {
   std::string part = path + ".across.tmp";
   // What --across-hosts keeps: sends and rings (concurrent rings of one
   // host are measured on one host).
-  if (int rc = measureComm(rings, part, /*concurrentRings=*/false))
+  if (int rc = measureComm(rings, part, /*acrossHosts=*/true))
     return rc;
   if (!writer)
     return 0;
@@ -487,8 +512,7 @@ int main(int argc, char **argv) {
   if (concurrent < 0)
     return fail("--concurrent must not be negative");
   if (std::getenv("RANK") && !commOut.empty())
-    return measureComm(ringSizesOrDefault(), commOut,
-                       /*concurrentRings=*/true);
+    return measureComm(ringSizesOrDefault(), commOut, /*acrossHosts=*/false);
   if (acrossHosts)
     return calibrateAcrossHosts();
 

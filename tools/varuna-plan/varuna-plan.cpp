@@ -553,6 +553,10 @@ int main(int argc, char **argv) {
                                    in.devicesPerHost,
                                    in.remoteLink->latencySeconds * 1e6,
                                    in.remoteLink->bytesPerSecond * 8 / 1e9);
+    else
+      llvm::outs() << "links between hosts not measured (no across_hosts in "
+                      "the calibration; varuna-calibrate --across-hosts "
+                      "measures them): taken as this host's\n";
   } else
     llvm::outs() << "planning from the compiler's static cost estimates (no "
                     "calibration file): "

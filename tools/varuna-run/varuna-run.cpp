@@ -460,7 +460,53 @@ int main(int argc, char **argv) {
                 "'");
   if (timeoutSeconds <= 0)
     return fail("--timeout must be positive");
+  // Checked whatever P x D, so that a value that is wrong is said even
+  // where it would do nothing.
+  if (scheduleLatency < 0 ||
+      scheduleLatency > varuna::plan::kMaxPlannedLatency)
+    return fail("--schedule-latency must be in [0, " +
+                llvm::Twine(varuna::plan::kMaxPlannedLatency) +
+                "] forward times, not " + llvm::Twine(scheduleLatency) +
+                (planPath.empty() ? "" : " (from the plan '" + planPath + "'?)"));
+  if (!(bucketMB > 0))
+    return fail("--bucket-mb must be positive");
+  if (messagePrecision != "fp32" && messagePrecision != "bf16")
+    return fail("--message-precision must be fp32 or bf16, not '" +
+                messagePrecision + "'");
   bool distributed = stages * replicas > 1;
+  // Options given on the command line that this P x D has no use for: said,
+  // so that a user does not take a run for what they asked.
+  if (speaksForTheRun()) {
+    auto unused = [&](const cl::Option &opt, const char *why) {
+      if (opt.getNumOccurrences())
+        llvm::errs() << "varuna-run: warning: --" << opt.ArgStr
+                     << " does nothing here: " << why << "\n";
+    };
+    const char *oneStage = "one stage sends no activations and has no "
+                           "pipeline schedule (give --stages 2 or more)";
+    if (stages == 1) {
+      unused(scheduleName, oneStage);
+      unused(scheduleLatency, oneStage);
+      unused(messagePrecision, oneStage);
+      unused(strictSchedule, oneStage);
+    }
+    if (replicas == 1)
+      unused(bucketMB, "one replica all-reduces no gradients (give "
+                       "--replicas 2 or more)");
+    const char *oneRank = "one process talks to no other (give --stages or "
+                          "--replicas above 1)";
+    if (!distributed)
+      for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+               &emuLatency, &emuJitter, &emuBandwidth, &emuSeed,
+               &emuCollectives, &timeoutSeconds})
+        unused(*o, oneRank);
+    else if (stages == 1 && !emuCollectives)
+      for (const cl::Option *o : std::initializer_list<const cl::Option *>{
+               &emuLatency, &emuJitter, &emuBandwidth})
+        unused(*o, "it delays messages between stages, and one stage sends "
+                   "none (add --emulate-collectives to delay the "
+                   "all-reduces)");
+  }
   // A rank (or the one process of P = D = 1) stops after a step when asked
   // (runtime/Stop.h); the launcher forwards its signals (runtime/Launch.h).
   // Before any thread exists, so that all of them leave the signals alone.
@@ -685,20 +731,9 @@ int main(int argc, char **argv) {
   pipeline.replicas = replicas;
   pipeline.schedule = *scheduleKind;
   pipeline.deviate = !strictSchedule;
-  if (scheduleLatency < 0 ||
-      scheduleLatency > varuna::plan::kMaxPlannedLatency)
-    return fail("--schedule-latency must be in [0, " +
-                llvm::Twine(varuna::plan::kMaxPlannedLatency) +
-                "] forward times, not " + llvm::Twine(scheduleLatency) +
-                (planPath.empty() ? "" : " (from the plan '" + planPath + "'?)"));
   pipeline.timing.latency = scheduleLatency;
   pipeline.timing.splitCostPercent = splitCostPercent;
-  if (!(bucketMB > 0))
-    return fail("--bucket-mb must be positive");
   pipeline.bucketBytes = static_cast<size_t>(bucketMB * 1048576.0);
-  if (messagePrecision != "fp32" && messagePrecision != "bf16")
-    return fail("--message-precision must be fp32 or bf16, not '" +
-                messagePrecision + "'");
   pipeline.bf16Messages = messagePrecision == "bf16";
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;

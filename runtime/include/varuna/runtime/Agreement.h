@@ -36,6 +36,16 @@ struct Setting {
 /// it at the same point.
 void checkSameSettings(Group &world, const std::vector<Setting> &settings);
 
+/// Each rank's `value` hashed to 31 bits (as checkSameSettings does), in
+/// rank order, on every rank: one all-reduce. A collective on `world`.
+std::vector<int64_t> gatherHashes(Group &world, const std::string &value);
+
+/// What tells this host apart from another: the kernel's boot id, the
+/// network namespace and the host name (so that ranks in their own network
+/// namespaces, scripts/netns.sh, count as hosts of their own, talking over
+/// a real link).
+std::string hostIdentity();
+
 } // namespace varuna::rt
 
 #endif // VARUNA_RUNTIME_AGREEMENT_H
