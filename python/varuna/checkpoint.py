@@ -121,7 +121,9 @@ def load_into(model, path, strict=True):
     `lm_head.weight` is `wte.weight`: loaded with it) and buffers training
     never changes (attention masks; running statistics are in the
     checkpoint), which keep their values. With strict, either list being
-    non-empty is a ValueError naming them (nothing is loaded). Frozen
+    non-empty is a ValueError naming them (nothing is loaded); so is, with
+    or without strict, a tensor whose shape differs from the model's (a
+    model built with another configuration). Frozen
     parameters (requires_grad=False: a distillation teacher) come from the
     checkpoint's `frozen/` tensors; its other constants (an exported
     graph's masks) are not expected to be the model's."""
@@ -141,5 +143,14 @@ def load_into(model, path, strict=True):
             + (f"parameters not in the checkpoint: {', '.join(missing)}" if missing else "")
             + ("; " if missing and unexpected else "")
             + (f"not in the model: {', '.join(unexpected)}" if unexpected else ""))
+    # Checked before anything is copied, so that a mismatch leaves the model
+    # as it was (load_state_dict copies tensor by tensor and raises midway).
+    current = model.state_dict(keep_vars=True)
+    wrong = [f"{n} is {tuple(t.shape)} in the checkpoint, {tuple(current[n].shape)} in the model"
+             for n, t in state.items() if n in known and tuple(t.shape) != tuple(current[n].shape)]
+    if wrong:
+        raise ValueError(f"{path}: does not match the model (nothing was loaded): "
+                         + "; ".join(wrong[:5])
+                         + (f"; and {len(wrong) - 5} more" if len(wrong) > 5 else ""))
     model.load_state_dict({n: t for n, t in state.items() if n in known}, strict=False)
     return missing, unexpected

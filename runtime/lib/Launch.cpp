@@ -249,6 +249,7 @@ int launchLocalRanks(const LaunchOptions &o) {
     // killed peer's connections close at once): a peer killed by a signal
     // in the next moments is the cause, and is named first -- before, which
     // one the launcher reaped first decided which was named.
+    std::vector<int> alike; // ranks that exited with an error as well
     if (WIFEXITED(status))
       for (int i = 0; i < 15 && !rankOf.empty(); ++i) {
         int other = 0;
@@ -261,18 +262,30 @@ int launchLocalRanks(const LaunchOptions &o) {
         if (found == rankOf.end())
           continue;
         if (WIFSIGNALED(other)) {
+          alike.clear(); // they saw it die
           r = found->second;
           status = other;
           rankOf.erase(found);
           break;
         }
+        if (!(WIFEXITED(other) && WEXITSTATUS(other) == 0))
+          alike.push_back(found->second);
         rankOf.erase(found); // another error exit: the first one speaks
       }
-    std::fprintf(stderr,
-                 "%s%s: error: rank %d %s%s; stopping the other %zu "
-                 "rank(s)\n",
-                 line, tool, r, describe(status).c_str(),
-                 stopSignal ? " while stopping" : "", rankOf.size());
+    std::string others;
+    if (!alike.empty()) {
+      others = alike.size() == 1 ? " (as did rank " : " (as did ranks ";
+      for (size_t i = 0; i < alike.size(); ++i)
+        others += (i ? ", " : "") + std::to_string(alike[i]);
+      others += ")";
+    }
+    std::string stopping =
+        rankOf.empty() ? std::string()
+                       : "; stopping the other " +
+                             std::to_string(rankOf.size()) + " rank(s)";
+    std::fprintf(stderr, "%s%s: error: rank %d %s%s%s%s\n", line, tool, r,
+                 describe(status).c_str(), stopSignal ? " while stopping" : "",
+                 others.c_str(), stopping.c_str());
     // A frozen rank is the likelier cause of a peer's failure (it timed
     // out waiting): name it too.
     for (auto &[p, other] : rankOf)

@@ -94,11 +94,18 @@ SplitBackward::inputGradients(const std::vector<at::Tensor> &roots,
   std::vector<at::Tensor> wanted; // leaves requiring grad
   std::vector<size_t> wantedAt;
   std::unordered_set<const Node *> targets;
+  // Held while B runs: a leaf's accumulator lives only as long as something
+  // holds it, and that of a leaf no op reads (a tensor the stage passes on
+  // unchanged) would be gone at once -- its address then missed by the
+  // walk, and the leaf's gradient sent back empty while W accumulated it.
+  std::vector<c10::intrusive_ptr<Node>> accumulators;
   for (size_t i = 0; i < leaves.size(); ++i)
     if (leaves[i].defined() && leaves[i].requires_grad()) {
       wanted.push_back(leaves[i]);
       wantedAt.push_back(i);
-      targets.insert(torch::autograd::impl::grad_accumulator(leaves[i]).get());
+      accumulators.push_back(
+          torch::autograd::impl::grad_accumulator(leaves[i]));
+      targets.insert(accumulators.back().get());
     }
 
   // Marks: 2 = a leaf's accumulator is reachable, 1 = not, 0 = on the stack.

@@ -43,6 +43,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 namespace cl = llvm::cl;
 
@@ -595,9 +597,23 @@ int main(int argc, char **argv) {
                  << evalDataDir << "' holds " << evalData->numSamples()
                  << ": some are counted more than once\n";
 
+  // Output directories: create_directories takes an existing file of the
+  // name for done, and the run would fail only when it first writes there.
+  auto makeDirectory = [](const std::string &dir,
+                          const char *what) -> std::optional<std::string> {
+    if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+      return "cannot create " + std::string(what) + " '" + dir +
+             "': " + ec.message();
+    if (!llvm::sys::fs::is_directory(dir))
+      return std::string(what) + " '" + dir +
+             "' exists and is not a directory";
+    if (llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))
+      return std::string(what) + " '" + dir + "' is not writable";
+    return std::nullopt;
+  };
   if (!dumpParams.empty())
-    if (std::error_code ec = llvm::sys::fs::create_directories(dumpParams))
-      return fail("cannot create '" + dumpParams + "': " + ec.message());
+    if (auto problem = makeDirectory(dumpParams, "the --dump-params directory"))
+      return fail(*problem);
 
   varuna::TrainOptions options;
   options.globalBatch = batch;
@@ -615,17 +631,31 @@ int main(int argc, char **argv) {
   options.evalEvery = evalEvery;
   options.evalBatches = evalBatches;
   options.tracePath = tracePath;
-  if (!tracePath.empty()) {
-    // Written after the last step: a directory that cannot take it is
-    // said now, not after the whole run.
-    llvm::StringRef dir = llvm::sys::path::parent_path(tracePath);
+  // Output files are written by one rank, the trace after the last step:
+  // a path that cannot take them is said now, by every process alike, not
+  // after the whole run (or by one rank, its peers then blaming the
+  // transport).
+  auto outputFileProblem = [](const std::string &path, const char *what,
+                              const char *example) -> std::optional<std::string> {
+    llvm::StringRef dir = llvm::sys::path::parent_path(path);
     if (dir.empty())
       dir = ".";
     if (!llvm::sys::fs::is_directory(dir) ||
         llvm::sys::fs::access(dir, llvm::sys::fs::AccessMode::Write))
-      return fail("cannot write the trace '" + tracePath + "': '" + dir +
-                  "' is not a writable directory");
-  }
+      return "cannot write " + std::string(what) + " '" + path + "': '" +
+             dir.str() + "' is not a writable directory";
+    if (llvm::sys::fs::is_directory(path))
+      return "cannot write " + std::string(what) + " '" + path +
+             "': it is a directory (give a file name, e.g. '" + path + "/" +
+             example + "')";
+    return std::nullopt;
+  };
+  if (!tracePath.empty())
+    if (auto problem = outputFileProblem(tracePath, "the trace", "timeline.json"))
+      return fail(*problem);
+  if (!metrics.empty())
+    if (auto problem = outputFileProblem(metrics, "the metrics", "metrics.jsonl"))
+      return fail(*problem);
   if (engine == "generated") {
     llvm::SmallString<256> lib(jobDir);
     llvm::sys::path::append(lib, "libstages.so");
@@ -640,13 +670,13 @@ int main(int argc, char **argv) {
   if (checkpointEvery > 0 && checkpointDir.empty())
     return fail("--checkpoint-every needs --checkpoint-dir");
   if (!checkpointDir.empty())
-    if (std::error_code ec = llvm::sys::fs::create_directories(checkpointDir))
-      return fail("cannot create the checkpoint directory '" + checkpointDir +
-                  "': " + ec.message());
+    if (auto problem = makeDirectory(checkpointDir, "the checkpoint directory"))
+      return fail(*problem);
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
   // One line per step; on a terminal also a progress bar below it, which
   // the next line overwrites.
   double elapsed = 0;
+  int64_t firstStep = -1; // the first step this run trained
   // Asked to stop (runtime/Stop.h): the last step's number, else -1.
   int64_t stoppedAfter = -1;
   auto stopped = [&](const varuna::StepMetrics &m) {
@@ -697,15 +727,33 @@ int main(int argc, char **argv) {
                   m.evalBatches == 1 ? "" : "es");
     if (tty && steps > 0) {
       elapsed += m.seconds;
+      if (firstStep < 0)
+        firstStep = m.step; // a resumed run timed only its own steps
       int64_t done = m.step + 1;
-      int width = 30, filled = static_cast<int>(width * done / steps);
-      double eta = elapsed / double(std::max<int64_t>(1, done)) *
+      double eta = elapsed / double(std::max<int64_t>(1, done - firstStep)) *
                    double(steps - done);
-      std::printf("[%s%s] %lld/%lld steps, about %.0f s left",
-                  std::string(filled, '#').c_str(),
-                  std::string(width - filled, '.').c_str(),
-                  static_cast<long long>(done),
-                  static_cast<long long>(steps.getValue()), eta);
+      char text[96];
+      std::snprintf(text, sizeof text, " %lld/%lld steps, about %.0f s left",
+                    static_cast<long long>(done),
+                    static_cast<long long>(steps.getValue()), eta);
+      // One line of the terminal, whatever its width (a wrapped line would
+      // not be cleared by the next \r): the bar shrinks, then goes.
+      int cols = 80;
+      if (winsize ws{}; ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 &&
+                        ws.ws_col > 0)
+        cols = ws.ws_col;
+      std::string line = text;
+      int width = std::min<int>(30, cols - 1 - int(line.size()) - 2);
+      if (width >= 5) {
+        int filled = static_cast<int>(width * done / steps);
+        line = "[" + std::string(filled, '#') +
+               std::string(width - filled, '.') + "]" + line;
+      } else {
+        line.erase(0, 1);
+      }
+      if (int(line.size()) > cols - 1)
+        line.resize(std::max(0, cols - 1));
+      std::printf("%s", line.c_str());
       if (done == steps)
         std::printf("\r\033[K");
     }

@@ -132,6 +132,33 @@ TEST(SplitBackward, NoLeafMeansAllInW) {
   expectClose(p.tie.grad(), ref.tie.grad(), "tie");
 }
 
+TEST(SplitBackward, ForwardedLeaves) {
+  // A middle stage that passes received tensors on unchanged (a skip
+  // connection or an auxiliary loss on its way to the last stage): the
+  // leaf is a root itself, alone (`u`) or also used (`x`).
+  at::manual_seed(7);
+  at::Tensor x0 = at::randn({4, 8}), u0 = at::randn({4, 8});
+  at::Tensor gy = at::randn({4, 8}), gx = at::randn({4, 8}),
+             gu = at::randn({4, 8});
+  Params ref = makeParams(), p = makeParams();
+  at::Tensor xr = x0.clone().requires_grad_(true),
+             ur = u0.clone().requires_grad_(true);
+  torch::autograd::backward({stage(ref, xr)[0], xr, ur}, {gy, gx, gu});
+
+  at::Tensor x = x0.clone().requires_grad_(true),
+             u = u0.clone().requires_grad_(true);
+  SplitBackward split;
+  std::vector<at::Tensor> in =
+      split.inputGradients({stage(p, x)[0], x, u}, {gy, gx, gu}, {x, u});
+  ASSERT_EQ(in.size(), 2u);
+  expectClose(in[0], xr.grad(), "used and forwarded");
+  expectClose(in[1], ur.grad(), "forwarded only");
+  split.weightGradients();
+  expectClose(p.w1.grad(), ref.w1.grad(), "w1");
+  expectClose(p.tie.grad(), ref.tie.grad(), "tie");
+  EXPECT_FALSE(x.grad().defined()) << "W accumulates into no leaf";
+}
+
 TEST(SplitBackward, MisuseIsAnError) {
   SplitBackward split;
   EXPECT_THROW(split.weightGradients(), std::logic_error);

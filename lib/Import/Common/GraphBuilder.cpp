@@ -3,6 +3,7 @@
 #include "varuna/Import/GraphBuilder.h"
 #include "varuna/runtime/ParamData.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
 using namespace mlir;
@@ -16,7 +17,12 @@ GraphBuilder::GraphBuilder(MLIRContext *ctx, StringRef sourcePath,
   ctx->getOrLoadDialect<func::FuncDialect>();
   Location loc = FileLineColLoc::get(ctx, sourcePath, 0, 0);
   module = ModuleOp::create(loc);
-  (*module)->setAttr(kSourceAttr, b.getStringAttr(sourcePath));
+  // Absolute, so that the module's relative data files resolve from any
+  // directory the module is later used in (a bare "gpt.onnx" had no
+  // directory at all).
+  SmallString<256> absSource(sourcePath);
+  llvm::sys::fs::make_absolute(absSource);
+  (*module)->setAttr(kSourceAttr, b.getStringAttr(absSource));
   b.setInsertionPointToEnd(module->getBody());
   graph = b.create<func::FuncOp>(loc, options.graphName,
                                  b.getFunctionType({}, {}));

@@ -62,7 +62,9 @@ ATenEvaluator::ATenEvaluator(ModuleOp module, func::FuncOp graph,
   dataDir = this->options.dataDir;
   if (dataDir.empty())
     if (auto src = module->getAttrOfType<StringAttr>(kSourceAttr))
-      dataDir = llvm::sys::path::parent_path(src.getValue()).str();
+      dataDir = llvm::sys::path::has_parent_path(src.getValue())
+                    ? llvm::sys::path::parent_path(src.getValue()).str()
+                    : std::string("."); // hand-written: a bare file name
 }
 
 void ATenEvaluator::seedStep(int64_t step, int64_t stage, int64_t replica) {

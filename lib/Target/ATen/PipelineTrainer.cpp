@@ -1072,7 +1072,7 @@ LogicalResult varuna::trainPipeline(
   if (failed(outputs))
     return failure();
   std::unique_ptr<rt::Optimizer> optimizer = std::move(outputs->optimizer);
-  std::unique_ptr<std::ofstream> metrics = std::move(outputs->metrics);
+  std::unique_ptr<MetricsWriter> metrics = std::move(outputs->metrics);
   int64_t first = 0;
   if (options.resume) {
     llvm::raw_ostream &log =
@@ -1160,7 +1160,7 @@ LogicalResult varuna::trainPipeline(
     if (failed(validate(options, s + 1, m, validationLoss)))
       return failure();
     if (metrics)
-      *metrics << metricsJsonLine(m) << std::flush;
+      metrics->write(m);
     onStep(m);
     stopped = m.stopRequested && s + 1 < options.steps;
     if (options.checkpointDue(s + 1, stopped)) {

@@ -13,9 +13,12 @@
 #include "varuna/runtime/Stop.h"
 #include "varuna/runtime/Trace.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
 #include <ATen/ATen.h>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -392,13 +395,55 @@ varuna::createTrainerOutputs(ModuleOp job, const TrainingConfig &config,
     return jobError(job, "optimizer: ") << e.what(), failure();
   }
   if (metrics && !options.metricsPath.empty()) {
-    out.metrics = std::make_unique<std::ofstream>(options.metricsPath);
-    if (!*out.metrics)
+    std::string error;
+    out.metrics =
+        MetricsWriter::open(options.metricsPath, options.resume, error);
+    if (!out.metrics)
       return jobError(job, "cannot write metrics to '")
-                 << options.metricsPath << "'",
+                 << options.metricsPath << "': " << error,
              failure();
   }
   return out;
+}
+
+std::unique_ptr<MetricsWriter>
+varuna::MetricsWriter::open(const std::string &path, bool resume, std::string &error) {
+  auto w = std::make_unique<MetricsWriter>();
+  w->path = path;
+  w->resume = resume;
+  // Appending changes nothing yet; it only proves the file can be written.
+  w->os.open(path, resume ? std::ios::app : std::ios::trunc);
+  if (!w->os) {
+    error = std::strerror(errno);
+    return nullptr;
+  }
+  return w;
+}
+
+void varuna::MetricsWriter::write(const StepMetrics &m) {
+  if (resume && !started) {
+    os.close();
+    std::vector<std::string> earlier;
+    {
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);) {
+        llvm::Expected<llvm::json::Value> v = llvm::json::parse(line);
+        if (!v) {
+          llvm::consumeError(v.takeError());
+          continue;
+        }
+        const llvm::json::Object *o = v->getAsObject();
+        std::optional<int64_t> step = o ? o->getInteger("step") : std::nullopt;
+        if (step && *step < m.step)
+          earlier.push_back(line);
+      }
+    }
+    os.open(path, std::ios::trunc);
+    for (const std::string &line : earlier)
+      os << line << "\n";
+  }
+  started = true;
+  os << metricsJsonLine(m) << std::flush;
 }
 
 std::string varuna::metricsJsonLine(const StepMetrics &m) {
@@ -673,7 +718,7 @@ LogicalResult varuna::trainReference(
   if (failed(outputs))
     return failure();
   std::unique_ptr<rt::Optimizer> optimizer = std::move(outputs->optimizer);
-  std::unique_ptr<std::ofstream> metrics = std::move(outputs->metrics);
+  std::unique_ptr<MetricsWriter> metrics = std::move(outputs->metrics);
 
   std::optional<rt::LossScaler> scaler;
   if (config.needsOverflowCheck())
@@ -887,7 +932,7 @@ LogicalResult varuna::trainReference(
       if (failed(validate(options, step + 1, m, validationLoss)))
         return failure();
       if (metrics)
-        *metrics << metricsJsonLine(m) << std::flush;
+        metrics->write(m);
       onStep(m);
       stopped = m.stopRequested && step + 1 < options.steps;
       if (options.checkpointDue(step + 1, stopped)) {

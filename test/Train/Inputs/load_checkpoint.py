@@ -35,6 +35,16 @@ try:
 except ValueError as e:
     print("mismatch: ValueError:", e)
 
+# Another configuration (a smaller vocabulary): an error before anything is
+# copied (load_state_dict alone had overwritten ln_f.weight, then raised).
+smaller = models.make("gpt", batch=2, vocab=models.config("gpt").vocab - 1)[0]
+before = {n: t.clone() for n, t in smaller.state_dict().items()}
+try:
+    vc.load_into(smaller, ck)
+except ValueError as e:
+    print("shape: ValueError:", e)
+print("untouched:", all(torch.equal(before[n], t) for n, t in smaller.state_dict().items()))
+
 step = vc.latest(ck)
 path = os.path.join(step, "section-1.safetensors")
 data = bytearray(open(path, "rb").read())

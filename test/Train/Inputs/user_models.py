@@ -2127,3 +2127,34 @@ class BatchStd(nn.Module):
 
 def batch_std():
     return BatchStd(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
+
+
+class SkipAux(nn.Module):
+    """Values that middle stages pass on unchanged: an auxiliary loss from
+    the first block (added to the last stage's loss) and a skip connection
+    from the embedding to the head, both crossing the stages in between.
+    Zero-bubble's split backward once sent their gradients back empty there
+    (the received tensor, read by no op, had no gradient accumulator left
+    when the walk looked for it) and accumulated them in W instead."""
+
+    def __init__(self, vocab=30, d=16, depth=4):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(nn.Linear(d, d) for _ in range(depth))
+        self.mid = nn.Linear(d, vocab, bias=False)
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids, labels):
+        h = self.emb(ids)
+        skip = h
+        for i, b in enumerate(self.blocks):
+            h = h + torch.tanh(b(h))
+            if i == 0:
+                aux = F.cross_entropy(self.mid(h).flatten(0, 1), ids.flatten())
+        main = F.cross_entropy(self.head(self.ln(h + skip)).flatten(0, 1), labels.flatten())
+        return main + 0.3 * aux
+
+
+def skip_aux():
+    return SkipAux(), (torch.randint(0, 30, (2, 8)), torch.randint(0, 30, (2, 8)))

@@ -154,12 +154,33 @@ void warnMicroBatchSemantics(mlir::ModuleOp job, const TrainOptions &options,
                              const rt::DataSource *data = nullptr);
 inline constexpr int64_t kLabelScanRows = 1 << 16;
 
+/// The `--metrics` file (JSON lines, metricsJsonLine). A fresh run starts
+/// it empty. A resumed run continues it: at its first line (step k) the
+/// file is rewritten with the earlier lines of steps before k -- those of a
+/// run that went past the checkpoint are dropped, so that the file reads as
+/// one uninterrupted run -- and it appends from there. Until then the file
+/// is left as it was (a resumed run that fails before its first step loses
+/// nothing).
+class MetricsWriter {
+public:
+  /// Opens `path` for writing; nullptr with `error` set when it cannot be
+  /// written.
+  static std::unique_ptr<MetricsWriter> open(const std::string &path,
+                                             bool resume, std::string &error);
+  void write(const StepMetrics &m);
+
+private:
+  std::string path;
+  bool resume = false, started = false;
+  std::ofstream os;
+};
+
 /// What both trainers set up after the evaluator: the optimizer over the
 /// parameters `names` (in the order step() gets them) and, when `metrics`
-/// is true and the options name a file, the open metrics stream.
+/// is true and the options name a file, the metrics file.
 struct TrainerOutputs {
   std::unique_ptr<rt::Optimizer> optimizer;
-  std::unique_ptr<std::ofstream> metrics; // null: no metrics from here
+  std::unique_ptr<MetricsWriter> metrics; // null: no metrics from here
 };
 mlir::FailureOr<TrainerOutputs>
 createTrainerOutputs(mlir::ModuleOp job, const TrainingConfig &config,
