@@ -336,8 +336,11 @@ at::Tensor stepDivideKernel(const at::Tensor &sum, const at::Tensor &count) {
   return at::div(sum, count);
 }
 
-at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log) {
-  return log ? at::log_softmax(x, axis) : at::softmax(x, axis);
+at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log,
+                         bool safe) {
+  if (log)
+    return at::log_softmax(x, axis);
+  return safe ? at::_safe_softmax(x, axis) : at::softmax(x, axis);
 }
 
 at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,

@@ -201,6 +201,11 @@ Tensor reduce(Reduce kind, const Tensor &x, IntList axes, bool keepdim,
 Tensor softmax(const Tensor &x, int64_t axis, bool log) {
   return guarded("softmax", [&] { return rt::softmaxKernel(T(x), axis, log); });
 }
+Tensor safe_softmax(const Tensor &x, int64_t axis) {
+  return guarded("softmax", [&] {
+    return rt::softmaxKernel(T(x), axis, /*log=*/false, /*safe=*/true);
+  });
+}
 Tensor layer_norm(const Tensor &x, int64_t axis, const Tensor &weight,
                   const Tensor &bias, double epsilon) {
   return guarded("layer_norm", [&] {

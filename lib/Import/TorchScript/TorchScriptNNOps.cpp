@@ -228,7 +228,8 @@ LogicalResult TSImporter::hSoftmax(Node *n, Location loc) {
     return failure();
   std::string op = opName(n);
   Value v = *x;
-  if (op[0] != '_' && n->inputs().size() > 2) {
+  bool safe = op == "_safe_softmax";
+  if ((op[0] != '_' || safe) && n->inputs().size() > 2) {
     auto dt = dtypeArg(n, 2, loc);
     if (failed(dt))
       return failure();
@@ -241,6 +242,8 @@ LogicalResult TSImporter::hSoftmax(Node *n, Location loc) {
   SmallVector<NamedAttribute> attrs{i64("axis", *axis)};
   if (op.find("log_softmax") != std::string::npos)
     attrs.push_back(attr("log", b().getUnitAttr()));
+  if (safe)
+    attrs.push_back(attr("safe", b().getUnitAttr()));
   return bindResult(n, make<SoftmaxOp>(loc, {v}, attrs));
 }
 
@@ -923,7 +926,10 @@ LogicalResult TSImporter::hSDPA(Node *n, Location loc) {
     if (failed(s))
       return failure();
   }
-  s = make<SoftmaxOp>(loc, {*s}, {i64("axis", rank - 1)});
+  // PyTorch's SDPA: a query whose keys are all masked attends to nothing
+  // (zeros), not NaN.
+  s = make<SoftmaxOp>(loc, {*s},
+                      {i64("axis", rank - 1), attr("safe", b().getUnitAttr())});
   if (failed(s))
     return failure();
   if (*dropout > 0) {
@@ -1064,7 +1070,7 @@ void TSImporter::registerNNOps(llvm::StringMap<Handler> &t) {
   reg({"aten::linear"}, &TSImporter::hLinear);
   reg({"aten::addmm"}, &TSImporter::hAddmm);
   reg({"aten::softmax", "aten::log_softmax", "aten::_softmax",
-       "aten::_log_softmax"},
+       "aten::_log_softmax", "aten::_safe_softmax"},
       &TSImporter::hSoftmax);
   reg({"aten::layer_norm"}, &TSImporter::hLayerNorm);
   reg({"aten::batch_norm"}, &TSImporter::hBatchNorm);

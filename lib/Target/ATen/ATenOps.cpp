@@ -222,7 +222,7 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
       })
       .Case([&](SoftmaxOp o) {
         return rt::softmaxKernel(in[0], static_cast<int64_t>(o.getAxis()),
-                                 o.getLog());
+                                 o.getLog(), o.getSafe());
       })
       .Case([&](LayerNormOp o) {
         size_t next = 1;

@@ -382,6 +382,9 @@ std::string BodyEmitter::call(Operation *op) {
                (r.getStepMean() ? ", /*step_mean=*/true)" : ")");
       })
       .Case([&](SoftmaxOp s) {
+        if (s.getSafe() && !s.getLog())
+          return "stage::safe_softmax(" + o(0) + ", " +
+                 lit(static_cast<int64_t>(s.getAxis())) + ")";
         return "stage::softmax(" + o(0) + ", " +
                lit(static_cast<int64_t>(s.getAxis())) + ", " +
                lit(static_cast<bool>(s.getLog())) + ")";

@@ -2158,3 +2158,31 @@ class SkipAux(nn.Module):
 
 def skip_aux():
     return SkipAux(), (torch.randint(0, 30, (2, 8)), torch.randint(0, 30, (2, 8)))
+
+
+class LeftPadded(nn.Module):
+    """Left padding under a causal mask (nn.MultiheadAttention with
+    key_padding_mask, need_weights=False: scaled_dot_product_attention): a
+    query whose keys are all padding attends to nothing -- zeros in
+    PyTorch (its _safe_softmax), where a plain softmax gives NaN."""
+
+    def __init__(self, vocab=10, d=16):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        self.att = nn.MultiheadAttention(d, 2, batch_first=True)
+        self.mid = nn.Linear(d, d)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, ids, labels):
+        T = ids.shape[1]
+        causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+        h = self.emb(ids)
+        a = self.att(h, h, h, attn_mask=causal, key_padding_mask=ids < 3,
+                     need_weights=False)[0]
+        h = h + torch.tanh(self.mid(h + a))
+        return F.cross_entropy(self.out(h).flatten(0, 1), labels.flatten())
+
+
+def left_padded():
+    return LeftPadded(), (torch.tensor([[0, 3, 4, 5, 6, 7], [1, 2, 9, 3, 4, 5]]),
+                          torch.tensor([[0, 3, 4, 5, 6, 7], [1, 2, 9, 3, 4, 5]]))

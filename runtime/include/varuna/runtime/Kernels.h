@@ -79,7 +79,10 @@ at::Tensor reduceKernel(Reduce kind, const at::Tensor &x,
 /// a mask selects): inside a LossDenominators scope, `sum` divided by the
 /// scope's next denominator (the whole step's count) instead.
 at::Tensor stepDivideKernel(const at::Tensor &sum, const at::Tensor &count);
-at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log);
+/// `safe`: rows of all -inf give zeros (and a zero gradient), as PyTorch's
+/// _safe_softmax; not with `log`.
+at::Tensor softmaxKernel(const at::Tensor &x, int64_t axis, bool log,
+                         bool safe = false);
 at::Tensor layerNormKernel(const at::Tensor &x, int64_t axis,
                            const at::Tensor &weight, const at::Tensor &bias,
                            double epsilon);

@@ -151,6 +151,8 @@ VARUNA_STAGE_API Tensor trilu(const Tensor &x, int64_t k, bool upper);
 VARUNA_STAGE_API Tensor reduce(Reduce kind, const Tensor &x, IntList axes,
                                bool keepdim, bool step_mean = false);
 VARUNA_STAGE_API Tensor softmax(const Tensor &x, int64_t axis, bool log);
+/// varuna.softmax's `safe`: all -inf rows give zeros (rt::softmaxKernel).
+VARUNA_STAGE_API Tensor safe_softmax(const Tensor &x, int64_t axis);
 /// `weight`/`bias` may be undefined.
 VARUNA_STAGE_API Tensor layer_norm(const Tensor &x, int64_t axis,
                                    const Tensor &weight, const Tensor &bias,

@@ -509,7 +509,14 @@ def Varuna_ReduceOp : Varuna_InferOp<"reduce"> {
 
 def Varuna_SoftmaxOp : Varuna_InferOp<"softmax"> {
   let summary = "Softmax (or log-softmax) along one axis";
-  let arguments = (ins AnyVTensor:$input, I64Attr:$axis, UnitAttr:$log);
+  let description = [{
+    `safe` (softmax only): a row whose inputs are all -inf gives zeros and
+    a zero gradient, not NaN -- PyTorch's `_safe_softmax`, which
+    `scaled_dot_product_attention` uses, so that a query whose keys are all
+    masked (left padding under a causal mask) attends to nothing.
+  }];
+  let arguments = (ins AnyVTensor:$input, I64Attr:$axis, UnitAttr:$log,
+                       UnitAttr:$safe);
   let results = (outs AnyVTensor:$result);
   let assemblyFormat = "$input attr-dict `:` qualified(type($input))";
 }
