@@ -694,6 +694,20 @@ FailureOr<Value> Decomposer::divideByBatch(Value x, SymInt size) {
     auto d = divideByBatch(neg.getInput(), size);
     return failed(d) ? d : unary(UnaryKind::neg, *d);
   }
+  // A cross-entropy's reduction="sum" (F.cross_entropy(z, y,
+  // reduction="sum") / x.shape[0]) is the sum of its "none" form.
+  if (auto ce = x.getDefiningOp<CrossEntropyOp>();
+      ce && ce.getReduction() == LossReduction::sum) {
+    SmallVector<NamedAttribute> attrs(ce->getAttrs());
+    for (NamedAttribute &a : attrs)
+      if (a.getName() == ce.getReductionAttrName())
+        a.setValue(LossReductionAttr::get(b.getContext(), LossReduction::none));
+    FailureOr<Value> none = make<CrossEntropyOp>(ce->getOperands(), attrs);
+    if (failed(none))
+      return failure();
+    FailureOr<Value> total = reduceAll(ReduceKind::sum, *none);
+    return failed(total) ? total : divideByBatch(*total, size);
+  }
   auto sum = x.getDefiningOp<ReduceOp>();
   if (!sum || sum.getKind() != ReduceKind::sum)
     return refuse("the dividend is not a sum");

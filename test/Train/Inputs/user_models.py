@@ -2186,3 +2186,34 @@ class LeftPadded(nn.Module):
 def left_padded():
     return LeftPadded(), (torch.tensor([[0, 3, 4, 5, 6, 7], [1, 2, 9, 3, 4, 5]]),
                           torch.tensor([[0, 3, 4, 5, 6, 7], [1, 2, 9, 3, 4, 5]]))
+
+
+class SumCE(nn.Module):
+    """Per-example losses written with reduction="sum" and divided by the
+    batch size (F.cross_entropy and F.nll_loss, label smoothing, an ignored
+    label): each is the sum of its "none" form over the batch. Before:
+    "dividing by the batch size B: the dividend is not a sum"."""
+
+    def __init__(self, smoothing=0.1):
+        super().__init__()
+        self.smoothing = smoothing
+        self.embed = nn.Embedding(VOCAB, D)
+        self.body = nn.Sequential(nn.Linear(D, D), nn.GELU(), nn.Linear(D, VOCAB))
+
+    def forward(self, input_ids, labels):
+        logits = self.body(self.embed(input_ids)).flatten(0, 1)
+        targets = labels.masked_fill(labels % 5 == 0, -100).flatten()
+        ce = F.cross_entropy(logits, targets, reduction="sum",
+                             label_smoothing=self.smoothing)
+        nll = F.nll_loss(F.log_softmax(logits, -1), targets, reduction="sum")
+        return (ce + 0.5 * nll) / input_ids.shape[0]
+
+
+def sum_ce():
+    ids = torch.randint(0, VOCAB, (2, S))
+    return SumCE(), (ids, ids.clone())
+
+
+def sum_ce_onnx():  # torch's ONNX exporter takes no label smoothing
+    ids = torch.randint(0, VOCAB, (2, S))
+    return SumCE(smoothing=0.0), (ids, ids.clone())
