@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <sys/stat.h>
 #include <map>
 #include <sstream>
 
@@ -345,6 +346,10 @@ NpyArray parseNpy(const void *bytes, size_t size, const std::string &name) {
 }
 
 std::vector<uint8_t> readFileBytes(const std::string &path) {
+  // libstdc++ throws its own exception reading a directory: said here.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    fail(path, "is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     fail(path, std::string("cannot open: ") + std::strerror(errno));

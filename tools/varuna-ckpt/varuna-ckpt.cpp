@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <string>
 #include <vector>
@@ -109,6 +110,10 @@ int cmdWrite(int argc, char **argv) {
       }
       if (current < 0)
         usage("--tensor must follow a --section");
+      for (const TensorBytes &t : sections[current])
+        if (t.name == kv.substr(0, eq))
+          usage("--tensor " + t.name + " given twice in section " +
+                std::to_string(current));
       NpyArray arr = readNpy(kv.substr(eq + 1));
       sections[current].push_back(TensorBytes{kv.substr(0, eq),
                                               safetensorsDtype(arr.dtype),
@@ -223,6 +228,9 @@ int main(int argc, char **argv) {
     if (cmd == "prune")
       return cmdPrune(argc - 2, argv + 2);
   } catch (const DataError &e) {
+    std::fprintf(stderr, "varuna-ckpt: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception &e) {
     std::fprintf(stderr, "varuna-ckpt: error: %s\n", e.what());
     return 1;
   }
