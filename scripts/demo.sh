@@ -33,4 +33,5 @@ echo "== train: varuna-run $OUT/job --stages 2 --replicas 2 --batch 16 --micro-b
   --steps 30 --synthetic --synthetic-samples 32 --config scripts/demo-train.json \
   --metrics "$OUT/metrics.jsonl" --trace "$OUT/timeline.json"
 PYTHONPATH="$ROOT/python" python3 -m varuna.trace "$OUT/timeline.json" -o "$OUT/timeline.svg"
-echo "== timeline: $OUT/timeline.json (open in https://ui.perfetto.dev), $OUT/timeline.svg"
+PYTHONPATH="$ROOT/python" python3 -m varuna.trace "$OUT/timeline.json" -o "$OUT/timeline.png"
+echo "== timeline: $OUT/timeline.json (open in https://ui.perfetto.dev), $OUT/timeline.svg, $OUT/timeline.png"

@@ -23,6 +23,7 @@ PIP_PACKAGES=(
   lit==23.1.5
   pytest==9.2.0
   transformers==5.23.0
+  pillow==13.0.0
 )
 
 PYTHON=${PYTHON:-python3}

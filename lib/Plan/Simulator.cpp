@@ -14,6 +14,7 @@
 #include "varuna/Plan/Simulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <limits>
@@ -602,10 +603,14 @@ std::string timelineJson(const SimulationResult &r, int numStages) {
   size_t total = r.timeline.size() + r.stepEnd.size(), i = 0;
   auto span = [&](const std::string &name, int stage, int lane, double start,
                   double end) {
+    // Both ends rounded to the nanosecond, the duration their difference:
+    // a span that ends where the next starts does not overlap it by one
+    // rounding (a viewer takes that for badly nested slices).
+    double ts = std::round(start * 1e9) / 1e3, te = std::round(end * 1e9) / 1e3;
     std::snprintf(buf, sizeof buf,
                   "{\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
                   "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}%s\n",
-                  name.c_str(), stage, lane, start * 1e6, (end - start) * 1e6,
+                  name.c_str(), stage, lane, ts, te - ts,
                   ++i < total ? "," : "");
     out += buf;
   };

@@ -1,18 +1,27 @@
-"""Renders a varuna-run timeline (Chrome-trace JSON, ``varuna-run --trace``)
-as an SVG Gantt chart -- one row per rank and lane, forward / recompute /
-backward / weight-gradient (zero-bubble's W) / communication in different colours, as in the paper's Figure 7.
+"""Renders a varuna-run timeline (Chrome-trace JSON, ``varuna-run --trace``,
+or ``varuna-plan --simulate --timeline``) as a Gantt chart -- one row per
+rank and lane, forward / recompute / backward / weight-gradient (zero-bubble's
+W) / communication in different colours, as in the paper's Figure 7. The
+output's suffix picks the format: ``.svg`` (span names as tooltips) or
+``.png`` (Pillow).
 
     python -m varuna.trace TRACE.json -o timeline.svg [--width 1200]
+    python -m varuna.trace TRACE.json -o timeline.png
 
 The JSON itself opens in https://ui.perfetto.dev or chrome://tracing."""
 import argparse
 import json
+import os
 import sys
 from html import escape
 
 COLOURS = {"F": "#4e79a7", "R": "#f28e2b", "B": "#59a14f", "W": "#b07aa1"}
 COMM = "#bab0ac"
 OTHER = "#9c755f"
+LABEL_W, ROW_H, TOP = 170, 22, 30
+#: Narrowest chart: the labels plus room for the spans.
+MIN_WIDTH = LABEL_W + 100
+FORMATS = (".svg", ".png")
 
 
 def colour(name: str, tid: int) -> str:
@@ -23,55 +32,116 @@ def colour(name: str, tid: int) -> str:
     return OTHER
 
 
-def render(trace: dict, width: int = 1200) -> str:
-    events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+def layout(trace, width: int = 1200) -> dict:
+    """What both formats draw: the title and each row's y, label and spans'
+    rectangles (x, y, w, h, colour, name, duration in ms, whether its name
+    fits inside). `trace` is the Chrome-trace object ({"traceEvents": [...]})
+    or its bare event array, which the format also allows. ValueError for a
+    trace without spans or a width below MIN_WIDTH."""
+    if width < MIN_WIDTH:
+        raise ValueError(f"--width {width} is too narrow: at least {MIN_WIDTH} pixels "
+                         f"({LABEL_W} of them for the row labels)")
+    if isinstance(trace, list):
+        trace = {"traceEvents": trace}
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise ValueError("not a Chrome trace (an object with 'traceEvents', or an array "
+                         "of events)")
+    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
     names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "process_name"}
+             if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"}
     if not events:
         raise ValueError("the trace has no spans")
     start = min(e["ts"] for e in events)
     end = max(e["ts"] + e["dur"] for e in events)
     rows = sorted({(e["pid"], e.get("tid", 0)) for e in events})
-    label_w, row_h, top = 170, 22, 30
-    scale = (width - label_w - 10) / max(end - start, 1)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" '
-           f'height="{top + row_h * len(rows) + 30}" font-family="sans-serif" font-size="11">',
-           f'<text x="5" y="18">varuna-run timeline: {(end - start) / 1000:.1f} ms; '
-           'F forward, R recompute, B backward, W backward (weights), grey communication</text>']
+    scale = (width - LABEL_W - 10) / max(end - start, 1)
+    chart = {"width": width, "height": TOP + ROW_H * len(rows) + 30,
+             "title": f"varuna-run timeline: {(end - start) / 1000:.1f} ms; F forward, "
+                      "R recompute, B backward, W backward (weights), grey communication",
+             "rows": []}
     for i, (pid, tid) in enumerate(rows):
-        y = top + i * row_h
+        y = TOP + i * ROW_H
         lane = ("compute", "comm", "all-reduce")[tid] if tid < 3 else f"lane {tid}"
-        label = f"{names.get(pid, f'rank {pid}')} {lane}"
-        out.append(f'<text x="5" y="{y + 15}">{escape(label)}</text>')
+        spans = []
+        chart["rows"].append((y, f"{names.get(pid, f'rank {pid}')} {lane}", spans))
         for e in events:
             if (e["pid"], e.get("tid", 0)) != (pid, tid):
                 continue
-            x = label_w + (e["ts"] - start) * scale
+            x = LABEL_W + (e["ts"] - start) * scale
             w = max(e["dur"] * scale, 0.5)
-            out.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{w:.1f}" height="{row_h - 4}" '
-                       f'fill="{colour(e["name"], e.get("tid", 0))}"><title>{escape(e["name"])} '
-                       f'{e["dur"] / 1000:.2f} ms</title></rect>')
-            if w > 14 and tid == 0:
-                out.append(f'<text x="{x + 2:.1f}" y="{y + 15}" fill="white">'
-                           f'{escape(e["name"])}</text>')
+            spans.append({"x": x, "y": y + 2, "w": w, "h": ROW_H - 4,
+                                   "fill": colour(e["name"], tid), "name": e["name"],
+                                   "ms": e["dur"] / 1000, "inside": w > 14 and tid == 0})
+    return chart
+
+
+def render(trace, width: int = 1200) -> str:
+    """The chart as SVG text."""
+    c = layout(trace, width)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{c["width"]}" '
+           f'height="{c["height"]}" font-family="sans-serif" font-size="11">',
+           f'<text x="5" y="18">{escape(c["title"])}</text>']
+    for y, label, spans in c["rows"]:
+        out.append(f'<text x="5" y="{y + 15}">{escape(label)}</text>')
+        for s in spans:
+            out.append(f'<rect x="{s["x"]:.1f}" y="{s["y"]}" width="{s["w"]:.1f}" '
+                       f'height="{s["h"]}" fill="{s["fill"]}"><title>{escape(s["name"])} '
+                       f'{s["ms"]:.2f} ms</title></rect>')
+            if s["inside"]:
+                out.append(f'<text x="{s["x"] + 2:.1f}" y="{s["y"] + 13}" fill="white">'
+                           f'{escape(s["name"])}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def render_png(trace, path: str, width: int = 1200) -> None:
+    """The chart as a PNG file at `path` (Pillow's default font)."""
+    from PIL import Image, ImageDraw
+    c = layout(trace, width)
+    image = Image.new("RGB", (c["width"], c["height"]), "white")
+    draw = ImageDraw.Draw(image)
+    draw.text((5, 8), c["title"], fill="black")
+    for y, label, spans in c["rows"]:
+        draw.text((5, y + 5), label, fill="black")
+        for s in spans:
+            draw.rectangle([s["x"], s["y"], s["x"] + s["w"], s["y"] + s["h"]], fill=s["fill"])
+            if s["inside"] and draw.textlength(s["name"]) < s["w"] - 3:
+                draw.text((s["x"] + 2, s["y"] + 3), s["name"], fill="white")
+    image.save(path, format="PNG")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
-    ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--width", type=int, default=1200)
+    ap.add_argument("-o", "--output", required=True, help="timeline.svg or timeline.png")
+    ap.add_argument("--width", type=int, default=1200, help="pixels (default 1200)")
     args = ap.parse_args(argv)
+    suffix = os.path.splitext(args.output)[1].lower()
+    if suffix not in FORMATS:
+        print(f"varuna.trace: error: {args.output}: the output's suffix picks the format: "
+              f"{' or '.join(FORMATS)}", file=sys.stderr)
+        return 1
     try:
-        trace = json.load(open(args.trace))
-        svg = render(trace, args.width)
-    except (OSError, ValueError, KeyError) as e:
+        with open(args.trace) as fh:
+            trace = json.load(fh)
+    except (OSError, ValueError) as e:
         print(f"varuna.trace: error: {args.trace}: {e}", file=sys.stderr)
         return 1
-    with open(args.output, "w") as fh:
-        fh.write(svg)
+    try:
+        if suffix == ".png":
+            render_png(trace, args.output, args.width)
+        else:
+            svg = render(trace, args.width)
+            with open(args.output, "w") as fh:
+                fh.write(svg)
+    except (ValueError, KeyError, TypeError) as e:
+        what = f"a span without {e}" if isinstance(e, KeyError) else e
+        print(f"varuna.trace: error: {args.trace}: {what}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"varuna.trace: error: cannot write {args.output}: {e.strerror or e}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
