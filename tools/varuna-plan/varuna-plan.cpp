@@ -623,6 +623,15 @@ int main(int argc, char **argv) {
     unused("-o writes the chosen plan of a sweep, not with --simulate");
   if (simulateOne && memory > 0)
     unused("--memory limits a sweep's choice, not --simulate");
+  if (simulateOne && devices.getNumOccurrences() &&
+      int64_t(devices) != int64_t(stages) * int64_t(replicas)) {
+    std::string what = "--devices " + std::to_string(devices) +
+                       " does nothing with --simulate, which simulates "
+                       "--stages x --replicas = " +
+                       std::to_string(int64_t(stages) * int64_t(replicas)) +
+                       " devices";
+    unused(what.c_str());
+  }
 
   if (simulateOne) {
     std::string error;

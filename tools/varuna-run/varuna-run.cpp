@@ -495,6 +495,11 @@ int main(int argc, char **argv) {
     if (replicas == 1)
       unused(bucketMB, "one replica all-reduces no gradients (give "
                        "--replicas 2 or more)");
+    if (!synthetic && !dataDir.empty()) {
+      unused(vocab, "it shapes --synthetic data, and --data is given");
+      unused(syntheticSamples, "it shapes --synthetic data, and --data is "
+                               "given");
+    }
     const char *oneRank = "one process talks to no other (give --stages or "
                           "--replicas above 1)";
     if (!distributed)
