@@ -2,8 +2,12 @@
 
 #include "varuna/Support/ToolInit.h"
 
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+
 #include "llvm/Support/PrettyStackTrace.h"
 
+#include <cerrno> // program_invocation_short_name
 #include <csignal>
 #include <unistd.h>
 
@@ -47,6 +51,12 @@ ToolInit::ToolInit(int &argc, const char **&argv) : init(argc, argv) {
 }
 
 void ToolInit::finish() {
+  // --version: the tool and Varuna's version (with the LLVM it was built
+  // with), not LLVM's own "Debian LLVM version 16 ... Optimized build".
+  llvm::cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << program_invocation_short_name << " (Varuna " VARUNA_VERSION
+       << "; LLVM " LLVM_VERSION_STRING ")\n";
+  });
   llvm::setBugReportMsg("PLEASE report this crash of a Varuna tool to the "
                         "Varuna developers, with the command and the stack "
                         "dump below.\n");

@@ -492,9 +492,6 @@ timeSectionsConcurrently(const char *argv0, int processes,
 
 int main(int argc, char **argv) {
   varuna::ToolInit init(argc, argv);
-  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "varuna-calibrate (Varuna " VARUNA_VERSION ")\n";
-  });
   // Only our options in --help, not the ones LLVM registers.
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna calibration\n");

@@ -57,9 +57,6 @@ static cl::opt<bool> noBuild(
 
 int main(int argc, char **argv) {
   varuna::ToolInit init(argc, argv);
-  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "varuna-compile (Varuna " VARUNA_VERSION ")\n";
-  });
   // Only our options in --help, not the ones LLVM registers.
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna compiler driver\n");

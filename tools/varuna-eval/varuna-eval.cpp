@@ -66,9 +66,6 @@ static int fail(const llvm::Twine &msg) {
 
 int main(int argc, char **argv) {
   varuna::ToolInit initLLVM(argc, argv);
-  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "varuna-eval (Varuna " VARUNA_VERSION ")\n";
-  });
   // Only our options in --help, not the ones LLVM registers.
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv,

@@ -286,9 +286,6 @@ static std::string calibrationProblem(const llvm::json::Object &co,
 
 int main(int argc, char **argv) {
   varuna::ToolInit init(argc, argv);
-  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "varuna-plan (Varuna " VARUNA_VERSION ")\n";
-  });
   // Only our options in --help, not the ones LLVM registers.
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna planner\n");

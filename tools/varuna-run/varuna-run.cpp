@@ -288,9 +288,6 @@ int main(int argc, char **argv) {
   // 2 s alone and over 10 s on a busy machine, while its peers waited.
   ::setenv("LLVM_DISABLE_SYMBOLIZATION", "1", /*overwrite=*/0);
   varuna::ToolInit init(argc, argv);
-  cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "varuna-run (Varuna " VARUNA_VERSION ")\n";
-  });
   // Only our options in --help, not the ones LLVM registers.
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna training launcher\n");
