@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <torch/csrc/autograd/autograd.h>
@@ -956,7 +957,12 @@ LogicalResult varuna::trainReference(
 
   if (trace.isEnabled()) {
     try {
-      trace.write(options.tracePath, 0, "stage 0 / replica 0");
+      // Written as a rank's file, then merged as a pipeline's are: the
+      // same format, times from 0.
+      std::string part = options.tracePath + ".rank0";
+      trace.write(part, 0, "stage 0 / replica 0");
+      rt::mergeTraces({part}, options.tracePath);
+      std::remove(part.c_str());
     } catch (const std::exception &e) {
       return jobError(job, "trace: ") << e.what();
     }
