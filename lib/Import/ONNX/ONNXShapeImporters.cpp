@@ -969,6 +969,43 @@ LogicalResult importRange(NodeContext &nc) {
   return success();
 }
 
+/// EyeLike(x, k, dtype): ones on the k-th diagonal of a matrix of x's
+/// (static) shape, of `dtype` or x's element type -- what torch.eye(n)
+/// exports as. x's values are not read.
+LogicalResult importEyeLike(NodeContext &nc) {
+  auto v = nc.runtime(0);
+  if (failed(v))
+    return failure();
+  VTensorType t = typeOf(*v);
+  if (t.getRank() != 2 || !t.getDim(0).isStatic() || !t.getDim(1).isStatic())
+    return nc.error("the input must be a matrix of fixed size, not of "
+                    "shape " + dimsStr(t.getDims()));
+  Type et = t.getElementType();
+  if (auto dt = nc.intAttr("dtype")) {
+    et = convertElementType(nc.ctx(), static_cast<int>(*dt));
+    if (!et)
+      return nc.error("unsupported dtype " + std::to_string(*dt));
+  }
+  int64_t rows = t.getDim(0).constant, cols = t.getDim(1).constant;
+  int64_t k = nc.intAttr("k").value_or(0);
+  if (rows * cols > kMaxKnownElements)
+    return nc.error("a " + std::to_string(rows) + " x " +
+                    std::to_string(cols) + " identity is too large");
+  std::vector<double> ones(rows * cols, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    if (i + k >= 0 && i + k < cols)
+      ones[i * cols + i + k] = 1.0;
+  if (et.isa<FloatType>()) {
+    nc.setOutput(0, KnownTensor::ofFloats(et, {rows, cols}, ones));
+  } else {
+    std::vector<SymInt> ints;
+    for (double x : ones)
+      ints.push_back(SymInt(static_cast<int64_t>(x)));
+    nc.setOutput(0, KnownTensor::ofInts(et, {rows, cols}, ints));
+  }
+  return success();
+}
+
 LogicalResult importTrilu(NodeContext &nc) {
   auto v = nc.runtime(0);
   if (failed(v))
@@ -1212,6 +1249,7 @@ OpImporter onnx_import::lookupShapeOpImporter(StringRef op) {
       .Case("Split", importSplit)
       .Case("Transpose", importTranspose)
       .Case("ConstantOfShape", importConstantOfShape)
+      .Case("EyeLike", importEyeLike)
       .Case("Range", importRange)
       .Case("Trilu", importTrilu)
       .Case("Pad", importPad)

@@ -2217,3 +2217,26 @@ def sum_ce():
 def sum_ce_onnx():  # torch's ONNX exporter takes no label smoothing
     ids = torch.randint(0, VOCAB, (2, S))
     return SumCE(smoothing=0.0), (ids, ids.clone())
+
+
+class DenseGAT(nn.Module):
+    """Graph attention over a dense adjacency with self loops added by
+    torch.eye (ONNX EyeLike: before, "unsupported ONNX op 'EyeLike'"), the
+    adjacency computed from the node features."""
+
+    def __init__(self, d=8, classes=3):
+        super().__init__()
+        self.w = nn.Linear(d, d)
+        self.o = nn.Linear(d, classes)
+
+    def forward(self, x, y):
+        n = x.shape[1]
+        s = x[..., :1]
+        adj = (s * s.transpose(1, 2) > 0).float() + torch.eye(n)
+        h = self.w(x)
+        e = torch.einsum("bnd,bmd->bnm", h, h).masked_fill(adj == 0, -1e9).softmax(-1)
+        return F.cross_entropy(self.o(e @ h).mean(1), y)
+
+
+def dense_gat():
+    return DenseGAT(), (torch.randn(2, 5, 8), torch.randint(0, 3, (2,)))
