@@ -22,6 +22,7 @@
 
 #include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
+#include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/Plan/Planner.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -65,7 +66,16 @@ static cl::opt<int> devicesPerHost(
     cl::cat(toolOptions));
 static cl::opt<double> stateCopies(
     "optimizer-state-copies", cl::init(2),
-    cl::desc("Optimizer state per parameter, for memory (Adam: 2, SGD: 0)"),
+    cl::desc("Optimizer state per parameter, for memory (default: the "
+             "training configuration's optimizer -- AdamW, LAMB 2; SGD 0, 1 "
+             "with momentum)"),
+    cl::cat(toolOptions));
+static cl::opt<std::string> configPath(
+    "config",
+    cl::desc("The training configuration varuna-run will be given (default: "
+             "the one the job was compiled with): its optimizer's state and "
+             "whether the step all-reduces the gradient norm (clipping, "
+             "LAMB)"),
     cl::cat(toolOptions));
 static cl::opt<double>
     flopRate("flops-per-second", cl::init(2e10),
@@ -433,7 +443,23 @@ int main(int argc, char **argv) {
   };
   in.globalBatch = batch;
   in.memoryLimitBytes = memory;
-  in.stateCopies = stateCopies;
+  // What the training configuration changes in a step: the optimizer's
+  // state (memory) and the global norm's all-reduce (clipping, LAMB) --
+  // the run's configuration may add clipping the compiled job had not.
+  llvm::Expected<varuna::TrainingConfig> config =
+      configPath.empty() ? varuna::loadJobTrainingConfig(jobDir)
+                         : varuna::loadTrainingConfig(configPath);
+  if (!config) {
+    if (!configPath.empty())
+      return fail(llvm::toString(config.takeError()));
+    llvm::consumeError(config.takeError()); // an older job: the defaults
+    in.stateCopies = stateCopies;
+  } else {
+    in.normSync |= config->needsGlobalGradNorm();
+    in.stateCopies = stateCopies.getNumOccurrences()
+                         ? double(stateCopies)
+                         : double(config->optimizer.stateCopies());
+  }
   in.devicesPerHost = devicesPerHost;
   if (devicesPerHost < 1)
     return fail("--devices-per-host must be at least 1");
