@@ -39,7 +39,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -278,7 +280,8 @@ static bool speaksForTheRun() {
 }
 
 static int fail(const llvm::Twine &msg) {
-  llvm::errs() << "varuna-run: error: " << msg << "\n";
+  // One write: lines of ranks sharing the terminal do not interleave.
+  llvm::errs() << ("varuna-run: error: " + msg + "\n").str();
   return 1;
 }
 
@@ -288,6 +291,10 @@ int main(int argc, char **argv) {
   // 2 s alone and over 10 s on a busy machine, while its peers waited.
   ::setenv("LLVM_DISABLE_SYMBOLIZATION", "1", /*overwrite=*/0);
   varuna::ToolInit init(argc, argv);
+  // Output closed early (`varuna-run ... | head`): a write fails with EPIPE
+  // and the run stops as if asked (print, below), with its checkpoint --
+  // not killed by SIGPIPE with nothing saved.
+  ::signal(SIGPIPE, SIG_IGN);
   // Only our options in --help, not the ones LLVM registers.
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv, "Varuna training launcher\n");
@@ -674,11 +681,37 @@ int main(int argc, char **argv) {
   if (!checkpointDir.empty())
     if (auto problem = makeDirectory(checkpointDir, "the checkpoint directory"))
       return fail(*problem);
+  // A new run into a directory that holds a run's checkpoints would write
+  // its own over theirs, step by step, and a later --resume would continue
+  // whichever is newest: the two runs mixed, one of them lost unsaid.
+  // (Committed ones: a step directory with its COMPLETE marker, looked at
+  // without reading the files.)
+  if (!checkpointDir.empty() && !resume) {
+    std::error_code ec;
+    int64_t newest = -1;
+    for (llvm::sys::fs::directory_iterator it(checkpointDir, ec), end;
+         it != end && !ec; it.increment(ec)) {
+      llvm::StringRef name = llvm::sys::path::filename(it->path());
+      int64_t step;
+      llvm::SmallString<256> marker(it->path());
+      llvm::sys::path::append(marker, "COMPLETE");
+      if (name.consume_front("step-") && !name.getAsInteger(10, step) &&
+          llvm::sys::fs::exists(marker))
+        newest = std::max(newest, step);
+    }
+    if (newest >= 0)
+      return fail("the checkpoint directory '" + checkpointDir +
+                  "' holds another run's checkpoints (the newest: step " +
+                  llvm::Twine(newest) +
+                  "): give --resume to continue that run, or another "
+                  "--checkpoint-dir for a new one");
+  }
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
   // One line per step; on a terminal also a progress bar below it, which
   // the next line overwrites.
   double elapsed = 0;
   int64_t firstStep = -1; // the first step this run trained
+  bool outputClosed = false;
   // Asked to stop (runtime/Stop.h): the last step's number, else -1.
   int64_t stoppedAfter = -1;
   auto stopped = [&](const varuna::StepMetrics &m) {
@@ -759,7 +792,10 @@ int main(int argc, char **argv) {
       if (done == steps)
         std::printf("\r\033[K");
     }
-    std::fflush(stdout);
+    if (std::fflush(stdout) != 0 && errno == EPIPE && !outputClosed) {
+      outputClosed = true; // a stop request, through the usual path
+      ::kill(::getpid(), SIGTERM);
+    }
   };
   if (threads < 0)
     return fail("--compute-threads must be positive");

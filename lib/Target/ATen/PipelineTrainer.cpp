@@ -24,8 +24,10 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -989,11 +991,24 @@ static std::string unsharedDirectory(rt::Transport &transport,
     return std::string(p);
   };
   llvm::sys::fs::create_directories(dir);
+  // A rank that cannot write there at all (a full disk, no permission) is
+  // said as such, with its error, not as an unshared directory.
+  std::vector<at::Tensor> writeErrors{at::zeros({n}, at::kDouble)};
   {
+    errno = 0;
     std::ofstream os(probe(rank));
     os << text;
+    os.close();
+    if (os.fail())
+      writeErrors[0][rank] = double(errno ? errno : EIO);
   }
-  transport.world().barrier();
+  transport.world().allreduceSum(writeErrors);
+  for (int r = 0; r < n; ++r)
+    if (int e = int(writeErrors[0][r].item<double>())) {
+      llvm::sys::fs::remove(probe(rank));
+      return "rank " + std::to_string(r) + " cannot write in '" + dir +
+             "': " + std::strerror(e);
+    }
   std::vector<at::Tensor> missing{at::zeros({1}, at::kDouble)};
   if (rank == 0)
     for (int r = 1; r < n; ++r) {
