@@ -527,16 +527,23 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   for (at::Tensor &p : paramLeaves)
     p.mutable_grad() = at::Tensor();
   // The whole step's index inputs and labels, read once. Every rank checks
-  // the whole step (all stop alike, each saying why); a validation batch's
-  // were checked before the first step (checkValidationInputs).
+  // the whole step (all stop alike); the first rank says why, the others
+  // point at it (the same message P x D times said nothing more); a
+  // validation batch's were checked before the first step
+  // (checkValidationInputs).
   const std::vector<IndexRange> checkedBefore;
   const std::vector<IndexRange> &toCheck =
       evaluate ? checkedBefore : indexRanges;
   std::vector<rt::BatchTensor> whole = readStepInputs(
       toCheck, data, s, M,
       labelCounter ? &labelCounter->inputsRead() : nullptr);
-  if (auto bad = checkStepInputs(toCheck, whole, data, s, M))
-    return jobError(job, "step ") << s << ": " << *bad, failure();
+  if (auto bad = checkStepInputs(toCheck, whole, data, s, M)) {
+    if (stage == 0 && replica == 0)
+      return jobError(job, "step ") << s << ": " << *bad, failure();
+    return jobError(job, "step ")
+               << s << ": the step's data is invalid (rank 0 says how)",
+           failure();
+  }
   // The labels the stage's mean cross_entropies count over the whole step
   // (every replica's micro-batches: the data is readable by every rank).
   if (labelCounter)
