@@ -4,9 +4,11 @@
 #include "varuna/runtime/Stop.h"
 
 #include <arpa/inet.h>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -59,6 +61,73 @@ static bool isStopped(pid_t pid) {
   buf[n] = 0;
   const char *close = std::strrchr(buf, ')'); // after "PID (COMM"
   return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
+namespace {
+/// The leading decimal number of `text` ("2(x3),1" gives 2), or -1.
+long long leadingNumber(const char *text) {
+  if (!text || !std::isdigit(static_cast<unsigned char>(*text)))
+    return -1;
+  return std::strtoll(text, nullptr, 10);
+}
+
+/// The first host of a SLURM node list: "a[01-03,7],b" -> "a01", "x,y" ->
+/// "x"; "" when it cannot be read.
+std::string firstSlurmHost(const std::string &list) {
+  size_t end = 0;
+  while (end < list.size() && list[end] != ',' && list[end] != '[')
+    ++end;
+  std::string host = list.substr(0, end);
+  if (end < list.size() && list[end] == '[') {
+    size_t stop = list.find_first_of("-,]", end + 1);
+    if (stop == std::string::npos || stop == end + 1)
+      return "";
+    host += list.substr(end + 1, stop - end - 1);
+  }
+  return host;
+}
+} // namespace
+
+std::string adoptSlurmRank() {
+  const char *procid = std::getenv("SLURM_PROCID");
+  const char *ntasks = std::getenv("SLURM_NTASKS");
+  if (std::getenv("RANK") || !procid || !ntasks)
+    return "";
+  long long n = leadingNumber(ntasks), rank = leadingNumber(procid);
+  if (n < 1 || rank < 0 || rank >= n)
+    return std::string("SLURM_PROCID '") + procid + "' and SLURM_NTASKS '" +
+           ntasks + "' are not a rank and a task count";
+  if (n == 1)
+    return ""; // one task: varuna-run launches the ranks itself
+  long long localRank = leadingNumber(std::getenv("SLURM_LOCALID"));
+  long long perNode = leadingNumber(std::getenv("SLURM_NTASKS_PER_NODE"));
+  if (perNode < 1)
+    perNode = leadingNumber(std::getenv("SLURM_TASKS_PER_NODE"));
+  if (!std::getenv("MASTER_ADDR")) {
+    const char *list = std::getenv("SLURM_JOB_NODELIST");
+    if (!list)
+      list = std::getenv("SLURM_NODELIST");
+    std::string host = list ? firstSlurmHost(list) : "";
+    if (host.empty())
+      return std::string("cannot find rank 0's host: set MASTER_ADDR (the "
+                         "node list SLURM_JOB_NODELIST is '") +
+             (list ? list : "") + "')";
+    ::setenv("MASTER_ADDR", host.c_str(), 1);
+  }
+  if (!std::getenv("MASTER_PORT")) {
+    long long job = leadingNumber(std::getenv("SLURM_JOB_ID"));
+    if (job < 0)
+      return "set MASTER_PORT (SLURM_JOB_ID, which would give one, is not "
+             "set)";
+    ::setenv("MASTER_PORT", std::to_string(20000 + job % 20000).c_str(), 1);
+  }
+  ::setenv("RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(localRank < 0 ? 0 : localRank).c_str(),
+           1);
+  if (perNode > 0)
+    ::setenv("LOCAL_WORLD_SIZE", std::to_string(perNode).c_str(), 1);
+  return "";
 }
 
 namespace {

@@ -316,12 +316,14 @@ static int writeObjectAtomically(llvm::json::Object o, const std::string &path) 
 /// calibration file as "across_hosts" (that file must exist: run
 /// varuna-calibrate on one host first).
 static int calibrateAcrossHosts() {
+  if (std::string why = varuna::rt::adoptSlurmRank(); !why.empty())
+    return fail("srun: " + why);
   const char *rank = std::getenv("RANK");
   const char *world = std::getenv("WORLD_SIZE");
   if (!rank || !world)
     return fail("--across-hosts runs as one rank of several: start it with "
-                "torchrun, srun or scripts/netns.sh (RANK and WORLD_SIZE are "
-                "not set)");
+                "torchrun, srun or scripts/netns.sh (RANK and WORLD_SIZE, or "
+                "srun's SLURM_PROCID and SLURM_NTASKS, are not set)");
   int size = std::atoi(world);
   if (size < 2)
     return fail("--across-hosts needs at least 2 ranks (WORLD_SIZE is " +

@@ -291,6 +291,9 @@ int main(int argc, char **argv) {
   // 2 s alone and over 10 s on a busy machine, while its peers waited.
   ::setenv("LLVM_DISABLE_SYMBOLIZATION", "1", /*overwrite=*/0);
   varuna::ToolInit init(argc, argv);
+  // A task of srun: its SLURM_* variables as torchrun's (Launch.h).
+  if (std::string why = varuna::rt::adoptSlurmRank(); !why.empty())
+    return fail("srun: " + why);
   // Output closed early (`varuna-run ... | head`): a write fails with EPIPE
   // and the run stops as if asked (print, below), with its checkpoint --
   // not killed by SIGPIPE with nothing saved.
