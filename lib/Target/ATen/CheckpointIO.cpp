@@ -6,12 +6,15 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <set>
 
 using namespace mlir;
@@ -141,6 +144,10 @@ rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
   meta["optimizer_state"] = joinStateNames(optimizer);
   meta["global_batch"] = std::to_string(run.globalBatch);
   meta["seed"] = std::to_string(run.seed);
+  if (run.microBatch > 0)
+    meta["micro_batch"] = std::to_string(run.microBatch);
+  if (!run.trainingConfig.empty())
+    meta["training_config"] = run.trainingConfig;
   if (scaler) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", scaler->scale());
@@ -153,6 +160,56 @@ rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
   meta["rng_state"] = llvm::toHex(llvm::ArrayRef<uint8_t>(
       static_cast<const uint8_t *>(rng.data_ptr()), rng.numel()));
   return meta;
+}
+
+/// The leaves of two JSON texts that differ, "path there -> here" each
+/// ("optimizer.lr 0.003 there, 0.01 here; clip_grad_norm 0.5 there, none
+/// here"); "" when they are equal as JSON.
+static std::string configDifferences(const std::string &thereText,
+                                     const std::string &hereText) {
+  llvm::Expected<llvm::json::Value> there = llvm::json::parse(thereText);
+  llvm::Expected<llvm::json::Value> here = llvm::json::parse(hereText);
+  if (!there || !here) {
+    llvm::consumeError(there.takeError());
+    llvm::consumeError(here.takeError());
+    return "unreadable";
+  }
+  std::vector<std::string> parts;
+  auto text = [](const llvm::json::Value *v) {
+    if (!v)
+      return std::string("none");
+    std::string s;
+    if (std::optional<double> d = v->getAsNumber(); d && !v->getAsInteger())
+      llvm::raw_string_ostream(s) << llvm::format("%.10g", *d); // 0.003
+    else
+      llvm::raw_string_ostream(s) << *v;
+    return s;
+  };
+  std::function<void(const std::string &, const llvm::json::Value *,
+                     const llvm::json::Value *)>
+      walk = [&](const std::string &path, const llvm::json::Value *a,
+                 const llvm::json::Value *b) {
+        const llvm::json::Object *oa = a ? a->getAsObject() : nullptr;
+        const llvm::json::Object *ob = b ? b->getAsObject() : nullptr;
+        if (oa && ob) {
+          std::set<std::string> keys;
+          for (const auto &kv : *oa)
+            keys.insert(kv.first.str());
+          for (const auto &kv : *ob)
+            keys.insert(kv.first.str());
+          for (const std::string &k : keys)
+            walk(path.empty() ? k : path + "." + k, oa->get(k), ob->get(k));
+          return;
+        }
+        if (!a || !b || *a != *b)
+          parts.push_back(path + " " + text(a) + " there, " + text(b) +
+                          " here");
+      };
+  walk("", &*there, &*here);
+  std::string out;
+  for (const std::string &p : parts)
+    out += (out.empty() ? "" : "; ") + p;
+  return out;
 }
 
 std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
@@ -179,6 +236,25 @@ std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
                   "would have read, and the hyper-parameters were set for " +
                   it->second + " (--batch " + it->second +
                   " continues it exactly)");
+  it = meta.find("micro_batch");
+  if (it != meta.end() && run.microBatchMatters && run.microBatch > 0 &&
+      it->second != std::to_string(run.microBatch))
+    out.push_back("'" + ckpt.path + "' was written by a run with micro-"
+                  "batches of " + it->second + "; this one has " +
+                  std::to_string(run.microBatch) +
+                  ": the model normalizes over each micro-batch's examples "
+                  "(batch norm, statistics over the batch), so it trains "
+                  "differently from here on (--micro-batch " + it->second +
+                  " continues it exactly)");
+  it = meta.find("training_config");
+  if (it != meta.end() && !run.trainingConfig.empty() &&
+      it->second != run.trainingConfig)
+    if (std::string d = configDifferences(it->second, run.trainingConfig);
+        !d.empty())
+      out.push_back("'" + ckpt.path + "' was written by a run with another "
+                    "training configuration (" + d + "): this run goes on "
+                    "with its own (the interrupted run's continues it "
+                    "exactly)");
   it = meta.find("seed");
   if (it != meta.end() && it->second != std::to_string(run.seed))
     out.push_back("'" + ckpt.path + "' was written by a run with --seed " +

@@ -112,6 +112,7 @@ public:
   rt::Trace trace;
   int64_t deviations = 0; // tasks run ahead of the static order
   std::optional<rt::LossScaler> scaler; // fp16 (and bf16 when asked)
+  RunSettings run; // what checkpoints record of this run (runSettingsFor)
   std::map<std::string, int> home; // checkpoint file of each parameter
   int firstSection = 0, endSection = 0, numSections = 0;
   std::vector<IndexRange> indexRanges; // inputs the job's sections index by
@@ -340,8 +341,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
     std::string err = rt::commitCheckpoint(
         dir, step, files,
         trainingState(step, optimizer, evaluator.getGenerator(),
-                      scaler ? &*scaler : nullptr,
-                      {options.globalBatch, options.seed}));
+                      scaler ? &*scaler : nullptr, run));
     if (!err.empty())
       throw std::runtime_error("checkpoint at step " + std::to_string(step) +
                                ": " + err);
@@ -1061,6 +1061,7 @@ LogicalResult varuna::trainPipeline(
   evaluator->deferUnreadableParams(options.resume);
   Rank rank(job, *evaluator, options, pipeline, transport);
   rank.countSink = &count;
+  rank.run = runSettingsFor(job, options, config);
   if (config.needsOverflowCheck())
     rank.scaler.emplace(config.lossScale);
   rank.trace = rt::Trace(!options.tracePath.empty());
@@ -1104,7 +1105,7 @@ LogicalResult varuna::trainPipeline(
     try {
       if ((ckpt = latestCheckpoint(options.checkpointDir, log))) {
         for (const std::string &w :
-             resumeWarnings(*ckpt, {options.globalBatch, options.seed},
+             resumeWarnings(*ckpt, runSettingsFor(job, options, config),
                             *optimizer))
           log << "varuna-run: warning: " << w << "\n";
         NamedTensors mine = rank.named();

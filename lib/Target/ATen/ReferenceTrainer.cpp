@@ -222,30 +222,56 @@ static Operation *batchNumbering(func::FuncOp graph) {
   return found;
 }
 
-void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
-                                     const rt::DataSource *data) {
-  if (options.microBatch >= options.globalBatch)
-    return;
-  func::FuncOp graph = findTrainingGraph(job);
-  // The batch norms of the sections when the job has them (the graph may
-  // hold the same ones again), else the graph's.
-  FailureOr<SmallVector<func::FuncOp>> sections = getSections(job);
-  SmallVector<func::FuncOp> scope;
-  if (succeeded(sections) && !sections->empty())
-    scope = *sections;
-  else if (graph)
-    scope.push_back(graph);
+/// Whether a batch norm of `scope` normalizes over the examples (not BiT's
+/// weight standardization, a batch norm of the weights); the first one.
+static BatchNormOp batchNormOverExamples(ArrayRef<func::FuncOp> scope,
+                                         int *count = nullptr) {
   BatchNormOp first;
-  int count = 0;
-  // Only those normalizing over the examples (not BiT's weight
-  // standardization, a batch norm of the weights).
   for (func::FuncOp f : scope)
     f.walk([&](BatchNormOp bn) {
       if (!llvm::cast<VTensorType>(bn.getInput().getType()).isBatched())
         return;
       first = first ? first : bn;
-      ++count;
+      if (count)
+        ++*count;
     });
+  return first;
+}
+
+/// The job's sections when it has them (the graph may hold the same ops
+/// again), else its graph.
+static SmallVector<func::FuncOp> sectionsOrGraph(ModuleOp job) {
+  FailureOr<SmallVector<func::FuncOp>> sections = getSections(job);
+  if (succeeded(sections) && !sections->empty())
+    return *sections;
+  SmallVector<func::FuncOp> scope;
+  if (func::FuncOp graph = findTrainingGraph(job))
+    scope.push_back(graph);
+  return scope;
+}
+
+RunSettings varuna::runSettingsFor(ModuleOp job, const TrainOptions &options,
+                                   const TrainingConfig &config) {
+  RunSettings run;
+  run.globalBatch = options.globalBatch;
+  run.seed = options.seed;
+  run.microBatch = options.microBatch;
+  func::FuncOp graph = findTrainingGraph(job);
+  run.microBatchMatters = bool(batchNormOverExamples(sectionsOrGraph(job))) ||
+                          (graph && batchStatistic(graph));
+  std::string text;
+  llvm::raw_string_ostream(text) << config.toJSON();
+  run.trainingConfig = text;
+  return run;
+}
+
+void varuna::warnMicroBatchSemantics(ModuleOp job, const TrainOptions &options,
+                                     const rt::DataSource *data) {
+  if (options.microBatch >= options.globalBatch)
+    return;
+  func::FuncOp graph = findTrainingGraph(job);
+  int count = 0;
+  BatchNormOp first = batchNormOverExamples(sectionsOrGraph(job), &count);
   // The graph's means over the examples (the loss's terms): mean
   // cross_entropies and reduce means of batched values. Weighted by one
   // count per micro-batch (LossAggregation::Mean), they are exact only when
@@ -734,7 +760,7 @@ LogicalResult varuna::trainReference(
       ckpt = latestCheckpoint(options.checkpointDir, llvm::errs());
       if (ckpt) {
         for (const std::string &w :
-             resumeWarnings(*ckpt, {options.globalBatch, options.seed},
+             resumeWarnings(*ckpt, runSettingsFor(job, options, config),
                             *optimizer))
           llvm::errs() << "varuna-run: warning: " << w << "\n";
         NamedTensors kept = *buffers; // copies share the tensors
@@ -944,7 +970,7 @@ LogicalResult varuna::trainReference(
                                          step + 1, state, *constants,
                                          *optimizer,
                                          scaler ? &*scaler : nullptr,
-                                         {options.globalBatch, options.seed});
+                                         runSettingsFor(job, options, config));
         if (!err.empty())
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
       }

@@ -55,12 +55,19 @@ sectionTensors(int k, const std::map<std::string, int> &home,
 struct RunSettings {
   int64_t globalBatch = 0; ///< M: step s reads examples [s M, (s+1) M)
   uint64_t seed = 0;       ///< dropout and other random ops
+  int64_t microBatch = 0;  ///< m
+  /// Whether the model's results depend on m (batch norms over the
+  /// examples, other statistics over them): only then is another m warned.
+  bool microBatchMatters = false;
+  /// The training configuration, normalized (TrainingConfig::toJSON):
+  /// another one (lr, schedule, clipping, precision, ...) is warned.
+  std::string trainingConfig;
 };
 
 /// step, optimizer_step and the generator's state, for the manifest; with
 /// dynamic loss scaling also loss_scale and loss_scale_good_steps; and what
 /// a resume checks: the optimizer (its type and the state it keeps per
-/// parameter), global_batch and seed.
+/// parameter), global_batch, seed, micro_batch and training_config.
 rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
                                 at::Generator &generator,
                                 const rt::LossScaler *scaler,
@@ -68,9 +75,11 @@ rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
 
 /// Warnings for a resume under other settings than the checkpoint's run
 /// (another global batch, seed, or an optimizer of another type that keeps
-/// the same state -- LAMB's moments for AdamW: training goes on, but not as
-/// the interrupted run would have). Empty for checkpoints that do not
-/// record them.
+/// the same state -- LAMB's moments for AdamW; another training
+/// configuration, each field that differs named with both values; another
+/// micro-batch where it matters: training goes on, but not as the
+/// interrupted run would have). Empty for checkpoints that do not record
+/// them.
 std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
                                         const RunSettings &run,
                                         const rt::Optimizer &optimizer);

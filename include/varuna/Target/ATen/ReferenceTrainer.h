@@ -152,6 +152,14 @@ createTrainingEvaluator(mlir::ModuleOp job, const TrainOptions &options,
 /// (kLabelScanRows rows of labels), else the warning stands.
 void warnMicroBatchSemantics(mlir::ModuleOp job, const TrainOptions &options,
                              const rt::DataSource *data = nullptr);
+
+struct RunSettings;
+/// What a checkpoint records of this run for a resume to compare
+/// (CheckpointIO.h RunSettings): the batch, seed, micro-batch -- and whether
+/// the model's results depend on it (batch norms over the examples,
+/// statistics over the batch) -- and the training configuration.
+RunSettings runSettingsFor(mlir::ModuleOp job, const TrainOptions &options,
+                           const TrainingConfig &config);
 inline constexpr int64_t kLabelScanRows = 1 << 16;
 
 /// The `--metrics` file (JSON lines, metricsJsonLine). A fresh run starts
