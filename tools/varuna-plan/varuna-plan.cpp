@@ -45,8 +45,11 @@ static cl::opt<std::string> jobDir(cl::Positional, cl::Required,
                                    cl::cat(toolOptions));
 static cl::opt<int> devices("devices", cl::init(0), cl::desc("Devices G"),
                             cl::cat(toolOptions));
-static cl::opt<int64_t> batch("batch", cl::Required, cl::desc("Global batch M"),
-                              cl::cat(toolOptions));
+static cl::opt<int64_t>
+    batch("batch", cl::init(0),
+          cl::desc("Global batch M (default: the training configuration's "
+                   "global_batch_size)"),
+          cl::cat(toolOptions));
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::init(0),
     cl::desc("Micro-batch size m (default: chosen from the calibration)"),
@@ -441,7 +444,6 @@ int main(int argc, char **argv) {
           c->getNumber("optimizer_seconds").value_or(0);
     }
   };
-  in.globalBatch = batch;
   in.memoryLimitBytes = memory;
   // What the training configuration changes in a step: the optimizer's
   // state (memory) and the global norm's all-reduce (clipping, LAMB) --
@@ -459,7 +461,21 @@ int main(int argc, char **argv) {
     in.stateCopies = stateCopies.getNumOccurrences()
                          ? double(stateCopies)
                          : double(config->optimizer.stateCopies());
+    // The batch, as varuna-run takes it: the configuration's unless given.
+    if (std::optional<int64_t> b = config->globalBatchSize) {
+      if (!batch.getNumOccurrences())
+        batch = *b;
+      else if (batch != *b)
+        llvm::errs() << "varuna-plan: warning: the training configuration "
+                        "has global_batch_size "
+                     << *b << "; this plan is for --batch " << batch
+                     << " (varuna-run --plan trains the plan's)\n";
+    }
   }
+  if (batch < 1)
+    return fail("give --batch (or global_batch_size in the training "
+                "configuration)");
+  in.globalBatch = batch;
   in.devicesPerHost = devicesPerHost;
   if (devicesPerHost < 1)
     return fail("--devices-per-host must be at least 1");

@@ -455,7 +455,11 @@ int main(int argc, char **argv) {
   if (batch < 1 || microBatch < 1 || batch % microBatch)
     return fail("--batch " + llvm::Twine(batch) +
                 " is not a positive multiple of --micro-batch " +
-                llvm::Twine(microBatch));
+                llvm::Twine(microBatch) +
+                (planPath.empty() || microBatch.getNumOccurrences()
+                     ? ""
+                     : " (the plan '" + planPath +
+                           "''s micro_batch: plan again for this batch)"));
   if (batch / microBatch < replicas)
     return fail("--batch " + llvm::Twine(batch) + " has " +
                 llvm::Twine(batch / microBatch) + " micro-batches of " +

@@ -864,6 +864,10 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
       }
     }
   }
+  // The step's learning rate, reported for a skipped step too (as the
+  // one-process trainer does).
+  if (config.lrSchedule.active())
+    m.lr = config.lrSchedule.lrAt(s, config.optimizer.lr);
   if (scaler) {
     // Every rank decides alike: skip the step everywhere on any overflow.
     bool overflow = totals[0][2].item<double>() > 0;
@@ -909,10 +913,8 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     rt::clipGradNorm(grads, *config.clipGradNorm, norm);
   {
     auto span = trace.scope("optimizer", rt::Trace::Compute);
-    if (config.lrSchedule.active()) {
-      m.lr = config.lrSchedule.lrAt(s, config.optimizer.lr);
+    if (m.lr)
       optimizer.setLearningRate(*m.lr);
-    }
     optimizer.step(paramLeaves, grads, norm);
   }
 
@@ -965,7 +967,9 @@ LogicalResult varuna::checkPipeline(ModuleOp job, const TrainOptions &options,
       return jobError(job, "--stages ")
              << P << " is more than the job's " << sections
              << " sections (the cut points the compiler found): at most "
-             << sections << " stages";
+             << sections << " stages (plan again with varuna-plan, or "
+             << "compile with more cut points: varuna-compile "
+             << "--num-cut-points)";
     return jobError(job, "the job has no partition into ")
            << P << " stages (it has " << sections
            << " sections; compile it without --stages, or with --stages " << P
