@@ -146,9 +146,10 @@ connectStore(const TransportOptions &o, const char *library) {
       "rank " + std::to_string(o.rank) + " of " +
           std::to_string(o.worldSize) + ": rendezvous at " + where +
           (o.rank == 0 ? std::string()
-                       : " (rank 0 serves it; a process there accepted the "
-                         "connection but does not answer: rank 0 stopped or "
-                         "stalled, or another program on MASTER_PORT)") +
+                       : " (rank 0 serves it: nothing answered there -- "
+                         "nothing listens (rank 0 not started, or "
+                         "MASTER_ADDR not rank 0's host), rank 0 stopped "
+                         "or stalled, or another program on MASTER_PORT)") +
           " (timeout " + seconds(o.timeout) + ", twice that plus 1 s in all)",
       setupLimit(o.timeout));
   c10::intrusive_ptr<c10d::TCPStore> store;

@@ -66,6 +66,12 @@ static cl::opt<int> repeats("repeats", cl::init(5), cl::desc("Timed runs"),
                             cl::cat(toolOptions));
 static cl::opt<int> warmup("warmup", cl::init(2), cl::desc("Untimed runs"),
                            cl::cat(toolOptions));
+static cl::opt<double> commTimeout(
+    "timeout", cl::init(60),
+    cl::desc("Seconds any rendezvous, send, receive or all-reduce of the "
+             "communication measurements may wait (default 60; a 16 MiB "
+             "message over a link slower than ~2 Mbit/s needs more)"),
+    cl::cat(toolOptions));
 static cl::opt<int> threads("compute-threads", cl::init(1),
                             cl::desc("Threads while timing sections (what one "
                                      "rank gets when ranks fill the cores)"),
@@ -147,7 +153,8 @@ static int measureComm(const std::vector<int> &ringSizes,
   using Clock = std::chrono::steady_clock;
   try {
     auto opts = varuna::rt::transportOptionsFromEnv();
-    opts.timeout = std::chrono::seconds(60);
+    opts.timeout = std::chrono::milliseconds(
+        static_cast<int64_t>(commTimeout * 1000.0));
     auto t = varuna::rt::connectGloo(opts);
     int me = t->rank();
     if (acrossHosts) {
@@ -270,7 +277,8 @@ static int measureComm(const std::vector<int> &ringSizes,
       os << llvm::json::Value(std::move(out));
     }
   } catch (const std::exception &e) {
-    return fail(e.what());
+    const char *rank = std::getenv("RANK");
+    return fail(std::string("rank ") + (rank ? rank : "?") + ": " + e.what());
   }
   return 0;
 }
@@ -501,6 +509,8 @@ int main(int argc, char **argv) {
     return fail("--repeats must be at least 1, not " + llvm::Twine(repeats));
   if (warmup < 0)
     return fail("--warmup must not be negative, not " + llvm::Twine(warmup));
+  if (!(commTimeout > 0))
+    return fail("--timeout must be positive");
   if (threads < 1)
     return fail("--compute-threads must be at least 1, not " +
                 llvm::Twine(threads));
@@ -623,7 +633,8 @@ int main(int argc, char **argv) {
     launch.argv = {llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail),
                    jobDir, "--comm-out", part, "--repeats",
                    std::to_string(repeats), "--warmup",
-                   std::to_string(warmup)};
+                   std::to_string(warmup), "--timeout",
+                   std::to_string(commTimeout.getValue())};
     std::string rings;
     for (int r : ringSizesOrDefault())
       rings += (rings.empty() ? "" : ",") + std::to_string(r);

@@ -458,8 +458,8 @@ int main(int argc, char **argv) {
                 llvm::Twine(microBatch) +
                 (planPath.empty() || microBatch.getNumOccurrences()
                      ? ""
-                     : " (the plan '" + planPath +
-                           "''s micro_batch: plan again for this batch)"));
+                     : " (the micro_batch of the plan '" + planPath +
+                           "': plan again for this batch)"));
   if (batch / microBatch < replicas)
     return fail("--batch " + llvm::Twine(batch) + " has " +
                 llvm::Twine(batch / microBatch) + " micro-batches of " +
@@ -480,7 +480,8 @@ int main(int argc, char **argv) {
     return fail("--schedule-latency must be in [0, " +
                 llvm::Twine(varuna::plan::kMaxPlannedLatency) +
                 "] forward times, not " + llvm::Twine(scheduleLatency) +
-                (planPath.empty() ? "" : " (from the plan '" + planPath + "'?)"));
+                (planPath.empty() ? ""
+                                  : " (from the plan '" + planPath + "'?)"));
   if (!(bucketMB > 0))
     return fail("--bucket-mb must be positive");
   if (messagePrecision != "fp32" && messagePrecision != "bf16")
@@ -651,8 +652,9 @@ int main(int argc, char **argv) {
   // a path that cannot take them is said now, by every process alike, not
   // after the whole run (or by one rank, its peers then blaming the
   // transport).
-  auto outputFileProblem = [](const std::string &path, const char *what,
-                              const char *example) -> std::optional<std::string> {
+  auto outputFileProblem =
+      [](const std::string &path, const char *what,
+         const char *example) -> std::optional<std::string> {
     llvm::StringRef dir = llvm::sys::path::parent_path(path);
     if (dir.empty())
       dir = ".";
@@ -667,10 +669,12 @@ int main(int argc, char **argv) {
     return std::nullopt;
   };
   if (!tracePath.empty())
-    if (auto problem = outputFileProblem(tracePath, "the trace", "timeline.json"))
+    if (auto problem =
+            outputFileProblem(tracePath, "the trace", "timeline.json"))
       return fail(*problem);
   if (!metrics.empty())
-    if (auto problem = outputFileProblem(metrics, "the metrics", "metrics.jsonl"))
+    if (auto problem =
+            outputFileProblem(metrics, "the metrics", "metrics.jsonl"))
       return fail(*problem);
   if (engine == "generated") {
     llvm::SmallString<256> lib(jobDir);

@@ -434,7 +434,8 @@ varuna::createTrainerOutputs(ModuleOp job, const TrainingConfig &config,
 }
 
 std::unique_ptr<MetricsWriter>
-varuna::MetricsWriter::open(const std::string &path, bool resume, std::string &error) {
+varuna::MetricsWriter::open(const std::string &path, bool resume,
+                            std::string &error) {
   auto w = std::make_unique<MetricsWriter>();
   w->path = path;
   w->resume = resume;
