@@ -89,28 +89,34 @@ std::string firstSlurmHost(const std::string &list) {
 } // namespace
 
 std::string adoptSlurmRank() {
+  // SLURM_STEP_NUM_TASKS: set for the tasks srun starts (a job step), not
+  // in the batch script itself, which also has SLURM_PROCID=0 and the
+  // job's SLURM_NTASKS -- varuna-run run there is the launcher.
   const char *procid = std::getenv("SLURM_PROCID");
-  const char *ntasks = std::getenv("SLURM_NTASKS");
+  const char *ntasks = std::getenv("SLURM_STEP_NUM_TASKS");
   if (std::getenv("RANK") || !procid || !ntasks)
     return "";
   long long n = leadingNumber(ntasks), rank = leadingNumber(procid);
   if (n < 1 || rank < 0 || rank >= n)
-    return std::string("SLURM_PROCID '") + procid + "' and SLURM_NTASKS '" +
-           ntasks + "' are not a rank and a task count";
+    return std::string("SLURM_PROCID '") + procid +
+           "' and SLURM_STEP_NUM_TASKS '" + ntasks +
+           "' are not a rank and a task count";
   if (n == 1)
     return ""; // one task: varuna-run launches the ranks itself
   long long localRank = leadingNumber(std::getenv("SLURM_LOCALID"));
-  long long perNode = leadingNumber(std::getenv("SLURM_NTASKS_PER_NODE"));
+  long long perNode =
+      leadingNumber(std::getenv("SLURM_STEP_TASKS_PER_NODE"));
   if (perNode < 1)
     perNode = leadingNumber(std::getenv("SLURM_TASKS_PER_NODE"));
   if (!std::getenv("MASTER_ADDR")) {
-    const char *list = std::getenv("SLURM_JOB_NODELIST");
+    // The step's nodes (it may run on part of the job's).
+    const char *list = std::getenv("SLURM_STEP_NODELIST");
     if (!list)
-      list = std::getenv("SLURM_NODELIST");
+      list = std::getenv("SLURM_JOB_NODELIST");
     std::string host = list ? firstSlurmHost(list) : "";
     if (host.empty())
       return std::string("cannot find rank 0's host: set MASTER_ADDR (the "
-                         "node list SLURM_JOB_NODELIST is '") +
+                         "node list SLURM_STEP_NODELIST is '") +
              (list ? list : "") + "')";
     ::setenv("MASTER_ADDR", host.c_str(), 1);
   }

@@ -331,7 +331,7 @@ static int calibrateAcrossHosts() {
   if (!rank || !world)
     return fail("--across-hosts runs as one rank of several: start it with "
                 "torchrun, srun or scripts/netns.sh (RANK and WORLD_SIZE, or "
-                "srun's SLURM_PROCID and SLURM_NTASKS, are not set)");
+                "srun's SLURM_PROCID and SLURM_STEP_NUM_TASKS, are not set)");
   int size = std::atoi(world);
   if (size < 2)
     return fail("--across-hosts needs at least 2 ranks (WORLD_SIZE is " +

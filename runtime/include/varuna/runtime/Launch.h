@@ -40,12 +40,14 @@ struct LaunchOptions {
 /// A TCP port nobody listens on right now (bound and released).
 int pickFreePort();
 
-/// Ranks started by SLURM's srun, which sets SLURM_PROCID, SLURM_NTASKS,
-/// SLURM_LOCALID, SLURM_NTASKS_PER_NODE (or SLURM_TASKS_PER_NODE),
-/// SLURM_JOB_NODELIST and SLURM_JOB_ID rather than torchrun's variables.
-/// When RANK is unset and SLURM_NTASKS is above 1, sets RANK, WORLD_SIZE,
-/// LOCAL_RANK and LOCAL_WORLD_SIZE from them; MASTER_ADDR, unless set, to
-/// the first host of the node list (`node[03-05,9],gpu1` gives node03);
+/// Ranks started by SLURM's srun, which sets SLURM_PROCID,
+/// SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE,
+/// SLURM_STEP_NODELIST and SLURM_JOB_ID rather than torchrun's variables
+/// (a batch script has SLURM_PROCID too, but no SLURM_STEP_*: there
+/// varuna-run stays the launcher). When RANK is unset and the step has more
+/// than one task, sets RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE
+/// from them; MASTER_ADDR, unless set, to the first host of the step's node
+/// list (`node[03-05,9],gpu1` gives node03);
 /// MASTER_PORT, unless set, to 20000 + the job id modulo 20000 (every task
 /// derives the same). Returns "" (also when there is nothing to adopt) or
 /// what is wrong (a variable that is not a number, a node list it cannot
