@@ -52,9 +52,18 @@ void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
       throw std::runtime_error("timed out");
   } catch (const std::exception &e) {
     std::string m = detail::messageOf(e);
+    // A collective does not say which member failed to take part; at
+    // least say that one did (a send or receive names its peer).
+    bool collective =
+        what.rfind("allreduce", 0) == 0 || what.rfind("barrier", 0) == 0;
     throw Error("Gloo", what,
                 detail::timedOut(m)
-                    ? m + " (timeout " + detail::seconds(timeout) + ")"
+                    ? m + " (timeout " + detail::seconds(timeout) + ")" +
+                          (collective
+                               ? ": a rank of the group did not take part "
+                                 "in time (stopped, gone, or cut off from "
+                                 "this host)"
+                               : "")
                     : m,
                 __FILE__, __LINE__);
   }

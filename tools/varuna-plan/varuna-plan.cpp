@@ -76,9 +76,9 @@ static cl::opt<double> stateCopies(
 static cl::opt<std::string> configPath(
     "config",
     cl::desc("The training configuration varuna-run will be given (default: "
-             "the one the job was compiled with): its optimizer's state and "
+             "the one the job was compiled with): its optimizer's state, "
              "whether the step all-reduces the gradient norm (clipping, "
-             "LAMB)"),
+             "LAMB) and global_batch_size"),
     cl::cat(toolOptions));
 static cl::opt<double>
     flopRate("flops-per-second", cl::init(2e10),

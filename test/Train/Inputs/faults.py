@@ -15,6 +15,9 @@ stall:         rank 0 (serving the rendezvous) frozen (SIGSTOP) as it starts,
   --timeout 3: every process ends with exit 1 within 30 s, the error a line
   without c10's 16-frame backtrace, and the launcher names rank 0 as
   stopped (before: only the peer that timed out waiting for it).
+freeze-replica: two replicas started by hand; rank 1 frozen (SIGSTOP),
+  --timeout 3: rank 0's all-reduce times out, exit 1, saying a rank of the
+  group did not take part in time.
 peer-kill:     two ranks started by hand (RANK etc. set, as torchrun does);
   rank 1 is killed; rank 0 must exit 1 within the timeout with an error
   naming the failed communication.
@@ -234,6 +237,30 @@ elif scenario == "peer-kill":
     print(err.strip().splitlines()[0][:300])
     if ps[0].returncode != 1 or "Gloo call" not in err:
         fail("expected exit 1 and a failed Gloo call")
+elif scenario == "freeze-replica":
+    # Ranks started by hand have no launcher to name a frozen peer: the
+    # survivor's collective times out and says that a rank of the group did
+    # not take part (Gloo does not say which).
+    _, ps = by_hand(lambda r: ["varuna-run", job, "--replicas", "2", "--batch", "8",
+                               "--micro-batch", "2", "--synthetic", "--steps", "100000",
+                               "--timeout", "3"])
+    wait_for_steps(ps[0], 5)
+    t = time.time()
+    os.kill(ps[1].pid, signal.SIGSTOP)
+    try:
+        ps[0].wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        ps[0].kill()
+        fail("rank 0 hung after its peer froze")
+    finally:
+        os.kill(ps[1].pid, signal.SIGCONT)
+        ps[1].kill()
+        ps[1].wait()
+    err = ps[0].stderr.read()
+    print(f"rank 0 exited {ps[0].returncode} within 30 s: {time.time() - t < 30}")
+    print(err.strip().splitlines()[0][:400])
+    if ps[0].returncode != 1 or "did not take part in time" not in err:
+        fail("expected exit 1 and a collective's timeout saying a rank did not take part")
 elif scenario == "no-peer":
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
                WORLD_SIZE="2", RANK="0")
