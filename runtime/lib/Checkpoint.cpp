@@ -542,6 +542,18 @@ std::string verifyCheckpoint(const std::string &stepDir, int64_t step,
   return "";
 }
 
+std::optional<int64_t> newestCommittedStep(const std::string &ckptDir) {
+  std::vector<std::pair<int64_t, std::string>> steps; // newest first
+  if (!listSteps(ckptDir, &steps).empty())
+    return std::nullopt;
+  for (const auto &[step, dir] : steps) {
+    std::error_code ec;
+    if (fs::exists(join(dir, kComplete), ec))
+      return step;
+  }
+  return std::nullopt;
+}
+
 FindResult findLatestComplete(const std::string &ckptDir) {
   FindResult result;
   std::vector<std::pair<int64_t, std::string>> steps;

@@ -22,6 +22,7 @@
 #include "varuna/Target/ATen/PipelineTrainer.h"
 #include "varuna/Target/ATen/ReferenceTrainer.h"
 #include "varuna/runtime/Agreement.h"
+#include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/Launch.h"
 #include "varuna/runtime/Stop.h"
 #include "varuna/runtime/Transport.h"
@@ -695,28 +696,14 @@ int main(int argc, char **argv) {
   // A new run into a directory that holds a run's checkpoints would write
   // its own over theirs, step by step, and a later --resume would continue
   // whichever is newest: the two runs mixed, one of them lost unsaid.
-  // (Committed ones: a step directory with its COMPLETE marker, looked at
-  // without reading the files.)
-  if (!checkpointDir.empty() && !resume) {
-    std::error_code ec;
-    int64_t newest = -1;
-    for (llvm::sys::fs::directory_iterator it(checkpointDir, ec), end;
-         it != end && !ec; it.increment(ec)) {
-      llvm::StringRef name = llvm::sys::path::filename(it->path());
-      int64_t step;
-      llvm::SmallString<256> marker(it->path());
-      llvm::sys::path::append(marker, "COMPLETE");
-      if (name.consume_front("step-") && !name.getAsInteger(10, step) &&
-          llvm::sys::fs::exists(marker))
-        newest = std::max(newest, step);
-    }
-    if (newest >= 0)
+  if (!checkpointDir.empty() && !resume)
+    if (std::optional<int64_t> newest =
+            varuna::rt::newestCommittedStep(checkpointDir))
       return fail("the checkpoint directory '" + checkpointDir +
                   "' holds another run's checkpoints (the newest: step " +
-                  llvm::Twine(newest) +
+                  llvm::Twine(*newest) +
                   "): give --resume to continue that run, or another "
                   "--checkpoint-dir for a new one");
-  }
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
   // One line per step; on a terminal also a progress bar below it, which
   // the next line overwrites.

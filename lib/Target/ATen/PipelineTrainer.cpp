@@ -1109,8 +1109,7 @@ LogicalResult varuna::trainPipeline(
     try {
       if ((ckpt = latestCheckpoint(options.checkpointDir, log))) {
         for (const std::string &w :
-             resumeWarnings(*ckpt, runSettingsFor(job, options, config),
-                            *optimizer))
+             resumeWarnings(*ckpt, rank.run, *optimizer))
           log << "varuna-run: warning: " << w << "\n";
         NamedTensors mine = rank.named();
         NamedTensors kept = rank.buffers; // copies share the tensors

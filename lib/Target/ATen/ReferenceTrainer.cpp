@@ -751,6 +751,8 @@ LogicalResult varuna::trainReference(
   std::optional<rt::LossScaler> scaler;
   if (config.needsOverflowCheck())
     scaler.emplace(config.lossScale);
+  // What checkpoints record of this run and a resume compares: once.
+  const RunSettings run = runSettingsFor(job, options, config);
   int64_t first = 0;
   if (options.resume) {
     if (options.checkpointDir.empty())
@@ -761,8 +763,7 @@ LogicalResult varuna::trainReference(
       ckpt = latestCheckpoint(options.checkpointDir, llvm::errs());
       if (ckpt) {
         for (const std::string &w :
-             resumeWarnings(*ckpt, runSettingsFor(job, options, config),
-                            *optimizer))
+             resumeWarnings(*ckpt, run, *optimizer))
           llvm::errs() << "varuna-run: warning: " << w << "\n";
         NamedTensors kept = *buffers; // copies share the tensors
         kept.insert(kept.end(), unread->begin(), unread->end());
@@ -970,8 +971,7 @@ LogicalResult varuna::trainReference(
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
                                          step + 1, state, *constants,
                                          *optimizer,
-                                         scaler ? &*scaler : nullptr,
-                                         runSettingsFor(job, options, config));
+                                         scaler ? &*scaler : nullptr, run);
         if (!err.empty())
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
       }

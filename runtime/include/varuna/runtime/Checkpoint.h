@@ -130,6 +130,11 @@ struct FindResult {
   std::string error; ///< CKPT_DIR exists but cannot be listed
 };
 
+/// The newest step of CKPT_DIR whose directory holds its COMPLETE marker
+/// (committed), without reading or verifying any file; none when there is
+/// none, or CKPT_DIR is missing or cannot be listed.
+std::optional<int64_t> newestCommittedStep(const std::string &ckptDir);
+
 /// Scans CKPT_DIR/step-* from the newest step down and returns the newest
 /// checkpoint that verifies. Reads every file once (CRC). A missing CKPT_DIR
 /// is not an error (no checkpoint yet).
