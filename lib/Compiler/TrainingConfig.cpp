@@ -47,9 +47,23 @@ int OptimizerConfig::stateCopies() const {
   llvm_unreachable("unknown OptimizerKind");
 }
 
+std::vector<std::string>
+varuna::unmatchedNoWeightDecay(const OptimizerConfig &config,
+                               const std::vector<std::string> &names) {
+  std::vector<std::string> out;
+  for (const std::string &s : config.noWeightDecay)
+    if (llvm::none_of(names, [&](const std::string &n) {
+          return StringRef(n).contains(s);
+        }))
+      out.push_back(s);
+  return out;
+}
+
 bool varuna::operator==(const OptimizerConfig &a, const OptimizerConfig &b) {
   return a.type == b.type && a.lr == b.lr && a.momentum == b.momentum &&
-         a.weightDecay == b.weightDecay && a.betas == b.betas && a.eps == b.eps;
+         a.weightDecay == b.weightDecay && a.betas == b.betas &&
+         a.eps == b.eps && a.noWeightDecay == b.noWeightDecay &&
+         a.noWeightDecay1d == b.noWeightDecay1d;
 }
 
 bool varuna::operator==(const LossScaleConfig &a, const LossScaleConfig &b) {
@@ -109,6 +123,14 @@ json::Value TrainingConfig::toJSON() const {
     opt["betas"] = json::Array{optimizer.betas[0], optimizer.betas[1]};
     opt["eps"] = optimizer.eps;
   }
+  if (!optimizer.noWeightDecay.empty()) {
+    json::Array patterns;
+    for (const std::string &p : optimizer.noWeightDecay)
+      patterns.push_back(p);
+    opt["no_weight_decay"] = std::move(patterns);
+  }
+  if (optimizer.noWeightDecay1d)
+    opt["no_weight_decay_1d"] = true;
 
   json::Object root{{"optimizer", std::move(opt)},
                     {"precision", stringifyPrecision(precision)}};
@@ -368,7 +390,8 @@ Error ConfigParser::parseOptimizer(const json::Value &v,
   const json::Object &obj = **objOr;
   if (Error e =
           checkKeys(obj, path,
-                    {"type", "lr", "momentum", "weight_decay", "betas", "eps"}))
+                    {"type", "lr", "momentum", "weight_decay", "betas", "eps",
+                     "no_weight_decay", "no_weight_decay_1d"}))
     return e;
 
   // The type first: it decides which of the other keys are allowed.
@@ -447,6 +470,36 @@ Error ConfigParser::parseOptimizer(const json::Value &v,
       return d.takeError();
     out.eps = *d;
   }
+  if (const json::Value *x = obj.get("no_weight_decay")) {
+    std::string p = child(path, "no_weight_decay");
+    const json::Array *arr = x->getAsArray();
+    if (!arr)
+      return error(p, "expected an array of strings (parts of parameter "
+                      "names, e.g. [\"bias\", \"norm\"]), got " +
+                          describe(*x));
+    for (size_t i = 0; i < arr->size(); ++i) {
+      std::string pi = p + "[" + std::to_string(i) + "]";
+      Expected<StringRef> s = getString((*arr)[i], pi);
+      if (!s)
+        return s.takeError();
+      if (s->empty())
+        return error(pi, "an empty string would match every parameter (set "
+                         "weight_decay to 0 instead)");
+      out.noWeightDecay.push_back(s->str());
+    }
+  }
+  if (const json::Value *x = obj.get("no_weight_decay_1d")) {
+    std::optional<bool> b = x->getAsBoolean();
+    if (!b)
+      return error(child(path, "no_weight_decay_1d"),
+                   "expected true or false, got " + describe(*x));
+    out.noWeightDecay1d = *b;
+  }
+  if (out.weightDecay == 0.0)
+    for (StringRef key : {"no_weight_decay", "no_weight_decay_1d"})
+      if (obj.get(key))
+        return error(child(path, key),
+                     "weight_decay is 0: there is no decay to leave out");
   return Error::success();
 }
 
@@ -654,20 +707,34 @@ Expected<TrainingConfig> varuna::loadTrainingConfig(StringRef path) {
   return parseTrainingConfig((*buf)->getBuffer(), path);
 }
 
-Expected<TrainingConfig> varuna::loadJobTrainingConfig(StringRef jobDir) {
-  llvm::SmallString<256> manifest(jobDir);
-  llvm::sys::path::append(manifest, "manifest.json");
-  auto buf = llvm::MemoryBuffer::getFile(manifest);
+/// JOBDIR/manifest.json's top-level object (errors name the file); `path`
+/// gets the file's path.
+static Expected<json::Object> readJobManifest(StringRef jobDir,
+                                              llvm::SmallString<256> &path) {
+  path = jobDir;
+  llvm::sys::path::append(path, "manifest.json");
+  auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
     return llvm::createStringError(buf.getError(),
-                                   "cannot read '" + manifest + "'");
+                                   "cannot read '" + path + "'");
   auto json = llvm::json::parse((*buf)->getBuffer());
   if (!json)
     return llvm::createStringError(
         std::make_error_code(std::errc::invalid_argument),
-        "'" + manifest + "': " + llvm::toString(json.takeError()));
-  auto *obj = json->getAsObject();
-  auto *cfg = obj ? obj->get("config") : nullptr;
+        "'" + path + "': " + llvm::toString(json.takeError()));
+  if (json::Object *obj = json->getAsObject())
+    return std::move(*obj);
+  return llvm::createStringError(
+      std::make_error_code(std::errc::invalid_argument),
+      "'" + path + "' is not a JSON object");
+}
+
+Expected<TrainingConfig> varuna::loadJobTrainingConfig(StringRef jobDir) {
+  llvm::SmallString<256> manifest;
+  Expected<json::Object> obj = readJobManifest(jobDir, manifest);
+  if (!obj)
+    return obj.takeError();
+  json::Value *cfg = obj->get("config");
   if (!cfg)
     return llvm::createStringError(
         std::make_error_code(std::errc::invalid_argument),
@@ -676,4 +743,28 @@ Expected<TrainingConfig> varuna::loadJobTrainingConfig(StringRef jobDir) {
   llvm::raw_string_ostream os(text);
   os << *cfg;
   return parseTrainingConfig(os.str(), manifest);
+}
+
+Expected<std::vector<std::string>>
+varuna::loadJobParameterNames(StringRef jobDir) {
+  llvm::SmallString<256> manifest;
+  Expected<json::Object> obj = readJobManifest(jobDir, manifest);
+  if (!obj)
+    return obj.takeError();
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  const json::Array *sections = obj->getArray("sections");
+  for (const json::Value &sec : sections ? *sections : json::Array()) {
+    const json::Object *so = sec.getAsObject();
+    const json::Array *params = so ? so->getArray("parameters") : nullptr;
+    for (const json::Value &p : params ? *params : json::Array())
+      if (std::optional<StringRef> n = p.getAsString())
+        if (seen.insert(n->str()).second)
+          names.push_back(n->str());
+  }
+  if (!sections)
+    return llvm::createStringError(
+        std::make_error_code(std::errc::invalid_argument),
+        "'" + manifest + "' has no sections");
+  return names;
 }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <tuple>
 #include <sstream>
 #include <stdexcept>
 
@@ -76,6 +77,9 @@ std::string formatSizes(at::IntArrayRef sizes) {
 /// undefined until first used (SGD's momentum buffer before the first step).
 struct Optimizer::ParamState {
   std::vector<at::Tensor> buffers;
+  /// This parameter's weight decay in the step being taken
+  /// (OptimizerConfig::weightDecayFor: 0 for the excluded ones).
+  double weightDecay = 0.0;
 };
 
 Optimizer::Optimizer(const OptimizerConfig &config) : cfg(config) {}
@@ -180,6 +184,7 @@ void Optimizer::step(std::vector<at::Tensor> &params,
     for (at::Tensor &buf : ps->buffers)
       if (buf.defined())
         buf = buf.to(params[i].options());
+    ps->weightDecay = cfg.weightDecayFor(names[i], params[i].dim());
     states.push_back(ps.get());
   }
   updateAll(params, grads, states, gradScale);
@@ -288,8 +293,8 @@ private:
   void update(at::Tensor &param, const at::Tensor &grad, ParamState &ps,
               double) override {
     at::Tensor g = grad;
-    if (cfg.weightDecay != 0)
-      g = grad.add(param, cfg.weightDecay);
+    if (ps.weightDecay != 0)
+      g = grad.add(param, ps.weightDecay);
     if (cfg.momentum != 0) {
       at::Tensor &buf = ps.buffers[0];
       if (!buf.defined())
@@ -317,8 +322,11 @@ private:
                  const std::vector<at::Tensor> &grads,
                  const std::vector<ParamState *> &states,
                  double) override {
-    // One call per (device, dtype), as torch.optim groups them.
-    std::map<std::pair<std::string, at::ScalarType>, std::vector<size_t>> groups;
+    // One call per (device, dtype) of each weight decay (param group), as
+    // torch.optim groups them.
+    std::map<std::tuple<double, std::string, at::ScalarType>,
+             std::vector<size_t>>
+        groups;
     for (size_t i = 0; i < params.size(); ++i) {
       at::Tensor &expAvg = states[i]->buffers[0],
                  &expAvgSq = states[i]->buffers[1];
@@ -326,7 +334,9 @@ private:
         expAvg = at::zeros_like(params[i], at::MemoryFormat::Preserve);
       if (!expAvgSq.defined())
         expAvgSq = at::zeros_like(params[i], at::MemoryFormat::Preserve);
-      groups[{params[i].device().str(), params[i].scalar_type()}].push_back(i);
+      groups[{states[i]->weightDecay, params[i].device().str(),
+              params[i].scalar_type()}]
+          .push_back(i);
     }
     for (const auto &[key, members] : groups) {
       std::vector<at::Tensor> p, g, m, v, stepTensors;
@@ -342,7 +352,7 @@ private:
             at::TensorOptions().dtype(at::kFloat).device(params[i].device())));
       }
       at::_fused_adamw_(p, g, m, v, /*max_exp_avg_sqs=*/{}, stepTensors, cfg.lr,
-                        cfg.betas[0], cfg.betas[1], cfg.weightDecay, cfg.eps,
+                        cfg.betas[0], cfg.betas[1], std::get<0>(key), cfg.eps,
                         /*amsgrad=*/false, /*maximize=*/false);
     }
   }
@@ -380,8 +390,8 @@ private:
     double biasCorrection2 = 1 - std::pow(beta2, step);
     at::Tensor update =
         (m / biasCorrection1) / (v / biasCorrection2).sqrt_().add_(cfg.eps);
-    if (cfg.weightDecay != 0)
-      update.add_(param, cfg.weightDecay);
+    if (ps.weightDecay != 0)
+      update.add_(param, ps.weightDecay);
     double paramNorm = param.norm().item<double>();
     double updateNorm = update.norm().item<double>();
     double trustRatio =

@@ -274,6 +274,17 @@ static cl::opt<std::string>
 /// Whether this process says what concerns the whole run (once): the
 /// launcher or a single process, or rank 0 of ranks started by another
 /// launcher (torchrun, srun) -- not the ranks varuna-run starts itself.
+/// The first `n` of `names`, quoted and comma-separated ("'a', 'b', ...").
+static std::string describeNames(const std::vector<std::string> &names,
+                                 size_t n) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < n; ++i)
+    out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > n)
+    out += ", ...";
+  return out.empty() ? "none" : out;
+}
+
 static bool speaksForTheRun() {
   const char *rank = std::getenv("RANK");
   return !rank || (std::string(rank) == "0" &&
@@ -427,6 +438,20 @@ int main(int argc, char **argv) {
     if (!c)
       return fail(llvm::toString(c.takeError()));
     config = *c;
+  }
+  // A no_weight_decay string that no parameter name contains is a typo or
+  // another model's naming (HF's "LayerNorm.weight" for GPT-2's "ln_1"):
+  // training would decay what the user meant to exclude.
+  if (!config.optimizer.noWeightDecay.empty() && speaksForTheRun()) {
+    auto names = varuna::loadJobParameterNames(jobDir);
+    if (!names)
+      return fail(llvm::toString(names.takeError()));
+    for (const std::string &s :
+         varuna::unmatchedNoWeightDecay(config.optimizer, *names))
+      llvm::errs() << "varuna-run: warning: optimizer.no_weight_decay: no "
+                      "parameter name contains '"
+                   << s << "' (the first are "
+                   << describeNames(*names, 3) << ")\n";
   }
   // Its global_batch_size and micro_batch_size are the defaults of --batch
   // and --micro-batch; the command line (or a plan) wins, with a warning.

@@ -178,7 +178,8 @@ TEST(TrainingConfigErrors, UnknownKeys) {
             std::string::npos);
   EXPECT_ERROR(R"({"optimizer": {"beta": [0.9, 0.99]}})",
                "train.json: optimizer: unknown key 'beta' (expected one of: "
-               "type, lr, momentum, weight_decay, betas, eps)");
+               "type, lr, momentum, weight_decay, betas, eps, "
+               "no_weight_decay, no_weight_decay_1d)");
   EXPECT_ERROR(R"({"precision": "fp16", "loss_scale": {"init": 2}})",
                "train.json: loss_scale: unknown key 'init' (expected one of: "
                "initial, growth_factor, backoff_factor, growth_interval)");
@@ -415,6 +416,9 @@ TEST(TrainingConfigJSON, RoundTrip) {
   full.globalBatchSize = 1024;
   full.microBatchSize = 8;
   expectRoundTrip(full);
+  full.optimizer.noWeightDecay = {"bias", "norm"};
+  full.optimizer.noWeightDecay1d = true;
+  expectRoundTrip(full);
 
   TrainingConfig sgd;
   sgd.optimizer.momentum = 0.9;
@@ -449,6 +453,25 @@ TEST(TrainingConfigJSON, RoundTrip) {
 }
 
 } // namespace
+
+// no_weight_decay / no_weight_decay_1d: which parameters keep the decay.
+TEST(TrainingConfig, NoWeightDecay) {
+  TrainingConfig c = parseOK(R"({"optimizer": {"type": "adamw",
+      "weight_decay": 0.1, "no_weight_decay": ["bias", "ln_"]}})");
+  EXPECT_EQ(c.optimizer.weightDecayFor("h.0.attn.c_attn.weight", 2), 0.1);
+  EXPECT_EQ(c.optimizer.weightDecayFor("h.0.attn.c_attn.bias", 1), 0.0);
+  EXPECT_EQ(c.optimizer.weightDecayFor("h.0.ln_1.weight", 1), 0.0);
+  // 1-D parameters keep the decay unless no_weight_decay_1d says otherwise.
+  EXPECT_EQ(c.optimizer.weightDecayFor("scale", 1), 0.1);
+  EXPECT_EQ(unmatchedNoWeightDecay(c.optimizer, {"a.bias", "b.weight"}),
+            std::vector<std::string>{"ln_"});
+  TrainingConfig d = parseOK(R"({"optimizer": {"type": "sgd",
+      "weight_decay": 0.1, "no_weight_decay_1d": true}})");
+  EXPECT_EQ(d.optimizer.weightDecayFor("scale", 1), 0.0);
+  EXPECT_EQ(d.optimizer.weightDecayFor("temperature", 0), 0.0);
+  EXPECT_EQ(d.optimizer.weightDecayFor("proj.bias", 2), 0.1);
+  EXPECT_NE(c, d);
+}
 
 // lr_schedule: parsed, and the lr of each step (worked by hand: lr 1e-3,
 // warm-up 4, then 4 decay steps to 2e-4).

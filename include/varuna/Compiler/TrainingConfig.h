@@ -29,8 +29,10 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace varuna {
 
@@ -48,11 +50,37 @@ struct OptimizerConfig {
   double weightDecay = 0.0; // >= 0; parsed "adamw": kAdamWDefaultWeightDecay
   std::array<double, 2> betas = {0.9, 0.999}; // AdamW/LAMB, each in [0, 1)
   double eps = 1e-8;                          // AdamW/LAMB, > 0
+  /// Parameters left undecayed ("no_weight_decay"): those whose name (the
+  /// framework's, `h.0.ln_1.weight`) contains one of these strings, as in
+  /// the usual PyTorch param groups `any(nd in n for nd in no_decay)`.
+  std::vector<std::string> noWeightDecay;
+  /// "no_weight_decay_1d": parameters of fewer than 2 dimensions (biases,
+  /// norm scales) are left undecayed too (`p.dim() < 2`).
+  bool noWeightDecay1d = false;
+
+  /// The weight decay of the parameter `name` of `rank` dimensions:
+  /// weightDecay, or 0 when the exclusions above select it. (Inline: the
+  /// runtime's optimizers use it without linking the compiler library.)
+  double weightDecayFor(llvm::StringRef name, int64_t rank) const {
+    if (weightDecay == 0.0 || (noWeightDecay1d && rank < 2))
+      return 0.0;
+    for (const std::string &s : noWeightDecay)
+      if (name.contains(s))
+        return 0.0;
+    return weightDecay;
+  }
 
   /// Optimizer state kept per parameter element, in units of the
   /// parameter's size: SGD 0 (1 with momentum), AdamW and LAMB 2.
   int stateCopies() const;
 };
+
+/// The "no_weight_decay" strings that no name of `names` contains (a typo, or
+/// names of another framework's convention: `LayerNorm.weight` for a model
+/// whose norms are `ln_1.weight`), for a warning.
+std::vector<std::string>
+unmatchedNoWeightDecay(const OptimizerConfig &config,
+                       const std::vector<std::string> &names);
 bool operator==(const OptimizerConfig &a, const OptimizerConfig &b);
 inline bool operator!=(const OptimizerConfig &a, const OptimizerConfig &b) {
   return !(a == b);
@@ -140,6 +168,10 @@ llvm::Expected<TrainingConfig> loadTrainingConfig(llvm::StringRef path);
 /// The configuration a compiled job was built with: the "config" object of
 /// JOBDIR/manifest.json. Errors name the file.
 llvm::Expected<TrainingConfig> loadJobTrainingConfig(llvm::StringRef jobDir);
+/// The parameter names of a compiled job (its sections' "parameters" in
+/// JOBDIR/manifest.json, each once, in section order). Errors name the file.
+llvm::Expected<std::vector<std::string>>
+loadJobParameterNames(llvm::StringRef jobDir);
 
 /// "sgd" / "adamw" / "lamb" and "fp32" / "bf16" / "fp16" (inline: the
 /// runtime uses them without linking the compiler library).

@@ -55,6 +55,10 @@ ap.add_argument("--loss-scale", default=None,
 ap.add_argument("--micro-batch", type=int, default=None,
                 help="train with gradient accumulation over micro-batches of this size")
 ap.add_argument("--lr-schedule", default=None)
+ap.add_argument("--no-decay", default=None,
+                help='JSON list: parameters whose name contains one are not decayed')
+ap.add_argument("--no-decay-1d", action="store_true",
+                help="parameters of fewer than 2 dimensions are not decayed")
 ap.add_argument("--replicas", type=int, default=1,
                 help="with --micro-batch: replicas whose running statistics are averaged")
 args = ap.parse_args()
@@ -88,12 +92,24 @@ for name, arr in data.items():
 
 opt_cfg = {"type": args.optimizer, "lr": 1e-2 if args.optimizer == "sgd" else 1e-3}
 params = [p for p in model.parameters()]
+# The usual param groups: the excluded parameters without weight decay.
+no_decay = json.loads(args.no_decay) if args.no_decay else []
+def decayed(name, p):
+    return not (any(s in name for s in no_decay) or (args.no_decay_1d and p.dim() < 2))
+groups = [{"params": [p for n, p in model.named_parameters() if decayed(n, p)]},
+          {"params": [p for n, p in model.named_parameters() if not decayed(n, p)],
+           "weight_decay": 0.0}]
+groups = [g for g in groups if g["params"]]
+if no_decay:
+    opt_cfg["no_weight_decay"] = no_decay
+if args.no_decay_1d:
+    opt_cfg["no_weight_decay_1d"] = True
 if args.optimizer == "sgd":
     opt_cfg.update(momentum=0.9, weight_decay=0.01)
-    opt = torch.optim.SGD(params, lr=opt_cfg["lr"], momentum=0.9, weight_decay=0.01)
+    opt = torch.optim.SGD(groups, lr=opt_cfg["lr"], momentum=0.9, weight_decay=0.01)
 elif args.optimizer == "adamw":
     opt_cfg.update(weight_decay=0.01)
-    opt = torch.optim.AdamW(params, lr=opt_cfg["lr"], weight_decay=0.01)
+    opt = torch.optim.AdamW(groups, lr=opt_cfg["lr"], weight_decay=0.01)
 else:
     raise SystemExit("the oracle trains sgd and adamw (LAMB has no torch.optim)")
 config = {"optimizer": opt_cfg}

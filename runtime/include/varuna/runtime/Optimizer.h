@@ -31,6 +31,9 @@
 //               1 when either norm is 0), with the gradient pre-normalised by
 //               the *global* gradient norm when it exceeds max_grad_norm
 //               (the training configuration's clip_grad_norm, default 1.0).
+//  - Each parameter's weight decay is config.weightDecayFor(name, dims):
+//    the parameters no_weight_decay / no_weight_decay_1d select get none,
+//    as in torch.optim with a second param group of weight_decay 0.
 //  - Per-parameter state is keyed by the parameter's name (setParamNames;
 //    default "0", "1", ...). `state()` exposes it as named tensors:
 //    `<name>.momentum_buffer` (SGD with momentum), `<name>.exp_avg` and
