@@ -52,7 +52,8 @@ static cl::opt<int64_t>
           cl::cat(toolOptions));
 static cl::opt<int64_t> microBatch(
     "micro-batch", cl::init(0),
-    cl::desc("Micro-batch size m (default: chosen from the calibration)"),
+    cl::desc("Micro-batch size m (default: the training configuration's "
+             "micro_batch_size, else chosen from the calibration)"),
     cl::cat(toolOptions));
 static cl::opt<std::string> scheduleName(
     "schedule", cl::init("varuna"),
@@ -448,6 +449,7 @@ int main(int argc, char **argv) {
   // What the training configuration changes in a step: the optimizer's
   // state (memory) and the global norm's all-reduce (clipping, LAMB) --
   // the run's configuration may add clipping the compiled job had not.
+  bool microBatchFromConfig = false;
   llvm::Expected<varuna::TrainingConfig> config =
       configPath.empty() ? varuna::loadJobTrainingConfig(jobDir)
                          : varuna::loadTrainingConfig(configPath);
@@ -470,6 +472,16 @@ int main(int argc, char **argv) {
                         "has global_batch_size "
                      << *b << "; this plan is for --batch " << batch
                      << " (varuna-run --plan trains the plan's)\n";
+    }
+    // And its micro-batch size, which the user fixed: not chosen again.
+    if (std::optional<int64_t> m = config->microBatchSize) {
+      if (!microBatch.getNumOccurrences())
+        microBatch = *m, microBatchFromConfig = true;
+      else if (microBatch != *m)
+        llvm::errs() << "varuna-plan: warning: the training configuration "
+                        "has micro_batch_size "
+                     << *m << "; this plan is for --micro-batch "
+                     << microBatch << "\n";
     }
   }
   if (batch < 1)
@@ -609,6 +621,9 @@ int main(int argc, char **argv) {
   std::vector<int64_t> sizes;
   if (microBatch > 0) {
     sizes = {microBatch};
+    if (microBatchFromConfig)
+      llvm::outs() << "micro-batch " << microBatch
+                   << ": the training configuration's micro_batch_size\n";
     if (cal && (microBatch > ms.back() || microBatch < ms.front()))
       llvm::outs() << "micro-batch " << microBatch
                    << ": outside the measured sizes (" << int64_t(ms.front())
