@@ -206,8 +206,8 @@ public:
   std::unique_ptr<Pending> send(const at::Tensor &tensor, int dst,
                                 int tag) override {
     std::vector<at::Tensor> v{tensor};
-    std::string what = "send to rank " + std::to_string(dst) + " (tag " +
-                       std::to_string(tag) + ")";
+    std::string what = "send to rank " + std::to_string(dst) + " (" +
+                       describeTag(options, tag) + ")";
     try {
       return std::make_unique<GlooPending>(worldPg->send(v, dst, tag), what,
                                            options.timeout);
@@ -218,8 +218,8 @@ public:
   std::unique_ptr<Pending> recv(at::Tensor &tensor, int src,
                                 int tag) override {
     std::vector<at::Tensor> v{tensor};
-    std::string what = "recv from rank " + std::to_string(src) + " (tag " +
-                       std::to_string(tag) + ")";
+    std::string what = "recv from rank " + std::to_string(src) + " (" +
+                       describeTag(options, tag) + ")";
     try {
       return std::make_unique<GlooPending>(worldPg->recv(v, src, tag), what,
                                            options.timeout);

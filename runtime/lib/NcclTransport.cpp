@@ -225,7 +225,8 @@ public:
   std::chrono::milliseconds timeout() const override { return options.timeout; }
   std::unique_ptr<Pending> send(const at::Tensor &t, int dst,
                                 int tag) override {
-    std::string what = "send to rank " + std::to_string(dst);
+    std::string what = "send to rank " + std::to_string(dst) + " (" +
+                       describeTag(options, tag) + ")";
     checkDevice(t, what);
     worldComm.follow();
     VARUNA_CHECK_NCCL(ncclSend(t.data_ptr(), t.numel(),
@@ -234,7 +235,8 @@ public:
     return std::make_unique<NcclPending>(worldComm, worldComm.record(), what);
   }
   std::unique_ptr<Pending> recv(at::Tensor &t, int src, int tag) override {
-    std::string what = "recv from rank " + std::to_string(src);
+    std::string what = "recv from rank " + std::to_string(src) + " (" +
+                       describeTag(options, tag) + ")";
     checkDevice(t, what);
     worldComm.follow(); // the buffer may be fresh from the default stream
     VARUNA_CHECK_NCCL(ncclRecv(t.data_ptr(), t.numel(),

@@ -878,6 +878,7 @@ int main(int argc, char **argv) {
     varuna::rt::TransportOptions topts = varuna::rt::transportOptionsFromEnv();
     topts.timeout = std::chrono::milliseconds(
         static_cast<int64_t>(timeoutSeconds * 1000));
+    topts.describeTag = varuna::describePipelineTag;
     if (topts.worldSize != stages * replicas)
       return fail("WORLD_SIZE is " + llvm::Twine(topts.worldSize) +
                   ", but --stages " + llvm::Twine(stages) + " x --replicas " +

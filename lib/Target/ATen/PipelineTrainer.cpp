@@ -49,6 +49,21 @@ int tagOf(MessageKind kind, bool header, int64_t index, int64_t micro) {
                           ((index & 0xfff) << 17) | (micro & 0x1ffff));
 }
 
+} // namespace
+
+std::string varuna::describePipelineTag(int tag) {
+  int64_t t = tag;
+  int64_t kind = t >> 30, header = (t >> 29) & 1, index = (t >> 17) & 0xfff,
+          micro = t & 0x1ffff;
+  if (kind != kActivation && kind != kGradient)
+    return "tag " + std::to_string(tag);
+  return std::string(header ? "the header of " : "") +
+         (kind == kActivation ? "activation " : "gradient ") +
+         std::to_string(index) + " of micro-batch " + std::to_string(micro);
+}
+
+namespace {
+
 struct Stash {
   std::vector<at::Tensor> received; // what F(k) received (no autograd)
   at::Tensor rng;                   // generator state before F(k)

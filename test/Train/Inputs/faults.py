@@ -237,6 +237,9 @@ elif scenario == "peer-kill":
     print(err.strip().splitlines()[0][:300])
     if ps[0].returncode != 1 or "Gloo call" not in err:
         fail("expected exit 1 and a failed Gloo call")
+    # A failed send or receive names what it carried, not a raw tag number.
+    if re.search(r"\(tag -?[0-9]+\)", err):
+        fail(f"a raw tag number: {err[-600:]}")
 elif scenario == "freeze-replica":
     # Ranks started by hand have no launcher to name a frozen peer: the
     # survivor's collective times out and says that a rank of the group did

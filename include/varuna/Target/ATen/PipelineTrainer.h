@@ -80,6 +80,11 @@ mlir::LogicalResult checkPipeline(mlir::ModuleOp job,
 /// numbers), or an empty vector.
 std::vector<int64_t> partitionBoundaries(mlir::ModuleOp job, int64_t stages);
 
+/// What a tag of the pipeline's point-to-point messages carries, for
+/// transport errors (rt::TransportOptions::describeTag): "activation 0 of
+/// micro-batch 3", "the header of gradient 1 of micro-batch 0".
+std::string describePipelineTag(int tag);
+
 /// Trains this rank's part (transport.rank()); `onStep` gets every step's
 /// global numbers on every rank. Metrics and dumped parameters: rank 0
 /// writes the metrics, each replica-0 rank dumps its stage's parameters.

@@ -29,6 +29,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,7 +42,16 @@ struct TransportOptions {
   int rank = 0;
   int worldSize = 1;
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  /// What a point-to-point tag carries, for messages (the pipeline's
+  /// "activation 0 of micro-batch 3"); unset: "tag N".
+  std::function<std::string(int)> describeTag;
 };
+
+/// `options.describeTag(tag)`, or "tag N" without one.
+inline std::string describeTag(const TransportOptions &options, int tag) {
+  return options.describeTag ? options.describeTag(tag)
+                             : "tag " + std::to_string(tag);
+}
 
 /// Reads MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (missing or malformed
 /// ones are an error naming the variable).
