@@ -127,6 +127,9 @@ int cmdWrite(int argc, char **argv) {
   for (int k = 0; k < demo; ++k)
     if (!sections.count(k))
       sections[k] = demoSection(k);
+  if (sections.empty())
+    usage("write: nothing to write: give --section K with its --tensor "
+          "NAME=FILE.npy, or --demo K");
   std::vector<CheckpointFile> files;
   for (const auto &[k, tensors] : sections) {
     CheckpointFile f;

@@ -592,12 +592,23 @@ int main(int argc, char **argv) {
   }
 
   if (cal) {
+    // A calibration without messages (varuna-calibrate --no-comm) leaves
+    // the links at --latency-us / --link-gbps: said, not passed off as
+    // measured.
+    const llvm::json::Object *co = cal->getAsObject();
+    bool sendMeasured = co->getObject("send") != nullptr,
+         allreduceMeasured = co->getObject("allreduce") != nullptr;
     llvm::outs() << "planning from the measurements in " << calPath
-                 << llvm::format(" (links: %.0f us + %.2f Gbit/s; all-reduce "
-                                 "%.2f Gbit/s)\n",
+                 << llvm::format(" (links: %.0f us + %.2f Gbit/s%s; all-reduce "
+                                 "%.2f Gbit/s%s)\n",
                                  in.link.latencySeconds * 1e6,
                                  in.link.bytesPerSecond * 8 / 1e9,
-                                 in.allreduceBytesPerSecond * 8 / 1e9);
+                                 sendMeasured ? "" : ", assumed",
+                                 in.allreduceBytesPerSecond * 8 / 1e9,
+                                 allreduceMeasured ? "" : ", assumed");
+    if (!sendMeasured || !allreduceMeasured)
+      llvm::outs() << "messages not measured (a --no-comm calibration): the "
+                      "links are --latency-us and --link-gbps\n";
     if (in.remoteLink)
       llvm::outs() << llvm::format("across hosts (--devices-per-host %d): "
                                    "links %.0f us + %.2f Gbit/s\n",

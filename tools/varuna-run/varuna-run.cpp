@@ -38,6 +38,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include <cerrno>
@@ -552,6 +553,13 @@ int main(int argc, char **argv) {
                    "none (add --emulate-collectives to delay the "
                    "all-reduces)");
   }
+  // Checked whatever P x D (a value one process does not use is still
+  // wrong).
+  for (const cl::opt<double> *o : {&emuLatency, &emuJitter, &emuBandwidth})
+    if (!(o->getValue() >= 0) || !std::isfinite(o->getValue()))
+      return fail("--" + o->ArgStr + " must be a non-negative number of " +
+                  (o == &emuBandwidth ? "Mbit/s" : "milliseconds") + ", not " +
+                  llvm::formatv("{0}", o->getValue()).str());
   // A rank (or the one process of P = D = 1) stops after a step when asked
   // (runtime/Stop.h); the launcher forwards its signals (runtime/Launch.h).
   // Before any thread exists, so that all of them leave the signals alone.
@@ -755,12 +763,22 @@ int main(int argc, char **argv) {
               : "checkpoint '" + checkpointDir + "/step-" +
                     std::to_string(stoppedAfter + 1) +
                     "' written: continue with --resume";
-      std::fprintf(stderr, "varuna-run: stopped on request after step %lld "
+      std::fprintf(stderr, "varuna-run: stopped %s after step %lld "
                    "of %lld (%s)\n",
+                   outputClosed ? "(the output was closed)" : "on request",
                    static_cast<long long>(stoppedAfter),
                    static_cast<long long>(steps.getValue()), ckpt.c_str());
     }
     return varuna::rt::kStoppedExitStatus;
+  };
+  // One process ends as a shell reports the signal that stopped it (130
+  // for Ctrl-C, 141 for a closed pipe); a rank always exits
+  // kStoppedExitStatus, which its launcher recognizes.
+  auto oneProcessStopStatus = [&](int status) {
+    if (outputClosed)
+      return 128 + SIGPIPE;
+    int sig = varuna::rt::stopSignal();
+    return sig > 0 ? 128 + sig : status;
   };
   auto print = [&](const varuna::StepMetrics &m) {
     if (tty)
@@ -832,7 +850,7 @@ int main(int argc, char **argv) {
         });
     if (mlir::failed(result))
       return 1;
-    return stoppedAfter >= 0 ? sayStopped(true) : 0;
+    return stoppedAfter >= 0 ? oneProcessStopStatus(sayStopped(true)) : 0;
   }
 
   varuna::PipelineOptions pipeline;
@@ -852,8 +870,6 @@ int main(int argc, char **argv) {
   emu.bandwidthBytesPerS = emuBandwidth * 1e6 / 8;
   emu.seed = emuSeed;
   emu.collectives = emuCollectives;
-  if (emu.latencyMs < 0 || emu.jitterMs < 0 || emu.bandwidthBytesPerS < 0)
-    return fail("network emulation values must be non-negative");
   if (emu.collectives && !emu.enabled())
     return fail("--emulate-collectives needs --emulate-latency-ms or "
                 "--emulate-bandwidth-mbps");

@@ -588,16 +588,19 @@ elif scenario.startswith("stop-"):
                      f"{err[-400:]}")
         print("SIGTERM while starting: stopped, no process left, no error")
     elif scenario == "stop-single":
-        shutil.rmtree(ckpt, ignore_errors=True)
-        p = start(run[:2] + ["--batch", "8", "--micro-batch", "2", "--synthetic",
-                             "--steps", "100000", "--checkpoint-dir", ckpt])
-        wait_for_steps(p, 4)
-        p.send_signal(signal.SIGTERM)
-        out, err = finish(p, 30, "one process")
-        k = stopped_after(err, "one process")
-        if p.returncode != 143 or newest("one process") != k + 1:
-            fail(f"exit {p.returncode}: {err[-300:]}")
-        print("one process: stopped after a step, exit 143, checkpoint step-(K+1)")
+        # The exit status is 128 + the signal, as a shell reports it.
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            shutil.rmtree(ckpt, ignore_errors=True)
+            p = start(run[:2] + ["--batch", "8", "--micro-batch", "2", "--synthetic",
+                                 "--steps", "100000", "--checkpoint-dir", ckpt])
+            wait_for_steps(p, 4)
+            p.send_signal(sig)
+            out, err = finish(p, 30, "one process")
+            k = stopped_after(err, "one process")
+            if p.returncode != 128 + sig or newest("one process") != k + 1:
+                fail(f"{sig.name}: exit {p.returncode}: {err[-300:]}")
+            print(f"one process: {sig.name}: stopped after a step, exit {p.returncode}, "
+                  "checkpoint step-(K+1)")
     elif scenario == "stop-finished":
         shutil.rmtree(ckpt, ignore_errors=True)
         n = 6
