@@ -122,8 +122,17 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
     auto loaded = loadTrainingConfig(options.configPath);
     if (!loaded) {
       // At the file ("train.json:0:0: error: ..."), not "<unknown>:0:".
+      // Invalid JSON already says where: "train.json:3:15: invalid JSON".
       std::string msg = llvm::toString(loaded.takeError());
       StringRef text(msg);
+      unsigned line = 0, col = 0;
+      StringRef rest = text;
+      if (rest.consume_front(options.configPath + ":") &&
+          !rest.consumeInteger(10, line) && rest.consume_front(":") &&
+          !rest.consumeInteger(10, col) && rest.consume_front(": "))
+        return emitError(FileLineColLoc::get(ctx, options.configPath, line,
+                                             col))
+               << rest;
       text.consume_front(options.configPath + ": ");
       return emitError(fileLoc(ctx, options.configPath)) << text;
     }
@@ -230,10 +239,18 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
       })))
     return failure();
 
+  // The depths partitioned (--stages P: that one only; a P = 1 run needs
+  // no partition, but varuna-plan only considers the depths listed).
+  std::string depths =
+      job.partitions.empty() ? std::string("none")
+      : job.partitions.size() == 1
+          ? std::to_string(job.partitions.front().stages)
+          : std::to_string(job.partitions.front().stages) + ".." +
+                std::to_string(job.partitions.back().stages);
   log << "compiled " << options.modelPath << ": " << job.sections.size()
       << " sections, " << job.cutPoints.size() << " cut-points, "
-      << job.ties.size() << " tie(s), pipeline depths 1.."
-      << (job.partitions.empty() ? 0 : job.partitions.back().stages)
+      << job.ties.size() << " tie(s), pipeline depth"
+      << (job.partitions.size() == 1 ? " " : "s ") << depths
       << "\n  report:   " << report << "\n  manifest: " << manifest << "\n"
       << stagesLine;
   if (!job.unreadParams.empty())

@@ -59,16 +59,29 @@ FailureOr<std::vector<double>> readProfile(ModuleOp module, StringRef path,
   if (list->size() != numSections)
     return fail("has " + Twine(list->size()) + " sections, the model has " +
                 Twine(numSections));
+  // A time is a number, or (varuna-calibrate's calibration.json) an array
+  // by micro-batch size, sorted: the largest size's, where the sections'
+  // proportions are least blurred by fixed per-call costs.
+  auto timeOf = [](const llvm::json::Object *o,
+                   StringRef key) -> std::optional<double> {
+    const llvm::json::Value *v = o ? o->get(key) : nullptr;
+    if (!v)
+      return std::nullopt;
+    if (const llvm::json::Array *a = v->getAsArray())
+      return a->empty() ? std::nullopt : a->back().getAsNumber();
+    return v->getAsNumber();
+  };
   std::vector<double> seconds(numSections, -1);
   for (auto [i, entry] : llvm::enumerate(*list)) {
     auto *o = entry.getAsObject();
     auto index = o ? o->getInteger("index") : std::nullopt;
-    auto fwd = o ? o->getNumber("forward_seconds") : std::nullopt;
-    auto bwd = o ? o->getNumber("backward_seconds") : std::nullopt;
-    if (!index || !fwd || !bwd || *fwd < 0 || *bwd < 0)
+    auto fwd = timeOf(o, "forward_seconds");
+    auto bwd = timeOf(o, "backward_seconds");
+    if (!index || !fwd || !bwd || !(*fwd >= 0) || !(*bwd >= 0))
       return fail("sections[" + Twine(i) +
                   "]: expected {index, forward_seconds >= 0, "
-                  "backward_seconds >= 0}");
+                  "backward_seconds >= 0} (numbers, or arrays by micro-batch "
+                  "size as in a calibration.json)");
     if (*index < 0 || *index >= static_cast<int64_t>(numSections) ||
         seconds[*index] >= 0)
       return fail("sections[" + Twine(i) + "]: bad or repeated index " +

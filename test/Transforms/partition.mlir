@@ -24,5 +24,10 @@
 // P = 2 it gets a stage of its own side.
 // RUN: varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections "--varuna-partition=stages=2 profile=%S/Inputs/profile-4.json" | FileCheck %s --check-prefix=PROFILE
 // PROFILE: varuna.partitions = [{bottleneck = 3.300000e-02 : f64, boundaries = array<i64: 0, 2, 4>
+// varuna-calibrate's calibration.json is a profile too: its times by
+// micro-batch size, of which the largest (4) counts -- section 3 dominates
+// there (at size 1 section 0 would).
+// RUN: varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections "--varuna-partition=stages=2 profile=%S/Inputs/profile-4-cal.json" | FileCheck %s --check-prefix=CALPROFILE
+// CALPROFILE: varuna.partitions = [{bottleneck = 1.200000e-01 : f64, boundaries = array<i64: 0, 3, 4>
 // RUN: not varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections "--varuna-partition=profile=%S/Inputs/profile-1.json" 2>&1 | FileCheck %s --check-prefix=BADPROFILE
 // BADPROFILE: error: profile '{{.*}}profile-1.json': has 1 sections, the model has 4

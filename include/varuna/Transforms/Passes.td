@@ -248,8 +248,9 @@ def Partition : Pass<"varuna-partition", "mlir::ModuleOp"> {
 
     With `profile`, measured times replace the estimates: a JSON file
     `{"sections": [{"index": 0, "forward_seconds": 0.012,
-    "backward_seconds": 0.025}, ...]}` with one entry per section (as
-    calibration writes it; docs/cost-model.md).
+    "backward_seconds": 0.025}, ...]}` with one entry per section, or
+    varuna-calibrate's calibration.json, whose times are arrays by
+    micro-batch size (the largest size's are taken; docs/cost-model.md).
 
     Preconditions: outlined sections with costs. Fails on `stages` larger
     than the number of sections (stating the maximum), or when no grouping
