@@ -412,6 +412,10 @@ int main(int argc, char **argv) {
       int P = static_cast<int>(p->getInteger("stages").value_or(0));
       in.boundaries[P] = ints(p->getArray("boundaries"));
     }
+  // One stage holds every section: a job compiled for one depth
+  // (varuna-compile --stages P) still trains, and is planned, at P = 1.
+  if (!in.sections.empty() && !in.boundaries.count(1))
+    in.boundaries[1] = {0, int64_t(in.sections.size())};
   // The measured sizes, and the sections' costs at a size m.
   std::vector<double> ms;
   if (cal)
