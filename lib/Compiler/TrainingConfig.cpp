@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -178,6 +179,13 @@ std::string formatNumber(double d) {
 
 /// A short rendering of a JSON value for "got ..." in messages: scalars as
 /// written, containers by kind.
+/// A number as "%.8g" prints it (1e+39).
+std::string formatShort(double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.8g", d);
+  return buf;
+}
+
 std::string describe(const json::Value &v) {
   switch (v.kind()) {
   case json::Value::Null:
@@ -589,6 +597,12 @@ Error ConfigParser::parseLossScale(const json::Value &v,
       *f.dest = *d;
     }
   }
+  // The scale is an fp32 number, as GradScaler keeps it.
+  if (!(out.initial <= double(std::numeric_limits<float>::max())))
+    return error(child(path, "initial"),
+                 "expected at most 3.4028235e38 (the largest fp32 number: "
+                 "the scale is kept in fp32), got " +
+                     formatShort(out.initial));
   if (const json::Value *x = obj.get("growth_interval")) {
     Expected<int64_t> i =
         getPositiveInteger(*x, child(path, "growth_interval"));

@@ -228,20 +228,24 @@ public:
     }
   }
   Group &world() override { return *worldGroup; }
-  std::unique_ptr<Group> group(const std::string &name,
-                               const std::vector<int> &ranks) override {
+  std::unique_ptr<Group>
+  group(const std::string &name, const std::vector<int> &ranks,
+        std::optional<std::chrono::milliseconds> timeout) override {
     int me = detail::memberIndex(ranks, options.rank, "Gloo", name);
     int n = static_cast<int>(ranks.size());
-    auto pg = n > 1 ? makePg("group/" + name, me, n) : nullptr;
-    return std::make_unique<GlooGroup>(pg, name, me, n, options.timeout);
+    std::chrono::milliseconds t = timeout.value_or(options.timeout);
+    auto pg = n > 1 ? makePg("group/" + name, me, n, t) : nullptr;
+    return std::make_unique<GlooGroup>(pg, name, me, n, t);
   }
 
 private:
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> makePg(const std::string &prefix,
-                                                    int rank, int size) {
+  /// `timeout` bounds its collectives; connecting it, the transport's.
+  c10::intrusive_ptr<c10d::ProcessGroupGloo>
+  makePg(const std::string &prefix, int rank, int size,
+         std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
     auto opts = c10d::ProcessGroupGloo::Options::create();
     opts->devices.push_back(device);
-    opts->timeout = options.timeout;
+    opts->timeout = timeout.value_or(options.timeout);
     opts->threads = 2;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
     WaitingForPeers waiting("rank " + std::to_string(options.rank) +

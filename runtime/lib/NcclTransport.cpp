@@ -245,14 +245,16 @@ public:
     return std::make_unique<NcclPending>(worldComm, worldComm.record(), what);
   }
   Group &world() override { return *worldGroup; }
-  std::unique_ptr<Group> group(const std::string &name,
-                               const std::vector<int> &ranks) override {
+  std::unique_ptr<Group>
+  group(const std::string &name, const std::vector<int> &ranks,
+        std::optional<std::chrono::milliseconds> timeout) override {
     int me = detail::memberIndex(ranks, options.rank, "NCCL", name);
     int n = static_cast<int>(ranks.size());
     if (n == 1)
       return std::make_unique<NcclGroup>(Comm{}, 0, 1);
     return std::make_unique<NcclGroup>(
-        connect(*store, name, me, n, options.timeout), me, n);
+        connect(*store, name, me, n, timeout.value_or(options.timeout)), me,
+        n);
   }
 
 private:

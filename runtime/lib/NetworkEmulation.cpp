@@ -155,12 +155,13 @@ public:
           std::make_unique<EmulatedGroup>(inner->world(), emulation, link);
     return *worldGroup;
   }
-  std::unique_ptr<Group> group(const std::string &name,
-                               const std::vector<int> &ranks) override {
+  std::unique_ptr<Group>
+  group(const std::string &name, const std::vector<int> &ranks,
+        std::optional<std::chrono::milliseconds> timeout) override {
     if (!emulation.collectives)
-      return inner->group(name, ranks);
-    return std::make_unique<OwningEmulatedGroup>(inner->group(name, ranks),
-                                                 emulation, link);
+      return inner->group(name, ranks, timeout);
+    return std::make_unique<OwningEmulatedGroup>(
+        inner->group(name, ranks, timeout), emulation, link);
   }
   std::unique_ptr<Pending> recv(at::Tensor &tensor, int src,
                                 int tag) override {

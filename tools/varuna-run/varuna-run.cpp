@@ -159,6 +159,11 @@ static cl::opt<double> timeoutSeconds(
     cl::desc("Seconds any rendezvous, send, receive or all-reduce may wait "
              "before the rank gives up (default 300)"),
     cl::cat(toolOptions));
+static cl::opt<double> checkpointTimeoutSeconds(
+    "checkpoint-timeout", cl::init(3600),
+    cl::desc("Seconds the ranks wait for those writing a checkpoint "
+             "(default 3600; at least --timeout)"),
+    cl::cat(toolOptions));
 
 static cl::opt<std::string>
     tracePath("trace",
@@ -544,7 +549,7 @@ int main(int argc, char **argv) {
     if (!distributed)
       for (const cl::Option *o : std::initializer_list<const cl::Option *>{
                &emuLatency, &emuJitter, &emuBandwidth, &emuSeed,
-               &emuCollectives, &timeoutSeconds})
+               &emuCollectives, &timeoutSeconds, &checkpointTimeoutSeconds})
         unused(*o, oneRank);
     else if (stages == 1 && !emuCollectives)
       for (const cl::Option *o : std::initializer_list<const cl::Option *>{
@@ -862,6 +867,10 @@ int main(int argc, char **argv) {
   pipeline.timing.splitCostPercent = splitCostPercent;
   pipeline.bucketBytes = static_cast<size_t>(bucketMB * 1048576.0);
   pipeline.bf16Messages = messagePrecision == "bf16";
+  if (!(checkpointTimeoutSeconds > 0) ||
+      !std::isfinite(checkpointTimeoutSeconds))
+    return fail("--checkpoint-timeout must be a positive number of seconds");
+  pipeline.checkpointTimeoutSeconds = checkpointTimeoutSeconds;
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;
   varuna::rt::NetworkEmulation emu;

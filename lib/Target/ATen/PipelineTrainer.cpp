@@ -2,6 +2,7 @@
 
 #include "varuna/Target/ATen/PipelineTrainer.h"
 #include "varuna/runtime/Agreement.h"
+#include "varuna/runtime/Check.h"
 #include "varuna/runtime/LossScaler.h"
 #include "varuna/Target/ATen/ATenEvaluator.h"
 #include "varuna/Target/ATen/CheckpointIO.h"
@@ -176,6 +177,8 @@ private:
   std::vector<VTensorType> inTypes;   // received values (by recv index)
   std::vector<VTensorType> outTypes;  // sent values (the last section's results)
   std::unique_ptr<rt::Group> stageGroup; // this stage across replicas
+  /// Every rank, waiting for a checkpoint's writers (checkpointing runs).
+  std::unique_ptr<rt::Group> checkpointGroup;
   std::unique_ptr<rt::GradientBuckets> buckets; // D > 1
   std::optional<std::vector<plan::Task>> stageOrder; // the static order
   size_t stagePeak = 0; // its most micro-batches held at once
@@ -313,6 +316,16 @@ LogicalResult Rank::setUp() {
                                 ranks));
     }
   }
+  if (!options.checkpointDir.empty()) {
+    std::vector<int> all(transport.size());
+    for (int r = 0; r < transport.size(); ++r)
+      all[r] = r;
+    auto wait = std::max(
+        transport.timeout(),
+        std::chrono::milliseconds(
+            static_cast<int64_t>(pipeline.checkpointTimeoutSeconds * 1000)));
+    checkpointGroup = transport.group("checkpoint", all, wait);
+  }
   return success();
 }
 
@@ -337,8 +350,17 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
       entries[k][2] = static_cast<int64_t>(f.crc32);
     }
   }
+  // The writers take as long as their disk does: the others wait for them
+  // under the checkpoint's timeout, not the training's.
   std::vector<at::Tensor> all{entries};
-  transport.world().allreduceSum(all);
+  try {
+    checkpointGroup->allreduceSum(all);
+  } catch (const rt::Error &e) {
+    throw std::runtime_error(
+        "checkpoint at step " + std::to_string(step) +
+        ": the ranks of replica 0 did not all finish writing their sections "
+        "(within --checkpoint-timeout, or one is gone): " + e.what());
+  }
   if (transport.rank() == 0) {
     std::vector<rt::CheckpointFile> files;
     for (int k = 0; k < numSections; ++k) {
@@ -361,7 +383,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
       throw std::runtime_error("checkpoint at step " + std::to_string(step) +
                                ": " + err);
   }
-  transport.world().barrier();
+  checkpointGroup->barrier();
 }
 
 FailureOr<std::vector<at::Tensor>>

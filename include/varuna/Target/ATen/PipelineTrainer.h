@@ -68,6 +68,10 @@ struct PipelineOptions {
   /// the bytes; each is rounded to bf16 at the stage boundary, so training
   /// is no longer equal to one process within 1e-5). Off by default.
   bool bf16Messages = false;
+  /// How long the ranks wait for those that write a checkpoint (replica 0
+  /// writes every section: a big stage on a slow shared disk takes
+  /// minutes), at least the transport's timeout.
+  double checkpointTimeoutSeconds = 3600;
 };
 
 /// What can be checked before any rank starts: P x D, the batch, a partition

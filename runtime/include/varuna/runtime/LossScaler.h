@@ -27,6 +27,7 @@
 
 #include "varuna/Compiler/TrainingConfig.h"
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -39,7 +40,7 @@ namespace varuna::rt {
 class LossScaler {
 public:
   explicit LossScaler(const LossScaleConfig &config)
-      : cfg(config), current(config.initial) {}
+      : cfg(config), current(static_cast<float>(config.initial)) {}
 
   /// What the loss is multiplied by this step.
   double scale() const { return current; }
@@ -47,12 +48,17 @@ public:
   int64_t goodSteps() const { return good; }
 
   /// After the step: back off on an overflow, else count towards growth.
+  /// The scale is an fp32 number, as torch.amp.GradScaler keeps it
+  /// (_amp_update_scale_): each product is rounded to fp32, and a growth
+  /// that would overflow fp32 is not taken (the count still restarts).
   void update(bool overflow) {
     if (overflow) {
-      current *= cfg.backoffFactor;
+      current = static_cast<float>(current * cfg.backoffFactor);
       good = 0;
     } else if (++good >= cfg.growthInterval) {
-      current *= cfg.growthFactor;
+      float grown = static_cast<float>(current * cfg.growthFactor);
+      if (std::isfinite(grown))
+        current = grown;
       good = 0;
     }
   }

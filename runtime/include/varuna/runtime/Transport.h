@@ -31,6 +31,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,9 +99,11 @@ public:
   virtual Group &world() = 0;
   /// The group of `ranks` (this rank among them); every member calls this
   /// with the same name and ranks, in the same order relative to its other
-  /// group() calls.
-  virtual std::unique_ptr<Group> group(const std::string &name,
-                                       const std::vector<int> &ranks) = 0;
+  /// group() calls. Its collectives wait at most `timeout` (default: the
+  /// transport's; connecting it is bounded by the transport's).
+  virtual std::unique_ptr<Group>
+  group(const std::string &name, const std::vector<int> &ranks,
+        std::optional<std::chrono::milliseconds> timeout = std::nullopt) = 0;
 };
 
 /// Connects to the job's store and its peers over TCP (Gloo).
