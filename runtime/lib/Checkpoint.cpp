@@ -90,10 +90,21 @@ std::optional<std::vector<uint8_t>> readAll(const std::string &path,
     *err = errnoText(errno);
     return std::nullopt;
   }
+  // Read straight into a buffer of the file's size (a section file is as
+  // large as its stage's state: no 64 KB steps into a growing copy), and
+  // on past it if the file grew meanwhile.
   std::vector<uint8_t> out;
-  uint8_t buf[1 << 16];
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0)
+    out.resize(static_cast<size_t>(st.st_size));
+  size_t have = 0;
+  uint8_t more[1 << 16]; // past the expected size (or a size unknown)
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
+    bool full = have == out.size();
+    ssize_t n = full ? ::read(fd, more, sizeof(more))
+                     : ::read(fd, out.data() + have,
+                              std::min<size_t>(out.size() - have,
+                                               size_t(1) << 30));
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
@@ -103,9 +114,12 @@ std::optional<std::vector<uint8_t>> readAll(const std::string &path,
     }
     if (n == 0)
       break;
-    out.insert(out.end(), buf, buf + n);
+    if (full)
+      out.insert(out.end(), more, more + n);
+    have += static_cast<size_t>(n);
   }
   ::close(fd);
+  out.resize(have);
   return out;
 }
 
@@ -336,6 +350,13 @@ uint32_t crc32Of(const void *data, size_t size, uint32_t crc) {
 
 std::string writeFileAtomically(const std::string &dir, const std::string &name,
                                 const void *data, size_t size) {
+  return writeFileAtomically(
+      dir, name, {{static_cast<const uint8_t *>(data), size}});
+}
+
+std::string writeFileAtomically(
+    const std::string &dir, const std::string &name,
+    const std::vector<std::pair<const uint8_t *, size_t>> &pieces) {
   static std::atomic<unsigned> counter{0};
   std::string target = join(dir, name);
   std::string tmp =
@@ -351,17 +372,16 @@ std::string writeFileAtomically(const std::string &dir, const std::string &name,
     return "cannot " + what + " '" + tmp + "' (for '" + target +
            "'): " + errnoText(err);
   };
-  const auto *p = static_cast<const uint8_t *>(data);
-  size_t left = size;
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, std::min<size_t>(left, 1u << 30));
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0)
-      return abandon("write", errno);
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
+  for (auto [p, left] : pieces)
+    while (left > 0) {
+      ssize_t n = ::write(fd, p, std::min<size_t>(left, 1u << 30));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        return abandon("write", errno);
+      p += n;
+      left -= static_cast<size_t>(n);
+    }
   if (::fsync(fd) != 0)
     return abandon("fsync", errno);
   if (::close(fd) != 0) {
@@ -405,20 +425,25 @@ std::string writeCheckpointSection(const std::string &ckptDir, int64_t step,
   SafetensorsMetadata meta = metadata;
   meta["varuna.step"] = std::to_string(step);
   meta["varuna.section"] = std::to_string(section);
-  std::vector<uint8_t> bytes;
+  // Written piece by piece from the tensors' own bytes: no image of the
+  // file in memory (for a big stage, as large as its whole state).
+  SafetensorsLayout layout;
   try {
-    bytes = serializeSafetensors(tensors, meta, join(stepDir, name));
+    layout = layoutSafetensors(tensors, meta, join(stepDir, name));
   } catch (const DataError &e) {
     return e.what();
   }
-  err = writeFileAtomically(stepDir, name, bytes.data(), bytes.size());
+  err = writeFileAtomically(stepDir, name, layout.pieces);
   if (!err.empty())
     return err;
   if (written) {
     written->name = name;
     written->section = section;
-    written->bytes = bytes.size();
-    written->crc32 = crc32Of(bytes.data(), bytes.size());
+    written->bytes = layout.totalBytes;
+    uint32_t crc = 0;
+    for (const auto &[p, n] : layout.pieces)
+      crc = crc32Of(p, n, crc);
+    written->crc32 = crc;
   }
   return "";
 }

@@ -496,10 +496,9 @@ std::optional<DType> dtypeFromSafetensors(std::string_view dtype) {
 // Writing
 //===----------------------------------------------------------------------===//
 
-std::vector<uint8_t>
-serializeSafetensors(const std::vector<TensorBytes> &tensors,
-                     const SafetensorsMetadata &metadata,
-                     const std::string &name) {
+SafetensorsLayout layoutSafetensors(const std::vector<TensorBytes> &tensors,
+                                    const SafetensorsMetadata &metadata,
+                                    const std::string &name) {
   std::set<std::string_view> names;
   for (const TensorBytes &t : tensors) {
     if (t.name.empty())
@@ -512,8 +511,8 @@ serializeSafetensors(const std::vector<TensorBytes> &tensors,
     if (elemSize == 0)
       fail(name, "tensor '" + t.name + "': unknown dtype '" + t.dtype + "'");
     std::optional<uint64_t> n = checkedElements(t.shape);
-    if (!n || *n > UINT64_MAX / elemSize || *n * elemSize != t.data.size())
-      fail(name, "tensor '" + t.name + "': " + std::to_string(t.data.size()) +
+    if (!n || *n > UINT64_MAX / elemSize || *n * elemSize != t.byteSize())
+      fail(name, "tensor '" + t.name + "': " + std::to_string(t.byteSize()) +
                      " bytes do not match dtype " + t.dtype + " x shape " +
                      formatShape(t.shape));
   }
@@ -544,7 +543,7 @@ serializeSafetensors(const std::vector<TensorBytes> &tensors,
     entry.set("shape", std::move(shape));
     json::Value offsets = json::Value::array();
     offsets.items.push_back(json::Value::number(offset));
-    offset += t.data.size();
+    offset += t.byteSize();
     offsets.items.push_back(json::Value::number(offset));
     entry.set("data_offsets", std::move(offsets));
     header.set(t.name, std::move(entry));
@@ -552,15 +551,27 @@ serializeSafetensors(const std::vector<TensorBytes> &tensors,
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  std::vector<uint8_t> out(8 + text.size() + offset);
-  putLE64(out.data(), text.size());
-  std::memcpy(out.data() + 8, text.data(), text.size());
-  uint8_t *p = out.data() + 8 + text.size();
-  for (size_t i : order) {
-    if (!tensors[i].data.empty())
-      std::memcpy(p, tensors[i].data.data(), tensors[i].data.size());
-    p += tensors[i].data.size();
-  }
+  SafetensorsLayout out;
+  out.header.resize(8 + text.size());
+  putLE64(out.header.data(), text.size());
+  std::memcpy(out.header.data() + 8, text.data(), text.size());
+  out.pieces.push_back({out.header.data(), out.header.size()});
+  for (size_t i : order)
+    if (tensors[i].byteSize() > 0)
+      out.pieces.push_back({tensors[i].bytes(), tensors[i].byteSize()});
+  out.totalBytes = out.header.size() + offset;
+  return out;
+}
+
+std::vector<uint8_t>
+serializeSafetensors(const std::vector<TensorBytes> &tensors,
+                     const SafetensorsMetadata &metadata,
+                     const std::string &name) {
+  SafetensorsLayout layout = layoutSafetensors(tensors, metadata, name);
+  std::vector<uint8_t> out;
+  out.reserve(layout.totalBytes);
+  for (const auto &[p, n] : layout.pieces)
+    out.insert(out.end(), p, p + n);
   return out;
 }
 

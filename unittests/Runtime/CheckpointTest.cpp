@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <unistd.h>
 
 using namespace varuna::rt;
@@ -265,6 +267,37 @@ TEST_F(TempDir, WriteFindLoad) {
     }
   }
   EXPECT_THROW(loadSection(*r.latest, 2), DataError);
+}
+
+// Tensors given as views of memory the caller holds (what the trainers
+// write: no copy of a stage's state) make the same file as owned bytes,
+// and the manifest's size and CRC are the file's.
+TEST_F(TempDir, ViewsWriteTheSameFile) {
+  std::vector<TensorBytes> owned = sections(1)[0];
+  std::vector<TensorBytes> viewed;
+  for (const TensorBytes &t : owned) {
+    auto bytes = std::make_shared<std::vector<uint8_t>>(t.data);
+    TensorBytes v{t.name, t.dtype, t.shape, {}};
+    v.view = bytes->data();
+    v.viewSize = bytes->size();
+    v.keepAlive = bytes;
+    viewed.push_back(std::move(v));
+  }
+  EXPECT_EQ(serializeSafetensors(viewed, {{"k", "v"}}, "x"),
+            serializeSafetensors(owned, {{"k", "v"}}, "x"));
+  CheckpointFile a, b;
+  ASSERT_EQ(writeCheckpointSection(root + "/a", 1, 0, owned, &a), "");
+  ASSERT_EQ(writeCheckpointSection(root + "/b", 1, 0, viewed, &b), "");
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.crc32, b.crc32);
+  std::ifstream in(root + "/b/step-1/section-0.safetensors", std::ios::binary);
+  std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_EQ(file.size(), b.bytes);
+  EXPECT_EQ(crc32Of(file.data(), file.size()), b.crc32);
+  // A view whose size does not fit its shape is refused like owned bytes.
+  viewed[0].viewSize -= 4;
+  EXPECT_NE(writeCheckpointSection(root + "/c", 1, 0, viewed, nullptr), "");
 }
 
 TEST_F(TempDir, MissingDirectoryMeansNoCheckpoint) {

@@ -50,25 +50,31 @@ at::ScalarType scalarTypeOf(const std::string &d) {
   return it->second;
 }
 
+/// A view of the tensor's bytes, not a copy (a checkpoint of a big stage
+/// would otherwise hold its whole state twice): the TensorBytes keeps the
+/// (contiguous, CPU) tensor alive, and nothing changes it before the
+/// checkpoint is written -- the trainers write between steps.
 rt::TensorBytes toBytes(const std::string &name, const at::Tensor &t) {
-  at::Tensor c = t.detach().contiguous().cpu();
+  auto c = std::make_shared<at::Tensor>(t.detach().contiguous().cpu());
   rt::TensorBytes b;
   b.name = name;
-  b.dtype = safetensorsDType(c.scalar_type());
-  b.shape.assign(c.sizes().begin(), c.sizes().end());
-  auto *p = static_cast<const uint8_t *>(c.data_ptr());
-  b.data.assign(p, p + c.numel() * c.element_size());
+  b.dtype = safetensorsDType(c->scalar_type());
+  b.shape.assign(c->sizes().begin(), c->sizes().end());
+  b.view = static_cast<const uint8_t *>(c->data_ptr());
+  b.viewSize = static_cast<size_t>(c->numel() * c->element_size());
+  b.keepAlive = std::move(c);
   return b;
 }
 
 at::Tensor fromBytes(const rt::TensorBytes &b) {
   at::Tensor t =
       at::empty(b.shape, at::TensorOptions().dtype(scalarTypeOf(b.dtype)));
-  if (static_cast<size_t>(t.numel() * t.element_size()) != b.data.size())
+  if (static_cast<size_t>(t.numel() * t.element_size()) != b.byteSize())
     throw std::runtime_error("checkpoint tensor '" + b.name + "' has " +
-                             std::to_string(b.data.size()) +
+                             std::to_string(b.byteSize()) +
                              " bytes for its shape");
-  std::memcpy(t.data_ptr(), b.data.data(), b.data.size());
+  if (b.byteSize() > 0)
+    std::memcpy(t.data_ptr(), b.bytes(), b.byteSize());
   return t;
 }
 

@@ -87,6 +87,10 @@ uint32_t crc32Of(const void *data, size_t size, uint32_t crc = 0);
 /// cause; on failure the temp file is removed and `dir/name` is untouched.
 std::string writeFileAtomically(const std::string &dir, const std::string &name,
                                 const void *data, size_t size);
+/// The same, the file being `pieces` (pointer, size) one after another.
+std::string writeFileAtomically(
+    const std::string &dir, const std::string &name,
+    const std::vector<std::pair<const uint8_t *, size_t>> &pieces);
 
 /// Writes section `section` of checkpoint `step` (creating CKPT_DIR and
 /// step-<N> as needed, and removing a stale COMPLETE marker of a previous

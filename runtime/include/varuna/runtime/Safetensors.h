@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,15 +39,22 @@
 namespace varuna::rt {
 
 /// One named tensor as raw bytes: `dtype` is a safetensors dtype string
-/// (`F32`, `I64`, `BF16`, ...), `data` is numElements() x dtype size bytes,
-/// little-endian, C order.
+/// (`F32`, `I64`, `BF16`, ...), the bytes are numElements() x dtype size,
+/// little-endian, C order. They are `data`, or -- to write a tensor without
+/// copying it (a checkpoint of a big stage would double its memory) --
+/// `view` bytes that `keepAlive` (or the caller) holds.
 struct TensorBytes {
   std::string name;
   std::string dtype;
   std::vector<int64_t> shape; ///< empty for a scalar
   std::vector<uint8_t> data;
+  const uint8_t *view = nullptr; ///< when set: viewSize bytes used instead
+  size_t viewSize = 0;
+  std::shared_ptr<const void> keepAlive;
 
   int64_t numElements() const;
+  const uint8_t *bytes() const { return view ? view : data.data(); }
+  size_t byteSize() const { return view ? viewSize : data.size(); }
 };
 
 /// The free-form `__metadata__` map (string to string, per the format).
@@ -70,6 +78,19 @@ std::vector<uint8_t>
 serializeSafetensors(const std::vector<TensorBytes> &tensors,
                      const SafetensorsMetadata &metadata,
                      const std::string &name);
+
+/// The same file as pieces to write one after another, without copying the
+/// tensors: the 8-byte length and header (`header`), then each tensor's
+/// bytes in `pieces` (pointers into `tensors`, valid while they are).
+/// Validates and throws as serializeSafetensors.
+struct SafetensorsLayout {
+  std::vector<uint8_t> header;
+  std::vector<std::pair<const uint8_t *, size_t>> pieces; ///< header first
+  uint64_t totalBytes = 0;
+};
+SafetensorsLayout layoutSafetensors(const std::vector<TensorBytes> &tensors,
+                                    const SafetensorsMetadata &metadata,
+                                    const std::string &name);
 
 /// Writes `path` directly (not atomically; checkpoints use
 /// writeFileAtomically from Checkpoint.h). Throws DataError.
