@@ -34,6 +34,7 @@
 #include "mlir/Parser/Parser.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -43,6 +44,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -94,6 +96,12 @@ static cl::opt<bool> acrossHosts(
              "scripts/netns.sh, which set RANK, WORLD_SIZE, MASTER_ADDR, "
              "MASTER_PORT): time sends and all-reduces between them and add "
              "them to the calibration as \"across_hosts\" (rank 0 writes)"),
+    cl::cat(toolOptions));
+static cl::opt<double> memoryLimit(
+    "memory", cl::init(0),
+    cl::desc("Bytes of memory the timing processes may use together "
+             "(default: what /proc/meminfo says is available); each holds "
+             "the whole model, so fewer run at once when they do not fit"),
     cl::cat(toolOptions));
 static cl::opt<bool> noOversubscribed(
     "no-oversubscribed", cl::init(false),
@@ -443,6 +451,49 @@ static llvm::json::Array meanOfParts(std::vector<llvm::json::Array> &parts) {
 
 static unsigned cores() { return std::max(1u, std::thread::hardware_concurrency()); }
 
+/// MemAvailable of /proc/meminfo in bytes, or 0 when unknown.
+static double availableMemoryBytes() {
+  auto buf = llvm::MemoryBuffer::getFile("/proc/meminfo", /*IsText=*/true);
+  if (!buf)
+    return 0;
+  llvm::StringRef text = (*buf)->getBuffer();
+  size_t at = text.find("MemAvailable:");
+  if (at == llvm::StringRef::npos)
+    return 0;
+  llvm::StringRef rest = text.substr(at + 13).ltrim();
+  unsigned long long kb = 0;
+  if (rest.consumeInteger(10, kb))
+    return 0;
+  return double(kb) * 1024;
+}
+
+/// Bytes one timing process holds at least: each runs every section of the
+/// job, so the whole model's parameters, their gradients and a working
+/// copy (3x the parameters: what a 278M-parameter GPT measured, 3.3 GB).
+static double bytesPerTimingProcess(const std::string &jobDir) {
+  llvm::SmallString<256> path(jobDir);
+  llvm::sys::path::append(path, "manifest.json");
+  auto buf = llvm::MemoryBuffer::getFile(path);
+  if (!buf)
+    return 0;
+  auto json = llvm::json::parse((*buf)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return 0;
+  }
+  const llvm::json::Object *o = json->getAsObject();
+  return o ? 3.0 * o->getNumber("trainable_parameter_bytes").value_or(0) : 0;
+}
+
+/// How many timing processes fit this machine's available memory (at
+/// least 1), given that `wanted` were asked for.
+static int processesThatFit(int wanted, double perProcess, double available) {
+  if (perProcess <= 0 || available <= 0)
+    return wanted;
+  int fit = int(0.8 * available / perProcess);
+  return std::max(1, std::min(wanted, fit));
+}
+
 /// Sum of every section's forward + backward seconds at every size.
 static double computeSeconds(const llvm::json::Array &sections) {
   double sum = 0;
@@ -574,6 +625,32 @@ int main(int argc, char **argv) {
   }
   auto t0 = std::chrono::steady_clock::now();
   int processes = concurrent > 0 ? concurrent.getValue() : int(cores());
+  // Each timing process holds the whole model: as many as the memory takes
+  // (a model that barely fits one stage is still calibrated, by fewer).
+  if (memoryLimit < 0 || !std::isfinite(memoryLimit))
+    return fail("--memory must be a positive number of bytes");
+  double perProcess = bytesPerTimingProcess(jobDir),
+         available = memoryLimit > 0 ? double(memoryLimit)
+                                     : availableMemoryBytes();
+  if (sectionsOut.empty()) {
+    int fit = processesThatFit(processes, perProcess, available);
+    auto size = [](double b) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      if (b >= 1e9)
+        os << llvm::format("%.1f GB", b / 1e9);
+      else
+        os << llvm::format("%.1f MB", b / 1e6);
+      return s;
+    };
+    if (fit < processes)
+      llvm::errs() << "varuna-calibrate: warning: timing the sections with "
+                   << fit << " process(es), not " << processes
+                   << ": each holds the whole model (about "
+                   << size(perProcess) << "), and " << size(available)
+                   << " of memory is available (--memory)\n";
+    processes = fit;
+  }
   llvm::json::Array sections;
   std::optional<llvm::json::Object> oversubscribed;
   if (!sectionsOut.empty() || processes == 1) {
@@ -599,7 +676,15 @@ int main(int argc, char **argv) {
     // Twice as many processes as cores: how much slower than sharing the
     // cores evenly (2x) a task runs when ranks outnumber cores (context
     // switches, caches): the planner's --shared-cores model uses it.
-    if (!noOversubscribed && processes >= int(cores())) {
+    bool overFits =
+        processesThatFit(2 * processes, perProcess, available) ==
+        2 * processes;
+    if (!noOversubscribed && processes >= int(cores()) && !overFits)
+      llvm::errs() << "varuna-calibrate: warning: not timing "
+                   << 2 * processes
+                   << " processes at once (oversubscribed): their copies of "
+                      "the model do not fit the memory\n";
+    if (!noOversubscribed && processes >= int(cores()) && overFits) {
       auto over = timeSectionsConcurrently(argv[0], 2 * processes, ms);
       if (!over)
         return fail(llvm::toString(over.takeError()));
