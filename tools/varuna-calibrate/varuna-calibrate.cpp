@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ByteSize.h"
 #include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
@@ -97,9 +98,10 @@ static cl::opt<bool> acrossHosts(
              "MASTER_PORT): time sends and all-reduces between them and add "
              "them to the calibration as \"across_hosts\" (rank 0 writes)"),
     cl::cat(toolOptions));
-static cl::opt<double> memoryLimit(
+static cl::opt<double, false, varuna::ByteSizeParser> memoryLimit(
     "memory", cl::init(0),
-    cl::desc("Bytes of memory the timing processes may use together "
+    cl::desc("Memory the timing processes may use together (bytes, or "
+             "16GiB, 2.5G) "
              "(default: what /proc/meminfo says is available); each holds "
              "the whole model, so fewer run at once when they do not fit"),
     cl::cat(toolOptions));

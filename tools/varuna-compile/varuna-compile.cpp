@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ByteSize.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/CompileJob.h"
 #include "mlir/IR/Diagnostics.h"
@@ -39,9 +40,10 @@ static cl::opt<int64_t> maxCutBytes(
     "max-bytes-per-cut",
     cl::desc("Largest activation bytes per example a cut may carry"),
     cl::init(0), cl::cat(toolOptions));
-static cl::opt<int64_t> memory("memory-limit",
-                               cl::desc("Device memory per stage in bytes"),
-                               cl::init(0), cl::cat(toolOptions));
+static cl::opt<double, false, varuna::ByteSizeParser>
+    memory("memory-limit",
+           cl::desc("Device memory per stage (bytes, or 16GiB, 2.5G)"),
+           cl::init(0), cl::cat(toolOptions));
 static cl::opt<std::string>
     profile("profile",
             cl::desc("Measured section times (JSON) for the partitioner"),
@@ -71,7 +73,7 @@ int main(int argc, char **argv) {
   options.stages = stages;
   options.numCutPoints = cutPoints;
   options.maxBytesPerCut = maxCutBytes;
-  options.memoryLimit = memory;
+  options.memoryLimit = static_cast<int64_t>(memory);
   options.profilePath = profile;
   options.buildStages = !noBuild;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());

@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/ByteSize.h"
 #include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/TrainingConfig.h"
@@ -60,9 +61,10 @@ static cl::opt<std::string> scheduleName(
     cl::desc("varuna, gpipe, 1f1b or zb; auto: sweep every schedule too and "
              "pick the fastest that fits (not with --simulate)"),
     cl::cat(toolOptions));
-static cl::opt<double> memory("memory", cl::init(0),
-                              cl::desc("Device memory in bytes (0: any)"),
-                              cl::cat(toolOptions));
+static cl::opt<double, false, varuna::ByteSizeParser>
+    memory("memory", cl::init(0),
+           cl::desc("Device memory (bytes, or 16GiB, 2.5G; 0: any)"),
+           cl::cat(toolOptions));
 static cl::opt<int> devicesPerHost(
     "devices-per-host", cl::init(1),
     cl::desc("Devices per host: their stages' all-reduces share its network "
