@@ -645,12 +645,21 @@ int main(int argc, char **argv) {
     return fail("--eval-every and --eval-batches must not be negative");
   if ((evalEvery > 0 || evalBatches > 0) && evalDataDir.empty())
     return fail("--eval-every and --eval-batches need --eval-data");
-  if (evalData && evalBatches * batch > evalData->numSamples() &&
+  // The batches a validation takes (by default as many whole ones as the
+  // data holds, at least one: ReferenceTrainer.h's evalBatchCount).
+  int64_t evalCount =
+      evalBatches > 0
+          ? int64_t(evalBatches)
+          : std::max<int64_t>(1, evalData ? evalData->numSamples() / batch : 1);
+  if (evalData && evalCount * batch > evalData->numSamples() &&
       speaksForTheRun())
-    llvm::errs() << "varuna-run: warning: --eval-batches " << evalBatches
-                 << " of --batch " << batch << " needs "
-                 << evalBatches * batch << " examples, the validation data '"
-                 << evalDataDir << "' holds " << evalData->numSamples()
+    llvm::errs() << "varuna-run: warning: "
+                 << (evalBatches > 0 ? "--eval-batches " +
+                                           std::to_string(evalBatches) + " of "
+                                     : std::string("one "))
+                 << "--batch " << batch << " needs " << evalCount * batch
+                 << " examples, the validation data '" << evalDataDir
+                 << "' holds " << evalData->numSamples()
                  << ": some are counted more than once\n";
 
   // Output directories: create_directories takes an existing file of the
