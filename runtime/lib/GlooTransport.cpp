@@ -11,6 +11,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -140,7 +142,9 @@ private:
 /// The local address this host reaches `host` from: a UDP socket
 /// "connected" to it (no packet is sent) is bound by the kernel to the
 /// source address of the route. Empty if `host` does not resolve.
-std::string localAddressTowards(const std::string &host, int port) {
+/// `resolved` (if given) gets `host`'s own address.
+std::string localAddressTowards(const std::string &host, int port,
+                                std::string *resolved = nullptr) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
@@ -148,6 +152,12 @@ std::string localAddressTowards(const std::string &host, int port) {
       !res)
     return "";
   std::string out;
+  if (resolved) {
+    char buf[INET_ADDRSTRLEN];
+    const auto *in = reinterpret_cast<const sockaddr_in *>(res->ai_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf))
+      *resolved = buf;
+  }
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
     sockaddr_in local{};
@@ -163,6 +173,19 @@ std::string localAddressTowards(const std::string &host, int port) {
   return out;
 }
 
+/// Whether the interface `name` is a loopback one (false if unknown).
+bool isLoopbackInterface(const std::string &name) {
+  ifaddrs *all = nullptr;
+  if (getifaddrs(&all) != 0)
+    return false;
+  bool loopback = false;
+  for (ifaddrs *i = all; i; i = i->ifa_next)
+    if (i->ifa_name && name == i->ifa_name && (i->ifa_flags & IFF_LOOPBACK))
+      loopback = true;
+  freeifaddrs(all);
+  return loopback;
+}
+
 /// The Gloo device (the address this rank's peers connect to):
 /// GLOO_SOCKET_IFNAME names an interface, as in PyTorch; else the address
 /// this host reaches MASTER_ADDR from -- the loopback when the job is on
@@ -173,10 +196,23 @@ std::shared_ptr<::gloo::transport::Device>
 makeDevice(const TransportOptions &o) {
   std::string what = "choosing the network interface";
   try {
-    if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname)
-      return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
     std::string host = o.masterAddr == "localhost" ? "127.0.0.1" : o.masterAddr;
-    std::string local = localAddressTowards(host, o.masterPort);
+    std::string master;
+    std::string local = localAddressTowards(host, o.masterPort, &master);
+    if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
+      // The loopback while rank 0 is on another host (the route to it
+      // leaves from another of this host's addresses): this rank would
+      // offer its peers 127.0.0.1, and they would connect to themselves.
+      if (isLoopbackInterface(ifname) && !local.empty() && local != master &&
+          local.rfind("127.", 0) != 0)
+        throw std::runtime_error(
+            "GLOO_SOCKET_IFNAME=" + std::string(ifname) +
+            " is the loopback interface, but MASTER_ADDR '" + o.masterAddr +
+            "' is another host (reached from " + local +
+            "): ranks on other hosts could not connect to this one; name "
+            "the interface towards them, or unset GLOO_SOCKET_IFNAME");
+      return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+    }
     if (local.empty())
       throw std::runtime_error("MASTER_ADDR '" + o.masterAddr +
                                "' does not resolve to an IPv4 address");
