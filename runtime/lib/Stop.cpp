@@ -121,6 +121,19 @@ WaitingForPeers::~WaitingForPeers() {
 
 int stopSignal() { return received.load(); }
 
+std::string signalName(int sig) {
+  switch (sig) {
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGINT:
+    return "SIGINT";
+  case SIGHUP:
+    return "SIGHUP";
+  default:
+    return "signal " + std::to_string(sig);
+  }
+}
+
 bool followLauncher() {
   const char *pid = std::getenv("VARUNA_LAUNCHER_PID");
   if (!pid)

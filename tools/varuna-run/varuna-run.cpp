@@ -759,9 +759,12 @@ int main(int argc, char **argv) {
   bool outputClosed = false;
   // Asked to stop (runtime/Stop.h): the last step's number, else -1.
   int64_t stoppedAfter = -1;
+  std::string stopCause; // "SIGTERM to rank 2", for the last message
   auto stopped = [&](const varuna::StepMetrics &m) {
-    if (m.stopRequested && m.step + 1 < steps)
+    if (m.stopRequested && m.step + 1 < steps) {
       stoppedAfter = m.step;
+      stopCause = m.stopCause;
+    }
   };
   // What a stopped run says last (on one process) and its exit status.
   auto sayStopped = [&](bool speak) {
@@ -777,9 +780,13 @@ int main(int argc, char **argv) {
               : "checkpoint '" + checkpointDir + "/step-" +
                     std::to_string(stoppedAfter + 1) +
                     "' written: continue with --resume";
+      std::string how = outputClosed ? "(the output was closed)"
+                        : stopCause.empty()
+                            ? "on request"
+                            : "on request (" + stopCause + ")";
       std::fprintf(stderr, "varuna-run: stopped %s after step %lld "
                    "of %lld (%s)\n",
-                   outputClosed ? "(the output was closed)" : "on request",
+                   how.c_str(),
                    static_cast<long long>(stoppedAfter),
                    static_cast<long long>(steps.getValue()), ckpt.c_str());
     }

@@ -841,16 +841,23 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   // The ranks asked to stop (runtime/Stop.h) ride along, so that all agree
   // on the step after which they stop (or the validation batch after which
   // a pass is abandoned).
-  double stopping = rt::stopSignal() != 0 ? 1 : 0;
-  std::vector<at::Tensor> totals{
-      at::tensor({lossSum, countSum, overflowed, stopping,
-                  double(deviations - deviationsBefore)},
-                 at::TensorOptions().dtype(at::kDouble))};
+  // With the rank and the signal, summed: which rank it was when only one.
+  int signal = rt::stopSignal();
+  double stopping = signal != 0 ? 1 : 0;
+  std::vector<at::Tensor> totals{at::tensor(
+      {lossSum, countSum, overflowed, stopping,
+       double(deviations - deviationsBefore),
+       signal != 0 ? double(transport.rank()) : 0.0, double(signal)},
+      at::TensorOptions().dtype(at::kDouble))};
   {
     auto span = trace.scope("allreduce loss", rt::Trace::Comm);
     transport.world().allreduceSum(totals);
   }
   m.stopRequested = totals[0][3].item<double>() > 0;
+  if (totals[0][3].item<double>() == 1 && transport.size() > 1)
+    m.stopCause = rt::signalName(int(totals[0][6].item<double>())) +
+                  " to rank " +
+                  std::to_string(int64_t(totals[0][5].item<double>()));
   m.deviations = static_cast<int64_t>(totals[0][4].item<double>());
   // Losses that add up: each micro-batch's backward as it is (its share of
   // the step's loss); weighted ones by their count (and 1 / M, seedScale),

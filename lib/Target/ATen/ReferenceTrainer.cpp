@@ -958,6 +958,8 @@ LogicalResult varuna::trainReference(
       m.examplesPerSecond = options.globalBatch / m.seconds;
       m.gradNorm = norm.value_or(0.0);
       m.stopRequested = rt::stopSignal() != 0;
+      if (m.stopRequested)
+        m.stopCause = rt::signalName(rt::stopSignal());
       if (failed(validate(options, step + 1, m, validationLoss)))
         return failure();
       if (metrics)

@@ -457,7 +457,7 @@ elif scenario.startswith("stop-"):
         return out, err
 
     def stopped_after(err, what):
-        m = re.search(r"stopped on request after step (\d+) of", err)
+        m = re.search(r"stopped on request(?: \([^)]*\))? after step (\d+) of", err)
         if not m:
             fail(f"{what}: no 'stopped on request' message: {err[-300:]!r}")
         return int(m.group(1))
@@ -536,7 +536,11 @@ elif scenario.startswith("stop-"):
         codes = [q.returncode for q in ps]
         if codes != [143, 143] or newest("ranks") != k + 1:
             fail(f"exit codes {codes}: {errs[0][-200:]} {errs[1][-200:]}")
-        print("rank 1 asked: both ranks stopped after the same step, exit 143")
+        # Rank 0 names the rank that was asked, and how.
+        if "stopped on request (SIGTERM to rank 1) after step" not in errs[0]:
+            fail(f"rank 0 does not name rank 1's SIGTERM: {errs[0][-300:]}")
+        print("rank 1 asked: both ranks stopped after the same step, exit 143, "
+              "rank 0 names rank 1's SIGTERM")
     elif scenario == "stop-waiting":
         for r in (0, 1):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1",
@@ -599,6 +603,8 @@ elif scenario.startswith("stop-"):
             k = stopped_after(err, "one process")
             if p.returncode != 128 + sig or newest("one process") != k + 1:
                 fail(f"{sig.name}: exit {p.returncode}: {err[-300:]}")
+            if f"stopped on request ({sig.name}) after step" not in err:
+                fail(f"{sig.name} not named: {err[-300:]}")
             print(f"one process: {sig.name}: stopped after a step, exit {p.returncode}, "
                   "checkpoint step-(K+1)")
     elif scenario == "stop-finished":

@@ -113,6 +113,10 @@ struct StepMetrics {
   /// ends after it -- after a checkpoint of it when the run checkpoints --
   /// unless it was the last step anyway.
   bool stopRequested = false;
+  /// Who was asked, when one rank (or the one process) was: "SIGTERM to
+  /// rank 2", "SIGINT"; empty when every rank was (their launcher passed
+  /// its signal on) or none.
+  std::string stopCause;
   /// Pipelines: the tasks every rank together ran ahead of its static order
   /// in the step (the run-time deviation; -1: not a pipeline run).
   int64_t deviations = -1;

@@ -74,6 +74,9 @@ private:
 /// The first stop signal recorded, or 0.
 int stopSignal();
 
+/// "SIGTERM", "SIGINT", "SIGHUP" (else "signal N").
+std::string signalName(int sig);
+
 /// A rank started by launchLocalRanks (Launch.h) calls this first: it gets
 /// SIGTERM when the launcher dies, however it dies (Linux's parent-death
 /// signal), so no rank trains on unwatched. Returns false when the launcher
