@@ -271,6 +271,18 @@ std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
   return out;
 }
 
+std::string checkpointWrittenNote(const std::string &dir, int64_t step,
+                                  double bytes, double seconds) {
+  if (seconds < 2.0)
+    return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f %s in %.1f s",
+                bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6,
+                bytes >= 1e9 ? "GB" : "MB", seconds);
+  return "varuna-run: checkpoint '" + dir + "/" +
+         rt::checkpointStepDirName(step) + "' written: " + buf;
+}
+
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
                                                    llvm::raw_ostream &log) {
   rt::FindResult found = rt::findLatestComplete(dir);

@@ -140,7 +140,8 @@ public:
   }
   /// Writes checkpoint `step`: replica 0's ranks write their sections'
   /// files, rank 0 commits the manifest once every file is written.
-  void saveCheckpoint(int64_t step, const rt::Optimizer &optimizer);
+  /// Returns the bytes of the checkpoint's section files (rank 0 knows).
+  double saveCheckpoint(int64_t step, const rt::Optimizer &optimizer);
   int stageIndex() const { return stage; }
   int replicaIndex() const { return replica; }
 
@@ -329,7 +330,7 @@ LogicalResult Rank::setUp() {
   return success();
 }
 
-void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
+double Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
   const std::string &dir = options.checkpointDir;
   at::Tensor entries =
       at::zeros({numSections, 3}, at::TensorOptions().dtype(at::kLong));
@@ -361,6 +362,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
         ": the ranks of replica 0 did not all finish writing their sections "
         "(within --checkpoint-timeout, or one is gone): " + e.what());
   }
+  double total = 0;
   if (transport.rank() == 0) {
     std::vector<rt::CheckpointFile> files;
     for (int k = 0; k < numSections; ++k) {
@@ -373,6 +375,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
       f.section = k;
       f.bytes = static_cast<uint64_t>(all[0][k][1].item<int64_t>());
       f.crc32 = static_cast<uint32_t>(all[0][k][2].item<int64_t>());
+      total += double(f.bytes);
       files.push_back(f);
     }
     std::string err = rt::commitCheckpoint(
@@ -384,6 +387,7 @@ void Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
                                ": " + err);
   }
   checkpointGroup->barrier();
+  return total;
 }
 
 FailureOr<std::vector<at::Tensor>>
@@ -1235,7 +1239,15 @@ LogicalResult varuna::trainPipeline(
     stopped = m.stopRequested && s + 1 < options.steps;
     if (options.checkpointDue(s + 1, stopped)) {
       try {
-        rank.saveCheckpoint(s + 1, *optimizer);
+        auto t0 = std::chrono::steady_clock::now();
+        double bytes = rank.saveCheckpoint(s + 1, *optimizer);
+        std::string note = checkpointWrittenNote(
+            options.checkpointDir, s + 1, bytes,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          t0)
+                .count());
+        if (transport.rank() == 0 && !note.empty())
+          llvm::errs() << note << "\n";
       } catch (const std::exception &e) {
         return jobError(job, "rank ") << transport.rank() << ": " << e.what();
       }

@@ -970,12 +970,25 @@ LogicalResult varuna::trainReference(
         NamedTensors state = *params;
         state.insert(state.end(), buffers->begin(), buffers->end());
         state.insert(state.end(), unread->begin(), unread->end());
+        auto t0 = std::chrono::steady_clock::now();
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
                                          step + 1, state, *constants,
                                          *optimizer,
                                          scaler ? &*scaler : nullptr, run);
         if (!err.empty())
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
+        double bytes = 0;
+        for (const auto &[name, t] : state)
+          bytes += double(t.numel() * t.element_size());
+        for (const auto &[key, t] : optimizer->state())
+          bytes += double(t.numel() * t.element_size());
+        std::string note = checkpointWrittenNote(
+            options.checkpointDir, step + 1, bytes,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          t0)
+                .count());
+        if (!note.empty())
+          llvm::errs() << note << "\n";
       }
     } catch (const std::exception &e) {
       return jobError(job, "step ") << step << ": " << e.what();
