@@ -598,6 +598,11 @@ Error ConfigParser::parseLossScale(const json::Value &v,
     }
   }
   // The scale is an fp32 number, as GradScaler keeps it.
+  if (out.initial < double(std::numeric_limits<float>::min()))
+    return error(child(path, "initial"),
+                 "expected at least 1.1754944e-38 (the smallest normal fp32 "
+                 "number: the scale is kept in fp32), got " +
+                     formatShort(out.initial));
   if (!(out.initial <= double(std::numeric_limits<float>::max())))
     return error(child(path, "initial"),
                  "expected at most 3.4028235e38 (the largest fp32 number: "

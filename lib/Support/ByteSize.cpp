@@ -2,6 +2,7 @@
 
 #include "varuna/Support/ByteSize.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
 #include <cmath>
@@ -12,13 +13,29 @@ using namespace llvm;
 
 std::optional<double> varuna::parseByteSize(StringRef text) {
   text = text.trim();
-  // The number: the longest prefix strtod takes.
-  std::string s = text.str();
-  char *end = nullptr;
-  double number = std::strtod(s.c_str(), &end);
-  if (end == s.c_str())
+  // The number: decimal digits, a point, an exponent -- no sign, no hex
+  // (strtod would take "0x1e3" as 483), whatever the locale.
+  size_t n = 0;
+  while (n < text.size() && (isDigit(text[n]) || text[n] == '.'))
+    ++n;
+  if (n < text.size() && (text[n] == 'e' || text[n] == 'E')) {
+    size_t e = n + 1;
+    if (e < text.size() && (text[e] == '+' || text[e] == '-'))
+      ++e;
+    size_t digits = e;
+    while (digits < text.size() && isDigit(text[digits]))
+      ++digits;
+    if (digits > e)
+      n = digits;
+  }
+  double number = 0;
+  if (n == 0 || text.take_front(n).getAsDouble(number))
     return std::nullopt;
-  StringRef unit = StringRef(end).trim();
+  // 1e-400 reads as 0 ("no limit" to some options): not a size.
+  if (number == 0 && text.take_front(n).find_first_of("123456789") !=
+                         StringRef::npos)
+    return std::nullopt;
+  StringRef unit = text.drop_front(n).trim();
   std::optional<double> scale =
       StringSwitch<std::optional<double>>(unit.lower())
           .Cases("", "b", 1.0)

@@ -200,17 +200,22 @@ makeDevice(const TransportOptions &o) {
     std::string master;
     std::string local = localAddressTowards(host, o.masterPort, &master);
     if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-      // The loopback while rank 0 is on another host (the route to it
-      // leaves from another of this host's addresses): this rank would
-      // offer its peers 127.0.0.1, and they would connect to themselves.
+      // The loopback while rank 0 seems to be on another host (the route
+      // to it leaves from another of this host's addresses): this rank
+      // would offer its peers 127.0.0.1, and they would connect to
+      // themselves. A warning, not an error: MASTER_ADDR may be a service
+      // address of this very host (a container's), where lo works.
       if (isLoopbackInterface(ifname) && !local.empty() && local != master &&
-          local.rfind("127.", 0) != 0)
-        throw std::runtime_error(
-            "GLOO_SOCKET_IFNAME=" + std::string(ifname) +
-            " is the loopback interface, but MASTER_ADDR '" + o.masterAddr +
-            "' is another host (reached from " + local +
-            "): ranks on other hosts could not connect to this one; name "
-            "the interface towards them, or unset GLOO_SOCKET_IFNAME");
+          local.rfind("127.", 0) != 0) {
+        std::string msg =
+            "warning: rank " + std::to_string(o.rank) + ": GLOO_SOCKET_IFNAME=" +
+            ifname + " is the loopback interface, but MASTER_ADDR '" +
+            o.masterAddr + "' looks like another host (reached from " + local +
+            "): ranks on other hosts cannot connect to this one over it; if "
+            "the run times out connecting, name the interface towards them "
+            "or unset GLOO_SOCKET_IFNAME\n";
+        std::fputs(msg.c_str(), stderr);
+      }
       return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
     }
     if (local.empty())

@@ -252,9 +252,12 @@ public:
     int n = static_cast<int>(ranks.size());
     if (n == 1)
       return std::make_unique<NcclGroup>(Comm{}, 0, 1);
-    return std::make_unique<NcclGroup>(
-        connect(*store, name, me, n, timeout.value_or(options.timeout)), me,
-        n);
+    // Connecting is bounded by the transport's timeout; the group's waits
+    // by its own.
+    Comm c = connect(*store, name, me, n, options.timeout);
+    if (timeout)
+      c.timeout = *timeout;
+    return std::make_unique<NcclGroup>(std::move(c), me, n);
   }
 
 private:

@@ -22,6 +22,7 @@ std::atomic<int> received{0};
 std::atomic<bool> watching{false};
 /// The launcher's pid (followLauncher), else 0.
 std::atomic<pid_t> launcher{0};
+std::atomic<bool> fromLauncher{false}; // the recorded signal's sender
 /// What the live WaitingForPeers waits for (empty: none); the signal thread
 /// holds the lock while it ends the process, so the wait cannot end under it.
 std::mutex waitingLock;
@@ -80,7 +81,9 @@ void watchStopSignals() {
       if (sig < 0)
         continue;
       int none = 0;
+      bool byLauncher = launcher.load() && info.si_pid == launcher.load();
       if (armed.load() && received.compare_exchange_strong(none, sig)) {
+        fromLauncher.store(byLauncher);
         std::lock_guard<std::mutex> lock(waitingLock);
         if (!waitingFor.empty())
           stopWhileWaiting(waitingFor);
@@ -120,6 +123,8 @@ WaitingForPeers::~WaitingForPeers() {
 }
 
 int stopSignal() { return received.load(); }
+
+bool stopFromLauncher() { return fromLauncher.load(); }
 
 std::string signalName(int sig) {
   switch (sig) {

@@ -492,8 +492,8 @@ static double bytesPerTimingProcess(const std::string &jobDir) {
 static int processesThatFit(int wanted, double perProcess, double available) {
   if (perProcess <= 0 || available <= 0)
     return wanted;
-  int fit = int(0.8 * available / perProcess);
-  return std::max(1, std::min(wanted, fit));
+  double fit = std::floor(0.8 * available / perProcess);
+  return fit >= wanted ? wanted : std::max(1, int(fit));
 }
 
 /// Sum of every section's forward + backward seconds at every size.

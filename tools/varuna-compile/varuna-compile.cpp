@@ -12,6 +12,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/SourceMgr.h"
+#include <cmath>
 
 namespace cl = llvm::cl;
 
@@ -73,7 +74,12 @@ int main(int argc, char **argv) {
   options.stages = stages;
   options.numCutPoints = cutPoints;
   options.maxBytesPerCut = maxCutBytes;
-  options.memoryLimit = static_cast<int64_t>(memory);
+  if (memory != 0 && !(memory >= 1 && memory <= 9.0e18)) {
+    llvm::errs() << "varuna-compile: error: --memory-limit must be 0 (none) "
+                    "or between 1 byte and 9e18 bytes\n";
+    return 1;
+  }
+  options.memoryLimit = static_cast<int64_t>(std::llround(double(memory)));
   options.profilePath = profile;
   options.buildStages = !noBuild;
   options.inputShapes.assign(inputShapes.begin(), inputShapes.end());

@@ -965,7 +965,10 @@ int main(int argc, char **argv) {
                          number(data->numSamples()) + " samples)"
                    : number(data->numSamples()) + " samples"},
         {"--resume", number(resume.getValue())},
+        // Whether the ranks checkpoint decides the groups they connect.
+        {"--checkpoint-dir", checkpointDir.empty() ? "none" : "given"},
         {"--checkpoint-every", number(checkpointEvery.getValue())},
+        {"--checkpoint-timeout", number(checkpointTimeoutSeconds.getValue())},
         {"--eval-every", number(evalEvery.getValue())},
         {"--eval-batches", number(evalBatches.getValue())},
     };

@@ -19,11 +19,14 @@ TEST(ByteSize, Forms) {
   EXPECT_EQ(parseByteSize("1Ti"), double(1ull << 40));
   EXPECT_EQ(parseByteSize("0"), 0.0);
   EXPECT_EQ(parseByteSize("12B"), 12.0);
+  EXPECT_EQ(parseByteSize("1e3k"), 1e6);
+  EXPECT_EQ(parseByteSize("0.0"), 0.0);
 }
 
 TEST(ByteSize, Rejected) {
   for (const char *bad : {"", "G", "2.5X", "-1", "-2G", "inf", "nan", "1GG",
-                          "1 GiBs", "abc"})
+                          "1 GiBs", "abc", "0x10", "0x1e3", "0x1p30", "1e-400",
+                          "+2G", "1e", "1..2G"})
     EXPECT_EQ(parseByteSize(bad), std::nullopt) << bad;
 }
 

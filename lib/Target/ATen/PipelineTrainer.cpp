@@ -334,18 +334,22 @@ double Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
   const std::string &dir = options.checkpointDir;
   at::Tensor entries =
       at::zeros({numSections, 3}, at::TensorOptions().dtype(at::kLong));
+  std::string writeError;
   if (replica == 0) {
     NamedTensors mine = named();
     mine.insert(mine.end(), buffers.begin(), buffers.end());
     mine.insert(mine.end(), unread.begin(), unread.end());
     rt::OptimizerState state = optimizer.state();
-    for (int k = firstSection; k < endSection; ++k) {
+    for (int k = firstSection; k < endSection && writeError.empty(); ++k) {
       rt::CheckpointFile f;
-      std::string err = rt::writeCheckpointSection(
-          dir, step, k, sectionTensors(k, home, mine, state, constants), &f);
-      if (!err.empty())
-        throw std::runtime_error("checkpoint at step " + std::to_string(step) +
-                                 ": " + err);
+      try {
+        writeError = rt::writeCheckpointSection(
+            dir, step, k, sectionTensors(k, home, mine, state, constants), &f);
+      } catch (const std::exception &e) {
+        writeError = e.what();
+      }
+      if (!writeError.empty())
+        break; // said after the all-reduce, which the others wait in
       entries[k][0] = 1;
       entries[k][1] = static_cast<int64_t>(f.bytes);
       entries[k][2] = static_cast<int64_t>(f.crc32);
@@ -362,14 +366,22 @@ double Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
         ": the ranks of replica 0 did not all finish writing their sections "
         "(within --checkpoint-timeout, or one is gone): " + e.what());
   }
+  // A writer that failed says why; every rank stops at once (before, its
+  // peers learnt of it only when its process was gone).
+  if (!writeError.empty())
+    throw std::runtime_error("checkpoint at step " + std::to_string(step) +
+                             ": " + writeError);
+  for (int k = 0; k < numSections; ++k)
+    if (all[0][k][0].item<int64_t>() != 1)
+      throw std::runtime_error(
+          "checkpoint at step " + std::to_string(step) + ": section " +
+          std::to_string(k) +
+          " was not written (its writer, a rank of replica 0, failed: see "
+          "its error)");
   double total = 0;
   if (transport.rank() == 0) {
     std::vector<rt::CheckpointFile> files;
     for (int k = 0; k < numSections; ++k) {
-      if (all[0][k][0].item<int64_t>() != 1)
-        throw std::runtime_error("checkpoint at step " + std::to_string(step) +
-                                 ": section " + std::to_string(k) +
-                                 " was not written");
       rt::CheckpointFile f;
       f.name = rt::checkpointSectionFileName(k);
       f.section = k;
@@ -840,25 +852,33 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     std::vector<at::Tensor> mine;
     for (at::Tensor &p : paramLeaves)
       mine.push_back(p.grad());
-    overflowed = rt::LossScaler::allFinite(mine) ? 0 : 1;
+    // A scale backed off to 0 (fp32 underflow after ~150 overflows in a
+    // row) unscales to 0/0: GradScaler's inverse scale is then infinite and
+    // it skips the step; so does this.
+    overflowed = rt::LossScaler::allFinite(mine) && scale > 0 ? 0 : 1;
   }
   // The ranks asked to stop (runtime/Stop.h) ride along, so that all agree
   // on the step after which they stop (or the validation batch after which
   // a pass is abandoned).
-  // With the rank and the signal, summed: which rank it was when only one.
+  // With the rank, the signal and whether the launcher sent it, summed:
+  // which rank it was when one alone was asked (ranks read their requests
+  // at different moments, so a launcher's signal to all may be seen by one
+  // rank first: not named).
   int signal = rt::stopSignal();
   double stopping = signal != 0 ? 1 : 0;
   std::vector<at::Tensor> totals{at::tensor(
       {lossSum, countSum, overflowed, stopping,
        double(deviations - deviationsBefore),
-       signal != 0 ? double(transport.rank()) : 0.0, double(signal)},
+       signal != 0 ? double(transport.rank()) : 0.0, double(signal),
+       signal != 0 && rt::stopFromLauncher() ? 1.0 : 0.0},
       at::TensorOptions().dtype(at::kDouble))};
   {
     auto span = trace.scope("allreduce loss", rt::Trace::Comm);
     transport.world().allreduceSum(totals);
   }
   m.stopRequested = totals[0][3].item<double>() > 0;
-  if (totals[0][3].item<double>() == 1 && transport.size() > 1)
+  if (totals[0][3].item<double>() == 1 && totals[0][7].item<double>() == 0 &&
+      transport.size() > 1)
     m.stopCause = rt::signalName(int(totals[0][6].item<double>())) +
                   " to rank " +
                   std::to_string(int64_t(totals[0][5].item<double>()));
@@ -1229,6 +1249,8 @@ LogicalResult varuna::trainPipeline(
                failure();
       }
       stop = e.stopRequested; // every rank's request, summed
+      if (stop)
+        m.stopCause = e.stopCause;
       return e.loss;
     };
     if (failed(validate(options, s + 1, m, validationLoss)))

@@ -962,6 +962,8 @@ LogicalResult varuna::trainReference(
         m.stopCause = rt::signalName(rt::stopSignal());
       if (failed(validate(options, step + 1, m, validationLoss)))
         return failure();
+      if (m.stopRequested && m.stopCause.empty()) // asked while validating
+        m.stopCause = rt::signalName(rt::stopSignal());
       if (metrics)
         metrics->write(m);
       onStep(m);

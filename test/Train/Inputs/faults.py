@@ -492,6 +492,10 @@ elif scenario.startswith("stop-"):
             if newest(sig.name) != k + 1:
                 fail(f"{sig.name}: stopped after step {k}, newest checkpoint "
                      f"{newest(sig.name)}")
+            # Every rank was asked (by the launcher): none is named, even
+            # when one saw the request a step before the others.
+            if " to rank " in err:
+                fail(f"{sig.name}: a rank named for the launcher's request: {err[-300:]}")
             print(f"{sig.name}: launcher exit {p.returncode}, the ranks stopped "
                   "after step K >= 3, checkpoint step-(K+1)")
         # Resumed from step-(k+1) for 3 more steps = a run never stopped.

@@ -27,7 +27,11 @@
 
 #include "varuna/Compiler/TrainingConfig.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string>
+#include <stdexcept>
+#include <limits>
 #include <cstdint>
 #include <vector>
 
@@ -64,8 +68,16 @@ public:
   }
 
   /// For checkpoints: the scale and the good-step count, restored as saved.
+  /// The scale is taken as an fp32 number, as it is kept (a checkpoint
+  /// written before it was may hold 2^128: the largest fp32 number then).
+  /// Throws std::invalid_argument on a scale that is not a positive number.
   void restore(double scale, int64_t goodSteps) {
-    current = scale;
+    if (!(scale > 0))
+      throw std::invalid_argument("the checkpoint's loss scale " +
+                                  std::to_string(scale) +
+                                  " is not a positive number");
+    current = static_cast<float>(
+        std::min(scale, double(std::numeric_limits<float>::max())));
     good = goodSteps;
   }
 

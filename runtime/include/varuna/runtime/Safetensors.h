@@ -87,6 +87,14 @@ struct SafetensorsLayout {
   std::vector<uint8_t> header;
   std::vector<std::pair<const uint8_t *, size_t>> pieces; ///< header first
   uint64_t totalBytes = 0;
+
+  // pieces[0] points into `header`: a move keeps its buffer, a copy would
+  // not.
+  SafetensorsLayout() = default;
+  SafetensorsLayout(SafetensorsLayout &&) = default;
+  SafetensorsLayout &operator=(SafetensorsLayout &&) = default;
+  SafetensorsLayout(const SafetensorsLayout &) = delete;
+  SafetensorsLayout &operator=(const SafetensorsLayout &) = delete;
 };
 SafetensorsLayout layoutSafetensors(const std::vector<TensorBytes> &tensors,
                                     const SafetensorsMetadata &metadata,

@@ -74,6 +74,10 @@ private:
 /// The first stop signal recorded, or 0.
 int stopSignal();
 
+/// Whether the recorded stop signal came from this rank's launcher (which
+/// passes its own on to every rank), not from outside to this rank alone.
+bool stopFromLauncher();
+
 /// "SIGTERM", "SIGINT", "SIGHUP" (else "signal N").
 std::string signalName(int sig);
 
