@@ -180,6 +180,10 @@ TEST(TrainingConfigErrors, UnknownKeys) {
                "train.json: optimizer: unknown key 'beta' (expected one of: "
                "type, lr, momentum, weight_decay, betas, eps, "
                "no_weight_decay, no_weight_decay_1d)");
+  EXPECT_ERROR(R"({"precision": "fp16", "loss_scale": {"initial": 1e-46}})",
+               "train.json: loss_scale.initial: expected at least "
+               "1.1754944e-38 (the smallest normal fp32 number: the scale is "
+               "kept in fp32), got 1e-46");
   EXPECT_ERROR(R"({"precision": "fp16", "loss_scale": {"initial": 1e39}})",
                "train.json: loss_scale.initial: expected at most 3.4028235e38 "
                "(the largest fp32 number: the scale is kept in fp32), got "

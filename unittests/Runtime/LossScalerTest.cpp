@@ -63,4 +63,17 @@ TEST(LossScaler, RoundsToFp32) {
   EXPECT_NE(s.scale(), 4e20);
 }
 
+// A checkpoint's scale is taken as fp32 (one written before the scale was
+// may hold 2^128 or a double product); a non-positive one is refused.
+TEST(LossScaler, RestoreRoundsToFp32) {
+  LossScaler s{LossScaleConfig{}};
+  s.restore(65536 * std::pow(1.5, 20), 3);
+  EXPECT_EQ(s.scale(), double(static_cast<float>(65536 * std::pow(1.5, 20))));
+  EXPECT_EQ(s.goodSteps(), 3);
+  s.restore(std::ldexp(1.0, 128), 0);
+  EXPECT_EQ(s.scale(), double(std::numeric_limits<float>::max()));
+  EXPECT_THROW(s.restore(0, 0), std::invalid_argument);
+  EXPECT_THROW(s.restore(std::nan(""), 0), std::invalid_argument);
+}
+
 } // namespace
