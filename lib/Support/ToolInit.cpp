@@ -68,3 +68,14 @@ void ToolInit::finish() {
     ::sigaction(kFatalSignals[i], &sa, &previous[i]);
   }
 }
+
+void varuna::hideLibraryOptions(std::initializer_list<llvm::StringRef> keep) {
+  for (auto &entry : llvm::cl::getRegisteredOptions()) {
+    llvm::StringRef name = entry.getKey();
+    if (name == "help" || name == "version" ||
+        llvm::is_contained(keep, name))
+      continue;
+    if (entry.getValue()->getOptionHiddenFlag() == llvm::cl::NotHidden)
+      entry.getValue()->setHiddenFlag(llvm::cl::Hidden);
+  }
+}

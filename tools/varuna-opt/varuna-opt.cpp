@@ -1,5 +1,6 @@
 //===- varuna-opt.cpp - Runs varuna passes (mlir-opt style) ---------------===//
 
+#include "varuna/Support/ToolInit.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +18,8 @@ int main(int argc, char **argv) {
   varuna::registerVarunaPasses();
   mlir::DialectRegistry registry;
   registry.insert<varuna::VarunaDialect, mlir::func::FuncDialect>();
+  // LLVM's libraries' options would bury the passes' in --help.
+  varuna::hideLibraryOptions({});
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Varuna optimizer driver\n", registry));
 }

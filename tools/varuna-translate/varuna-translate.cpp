@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
+#include "varuna/Support/ToolInit.h"
 #include "varuna/Import/ONNXImporter.h"
 #include "varuna/Target/Cpp/StageCpp.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -115,5 +116,10 @@ int main(int argc, char **argv) {
         registry.insert<varuna::VarunaDialect, func::FuncDialect>();
       });
 
+  // The options LLVM's libraries registered (some 250: code generators'
+  // flags) would bury ours in --help: hidden (--help-hidden lists them).
+  // mlirTranslateMain registers the translations and its own options after
+  // this, so they stay.
+  varuna::hideLibraryOptions({"input-shape", "stage-cpp-dir"});
   return failed(mlirTranslateMain(argc, argv, "Varuna translation tool"));
 }

@@ -24,9 +24,19 @@
 #ifndef VARUNA_SUPPORT_TOOLINIT_H
 #define VARUNA_SUPPORT_TOOLINIT_H
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/InitLLVM.h"
 
+#include <initializer_list>
+
 namespace varuna {
+
+/// Hides (from --help; --help-hidden still lists them) every command-line
+/// option registered so far but those named in `keep`: the ~250 that LLVM's
+/// libraries register (code generators' flags) would bury a tool's own.
+/// Call it before a main that registers its own options
+/// (mlirTranslateMain, MlirOptMain): those stay.
+void hideLibraryOptions(std::initializer_list<llvm::StringRef> keep);
 
 class ToolInit {
 public:
