@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
       for (int64_t i = 0; i < t.dim(); ++i)
         shape += (i ? ", " : "") + std::to_string(t.size(i));
       std::printf("%s = %s] %s sum %.9g\n", name.c_str(), shape.c_str(),
-                  c10::toString(t.scalar_type()), sum);
+                  varuna::dtypeName(t.scalar_type()).c_str(), sum);
     }
   }
   return 0;

@@ -171,9 +171,9 @@ FailureOr<int64_t> ATenEvaluator::checkInputs(ArrayRef<at::Tensor> inputs) {
     auto dtype = toScalarType(type.getElementType());
     if (!dtype || *dtype != t.scalar_type())
       return graph.emitError("input '")
-             << names[i] << "' has dtype " << c10::toString(t.scalar_type())
+             << names[i] << "' has dtype " << dtypeName(t.scalar_type())
              << ", its type " << typeString(type) << " wants "
-             << (dtype ? c10::toString(*dtype) : "an unsupported dtype");
+             << (dtype ? dtypeName(*dtype) : "an unsupported dtype");
   }
   return b;
 }
@@ -568,7 +568,7 @@ ATenEvaluator::runFunctionBody(func::FuncOp func, ArrayRef<at::Tensor> args,
           (out.scalar_type() != *dtype &&
            !(options.autocast && at::isFloatingType(*dtype))))
         return op.emitError("ATen produced a ")
-               << c10::toString(out.scalar_type()) << " tensor of shape "
+               << dtypeName(out.scalar_type()) << " tensor of shape "
                << shapeString(out.sizes()) << ", the result type "
                << typeString(type)
                << " says " << rt::formatShape(want) << " (B = " << ctx.batch

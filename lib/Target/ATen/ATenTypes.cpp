@@ -108,6 +108,26 @@ static at::ScalarType toScalarType(rt::DType t) {
   return at::kFloat;
 }
 
+std::string dtypeName(at::ScalarType type) {
+  switch (type) {
+  case at::kBFloat16:
+    return "bfloat16";
+  case at::kComplexFloat:
+    return "complex64";
+  case at::kComplexDouble:
+    return "complex128";
+  default:
+    break;
+  }
+  for (rt::DType d : {rt::DType::F16, rt::DType::F32, rt::DType::F64,
+                      rt::DType::I8, rt::DType::U8, rt::DType::I16,
+                      rt::DType::U16, rt::DType::I32, rt::DType::U32,
+                      rt::DType::I64, rt::DType::Bool})
+    if (toScalarType(d) == type)
+      return rt::dtypeName(d);
+  return c10::toString(type);
+}
+
 at::Tensor tensorFromNpy(const rt::NpyArray &array) {
   // from_blob does not copy: clone into memory the tensor owns.
   return at::from_blob(const_cast<uint8_t *>(array.data.data()), array.shape,

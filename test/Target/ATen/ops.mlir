@@ -17,7 +17,7 @@
 // CHECK-NEXT: pad = 24
 // CHECK-NEXT: tril = 8
 // CHECK-NEXT: gather_elements = 302
-// CHECK-NEXT: arange = [4] Float sum 2
+// CHECK-NEXT: arange = [4] float32 sum 2
 
 module {
   func.func @forward() -> (

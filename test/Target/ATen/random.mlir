@@ -10,8 +10,8 @@
 // RUN: not diff %t.1 %t.2
 // RUN: FileCheck %s < %t.1
 
-// CHECK: dropout = [1000] Float sum {{[0-9]+}}
-// CHECK-NEXT: uniform = [1000] Float sum {{[0-9.]+}}
+// CHECK: dropout = [1000] float32 sum {{[0-9]+}}
+// CHECK-NEXT: uniform = [1000] float32 sum {{[0-9.]+}}
 
 module {
   func.func @forward() -> (!varuna.tensor<[1000], f32> {varuna.name = "dropout"},

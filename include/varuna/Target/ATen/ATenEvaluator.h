@@ -57,6 +57,10 @@ at::Tensor tensorFromElements(mlir::ElementsAttr attr, at::ScalarType dtype);
 at::Tensor tensorFromNpy(const rt::NpyArray &array);
 rt::NpyArray tensorToNpy(const at::Tensor &tensor);
 
+/// A dtype as NumPy and the rest of Varuna's messages name it ("float32",
+/// "int64", "bfloat16"), not ATen's ("Float", "Long").
+std::string dtypeName(at::ScalarType type);
+
 //===----------------------------------------------------------------------===//
 // The op -> ATen mapping
 //===----------------------------------------------------------------------===//
