@@ -341,7 +341,9 @@ std::string varuna::renderReport(const JobSummary &job,
     for (int64_t m : p.memory)
       mem = std::max(mem, m);
     os << "| " << p.stages << " | " << ranges << " | "
-       << llvm::formatv("{0:f1}%", total > 0 ? 100.0 * p.bottleneck / total : 0)
+       // max / total = (max / mean) / P, in the partition's own units
+       // (FLOPs, or seconds from a --profile).
+       << llvm::formatv("{0:f1}%", 100.0 * p.imbalance / double(p.stages))
        << " | " << llvm::formatv("{0:f3}", p.imbalance) << " | "
        << bytesStr(mem) << " |\n";
   }

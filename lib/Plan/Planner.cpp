@@ -317,11 +317,20 @@ PlanResult planSweep(const PlanInput &in) {
       }
     }
     todo.push_back({P, D, std::move(c), {}});
-    if (bestD != D) {
+    // Ranks sharing cores (--shared-cores): every rank more slows the others,
+    // which the estimate does not see -- each smaller D is simulated (such
+    // machines have few devices). Before, 3 and 4 devices predicted a slower
+    // best plan than 2.
+    std::vector<int> more;
+    if (in.sharedCores > 0)
+      for (int d = 1; d < D; ++d)
+        more.push_back(d);
+    else if (bestD != D)
       // The estimate's choice and its neighbours a factor 1.5 away (the
       // estimate is rough), each simulated.
-      std::vector<int> more = {bestD, int(std::lround(bestD * 1.5)),
-                               int(std::lround(bestD / 1.5))};
+      more = {bestD, int(std::lround(bestD * 1.5)),
+              int(std::lround(bestD / 1.5))};
+    if (!more.empty()) {
       std::sort(more.begin(), more.end());
       more.erase(std::unique(more.begin(), more.end()), more.end());
       for (int d : more) {

@@ -652,6 +652,15 @@ int main(int argc, char **argv) {
                    << size(perProcess) << "), and " << size(available)
                    << " of memory is available (--memory)\n";
     processes = fit;
+    // More threads than cores: every timing is slowed by the others', and
+    // the plan would expect a slower machine than its runs will see.
+    if (int64_t(processes) * threads > int64_t(cores()))
+      llvm::errs() << "varuna-calibrate: warning: " << processes
+                   << " timing process(es) x --compute-threads " << threads
+                   << " is more threads than the " << cores()
+                   << " cores: the sections are timed slower than ranks "
+                      "with as many threads each would run (varuna-run "
+                      "shares the cores among its ranks)\n";
   }
   llvm::json::Array sections;
   std::optional<llvm::json::Object> oversubscribed;

@@ -597,6 +597,22 @@ int main(int argc, char **argv) {
                 " (or auto), not '" + scheduleName + "'");
   }
 
+  // --latency-us / --link-gbps given with a calibration: the network
+  // between hosts to plan for (a slower one than measured, or one not
+  // measured); this host's measured links stay for ranks on one host.
+  bool linkGiven =
+      latencyUs.getNumOccurrences() || linkGbps.getNumOccurrences();
+  if (cal && linkGiven) {
+    LinkModel remote = in.remoteLink.value_or(in.link);
+    if (latencyUs.getNumOccurrences())
+      remote.latencySeconds = latencyUs * 1e-6;
+    if (linkGbps.getNumOccurrences())
+      remote.bytesPerSecond = linkGbps * 1e9 / 8;
+    in.remoteLink = remote;
+    // A ring over such links: each step a latency, the bytes at the
+    // link's rate (2 (R-1)/R of them, as the measured rings).
+    in.remoteRings = {{2, remote.latencySeconds, remote.bytesPerSecond}};
+  }
   if (cal) {
     // A calibration without messages (varuna-calibrate --no-comm) leaves
     // the links at --latency-us / --link-gbps: said, not passed off as
@@ -617,10 +633,12 @@ int main(int argc, char **argv) {
                       "links are --latency-us and --link-gbps\n";
     if (in.remoteLink)
       llvm::outs() << llvm::format("across hosts (--devices-per-host %d): "
-                                   "links %.0f us + %.2f Gbit/s\n",
+                                   "links %.0f us + %.2f Gbit/s%s\n",
                                    in.devicesPerHost,
                                    in.remoteLink->latencySeconds * 1e6,
-                                   in.remoteLink->bytesPerSecond * 8 / 1e9);
+                                   in.remoteLink->bytesPerSecond * 8 / 1e9,
+                                   linkGiven ? " (--latency-us / --link-gbps)"
+                                             : "");
     else
       llvm::outs() << "links between hosts not measured (no across_hosts in "
                       "the calibration; varuna-calibrate --across-hosts "
@@ -796,6 +814,11 @@ int main(int argc, char **argv) {
                          {"message_precision", messagePrecision},
                          {"estimated_seconds", best.seconds},
                          {"source", cal ? "calibration" : "static estimates"}};
+    // The compute threads per rank the calibration measured with: the
+    // estimate holds for runs with as many (varuna-run warns otherwise).
+    if (cal)
+      if (std::optional<int64_t> t = cal->getAsObject()->getInteger("threads"))
+        o["threads"] = *t;
     os << llvm::json::Value(std::move(o)) << "\n";
   }
   return 0;

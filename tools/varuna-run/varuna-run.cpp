@@ -412,6 +412,15 @@ int main(int argc, char **argv) {
                      << "', not this one: its partition and timings are "
                         "that job's\n";
     }
+    if (auto planned = field("threads"))
+      if (threads.getNumOccurrences() && threads != *planned &&
+          speaksForTheRun())
+        llvm::errs() << "varuna-run: warning: the plan '" << planPath
+                     << "' was made from timings with " << *planned
+                     << " compute thread(s) per rank (varuna-calibrate "
+                        "--compute-threads); this run has --compute-threads "
+                     << threads << ", so its step times will differ from the "
+                        "plan's estimate\n";
     splitCostPercent =
         field("split_cost_percent").value_or(splitCostPercent);
     if (splitCostPercent < 0 || splitCostPercent > 100)
