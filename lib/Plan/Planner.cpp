@@ -419,7 +419,11 @@ PlanResult planSchedules(const PlanInput &in,
                                 : s);
     if (!r.ok())
       lastError = r.error;
-    all.rows.insert(all.rows.end(), r.rows.begin(), r.rows.end());
+    // One stage runs no pipeline schedule: its rows are the same under each
+    // (kept once, the first schedule's).
+    for (const PlanRow &row : r.rows)
+      if (row.stages > 1 || k == kinds.front())
+        all.rows.push_back(row);
   }
   std::stable_sort(all.rows.begin(), all.rows.end(),
                    [](const PlanRow &a, const PlanRow &b) {
