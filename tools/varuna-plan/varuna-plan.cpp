@@ -639,7 +639,8 @@ int main(int argc, char **argv) {
                                    in.remoteLink->bytesPerSecond * 8 / 1e9,
                                    linkGiven ? " (--latency-us / --link-gbps)"
                                              : "");
-    else
+    else if ((simulateOne ? stages * replicas : int(devices)) >
+             devicesPerHost) // some ranks on other hosts
       llvm::outs() << "links between hosts not measured (no across_hosts in "
                       "the calibration; varuna-calibrate --across-hosts "
                       "measures them): taken as this host's\n";
