@@ -412,6 +412,25 @@ int main(int argc, char **argv) {
                      << "', not this one: its partition and timings are "
                         "that job's\n";
     }
+    // A plan edited by hand: keys varuna-plan never writes (a typo is a
+    // setting silently not applied) and more ranks than its devices.
+    static const char *const known[] = {
+        "job", "batch", "devices", "stages", "replicas", "micro_batch",
+        "schedule", "schedule_latency", "split_cost_percent", "bucket_mb",
+        "message_precision", "estimated_seconds", "source", "threads"};
+    for (const auto &kv : *o)
+      if (llvm::none_of(known, [&](const char *k) { return kv.first == k; }) &&
+          speaksForTheRun())
+        llvm::errs() << "varuna-run: warning: the plan '" << planPath
+                     << "' has a key varuna-plan does not write, '"
+                     << kv.first << "': ignored\n";
+    if (auto planned = field("devices"))
+      if (*field("stages") * *field("replicas") > *planned &&
+          speaksForTheRun())
+        llvm::errs() << "varuna-run: warning: the plan '" << planPath
+                     << "' has " << *field("stages") << " x "
+                     << *field("replicas") << " ranks but was made for "
+                     << *planned << " devices\n";
     if (auto planned = field("threads"))
       if (threads.getNumOccurrences() && threads != *planned &&
           speaksForTheRun())
