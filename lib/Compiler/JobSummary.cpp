@@ -68,8 +68,11 @@ JobSummary JobSummary::read(ModuleOp module, StringRef model) {
       sec.function = s.getSymName().str();
       for (StringRef p : getReadParams(s)) {
         sec.parameters.push_back(p.str());
-        if (auto po = module.lookupSymbol<ParamOp>(p))
-          sec.paramBytes += po.getTensorType().getSizeInBytes().constant;
+        if (auto po = module.lookupSymbol<ParamOp>(p)) {
+          int64_t bytes = po.getTensorType().getSizeInBytes().constant;
+          sec.paramBytes += bytes;
+          sec.largestParamBytes = std::max(sec.largestParamBytes, bytes);
+        }
       }
       llvm::StringSet<> stats;
       s.walk([&](BatchNormOp bn) {
@@ -161,6 +164,7 @@ std::string varuna::renderManifest(const JobSummary &job,
         {"function", s.function},
         {"parameters", strs(s.parameters)},
         {"param_bytes", s.paramBytes},
+        {"largest_param_bytes", s.largestParamBytes},
         {"running_stats_bytes", s.runningStatsBytes},
         {"flops_per_example", s.flops.perBatch},
         {"flops_fixed", s.flops.constant},

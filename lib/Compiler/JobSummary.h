@@ -29,6 +29,9 @@ struct JobSummary {
     std::vector<std::string> parameters, inputs;
     SymInt flops, backward;
     int64_t paramBytes = 0, receives = 0, sends = 0, duplicated = 0;
+    /// The largest of its parameters: a gradient bucket of its own, which
+    /// no bucket size splits.
+    int64_t largestParamBytes = 0;
     /// Batch norms' running statistics the section updates: averaged over
     /// the replicas after each step (one small all-reduce per stage).
     int64_t runningStatsBytes = 0;

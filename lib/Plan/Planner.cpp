@@ -126,10 +126,34 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     int buckets = in.bucketBytes > 0 && D > 1
                       ? std::max(1, int(std::ceil(params / in.bucketBytes)))
                       : 1;
-    c.allreduceBuckets.push_back(buckets);
-    c.allreduceSeconds.push_back(
-        buckets * allreduceSeconds(in, D, params / buckets,
-                                   std::min(K, P), host(s) != host((D - 1) * P + s)));
+    bool across = host(s) != host((D - 1) * P + s);
+    // A parameter larger than a bucket is a bucket of its own (the runtime
+    // does not split parameters), taken as final last: the others share
+    // the rest of the stage's bytes.
+    double largest = 0;
+    for (int64_t k = b[s]; k < b[s + 1]; ++k)
+      largest = std::max(largest, in.sections[k].largestParamBytes);
+    if (D > 1 && in.bucketBytes > 0 && largest > in.bucketBytes &&
+        largest <= params) {
+      double rest = params - largest;
+      int restBuckets = rest > 0 ? int(std::ceil(rest / in.bucketBytes)) : 0;
+      double big = allreduceSeconds(in, D, largest, std::min(K, P), across);
+      double others =
+          restBuckets > 0 ? restBuckets * allreduceSeconds(in, D,
+                                                           rest / restBuckets,
+                                                           std::min(K, P),
+                                                           across)
+                          : 0;
+      c.allreduceBuckets.push_back(restBuckets + 1);
+      c.allreduceSeconds.push_back(big + others);
+      c.lastBucketShare.resize(s, 0.0);
+      c.lastBucketShare.push_back(big / (big + others));
+    } else {
+      c.allreduceBuckets.push_back(buckets);
+      c.allreduceSeconds.push_back(
+          buckets * allreduceSeconds(in, D, params / buckets, std::min(K, P),
+                                     across));
+    }
     c.runningStatsSeconds.push_back(
         stats > 0 ? allreduceSeconds(in, D, stats, std::min(K, P),
                                      host(s) != host((D - 1) * P + s))
@@ -137,9 +161,9 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     if (in.sharedCores > 0 && in.allreduceCpu)
       c.allreduceCpuSeconds.push_back(
           D < 2 ? 0
-                : buckets * (in.allreduceCpu->latency * (D - 1) +
-                             in.allreduceCpu->perByte * params / buckets *
-                                 2.0 * (D - 1) / D));
+                : c.allreduceBuckets.back() * in.allreduceCpu->latency *
+                          (D - 1) +
+                      in.allreduceCpu->perByte * params * 2.0 * (D - 1) / D);
     if (s + 1 < P) {
       int64_t cut = b[s + 1] - 1;
       double bytes = cut >= 0 && cut < static_cast<int64_t>(

@@ -513,10 +513,15 @@ SimulationResult simulateOnce(const SimulationConfig &c,
                      ? std::min(c.allreduceCpuSeconds[s], ar)
                      : 0;
     int index = 0;
+    double lastShare = s < static_cast<int>(c.lastBucketShare.size()) && n > 1
+                           ? std::clamp(c.lastBucketShare[s], 0.0, 1.0)
+                           : 0.0;
     auto bucket = [&](double start) {
-      double d = ar / n;
+      double d = lastShare <= 0 ? ar / n
+                 : index == n - 1 ? ar * lastShare
+                                  : ar * (1 - lastShare) / (n - 1);
       if (cpu > 0 && profile)
-        d = (ar - cpu) / n + sharedDuration(*profile, start, cpu / n,
+        d = d * (ar - cpu) / ar + sharedDuration(*profile, start, d * cpu / ar,
                                             c.replicasSharing, c.sharedCores,
                                             c.oversubscribedSlowdown);
       if (cpu > 0)

@@ -379,6 +379,7 @@ int main(int argc, char **argv) {
     ps.backwardSeconds =
         s->getNumber("backward_flops_per_example").value_or(0) / flopRate;
     ps.paramBytes = s->getNumber("param_bytes").value_or(0);
+    ps.largestParamBytes = s->getNumber("largest_param_bytes").value_or(0);
     // Manifests since it was recorded (older ones: not modelled).
     ps.runningStatsBytes = s->getNumber("running_stats_bytes").value_or(0);
     in.sections.push_back(ps);

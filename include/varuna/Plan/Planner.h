@@ -59,6 +59,10 @@ struct PlanSection {
   /// Batch norms' running statistics (manifest `running_stats_bytes`),
   /// averaged over the replicas after each step.
   double runningStatsBytes = 0;
+  /// Its largest parameter (manifest `largest_param_bytes`; 0: unknown): a
+  /// gradient bucket of its own however large, taken to be final only at
+  /// the end of the stage's backward (an input embedding's is).
+  double largestParamBytes = 0;
 };
 
 struct PlanInput {

@@ -15,7 +15,8 @@
 // work) in allreduceBuckets[s] buckets, as the runtime does
 // (rt::GradientBuckets): bucket j of n is final (j+1)/n of the way through
 // the stage's last backward (zero-bubble: its last W) and is reduced then, or when bucket j-1 is done
-// if later, taking allreduceSeconds[s] / n; one bucket starts after the
+// if later, taking allreduceSeconds[s] / n (or, with lastBucketShare[s],
+// the last that share and the others the rest evenly); one bucket starts after the
 // last backward. The step then ends as the runtime ends it: one all-reduce
 // over every rank (the loss; every rank waits there for the slowest, so it
 // starts when the last stage's last task ends), the buckets awaited, each
@@ -75,6 +76,11 @@ struct SimulationConfig {
   TimingModel scheduleTiming;           ///< what the static orders assume
   std::vector<double> allreduceSeconds; ///< per stage; empty: none
   std::vector<int> allreduceBuckets;    ///< per stage; empty: 1 each
+  /// Per stage (empty, or 0: the buckets share allreduceSeconds evenly):
+  /// the share of allreduceSeconds[s] its last bucket takes -- a parameter
+  /// larger than a bucket is one bucket of its own, reduced after the
+  /// backward -- the others sharing the rest evenly.
+  std::vector<double> lastBucketShare;
   /// Per stage (empty: none): the all-reduce of its batch norms' running
   /// statistics over the replicas, after its gradient buckets.
   std::vector<double> runningStatsSeconds;
