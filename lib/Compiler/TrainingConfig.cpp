@@ -748,6 +748,11 @@ static Expected<json::Object> readJobManifest(StringRef jobDir,
       "'" + path + "' is not a JSON object");
 }
 
+Expected<json::Object> varuna::loadJobManifest(StringRef jobDir) {
+  llvm::SmallString<256> path;
+  return readJobManifest(jobDir, path);
+}
+
 Expected<TrainingConfig> varuna::loadJobTrainingConfig(StringRef jobDir) {
   llvm::SmallString<256> manifest;
   Expected<json::Object> obj = readJobManifest(jobDir, manifest);

@@ -479,18 +479,13 @@ static double availableMemoryBytes() {
 /// job, so the whole model's parameters, their gradients and a working
 /// copy (3x the parameters: what a 278M-parameter GPT measured, 3.3 GB).
 static double bytesPerTimingProcess(const std::string &jobDir) {
-  llvm::SmallString<256> path(jobDir);
-  llvm::sys::path::append(path, "manifest.json");
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  if (!buf)
-    return 0;
-  auto json = llvm::json::parse((*buf)->getBuffer());
-  if (!json) {
-    llvm::consumeError(json.takeError());
-    return 0;
+  llvm::Expected<llvm::json::Object> manifest =
+      varuna::loadJobManifest(jobDir);
+  if (!manifest) {
+    llvm::consumeError(manifest.takeError());
+    return 0; // unknown: as many processes as asked
   }
-  const llvm::json::Object *o = json->getAsObject();
-  return o ? 3.0 * o->getNumber("trainable_parameter_bytes").value_or(0) : 0;
+  return 3.0 * manifest->getNumber("trainable_parameter_bytes").value_or(0);
 }
 
 /// How many timing processes fit this machine's available memory (at
@@ -635,8 +630,6 @@ int main(int argc, char **argv) {
   int processes = concurrent > 0 ? concurrent.getValue() : int(cores());
   // Each timing process holds the whole model: as many as the memory takes
   // (a model that barely fits one stage is still calibrated, by fewer).
-  if (memoryLimit < 0 || !std::isfinite(memoryLimit))
-    return fail("--memory must be a positive number of bytes");
   double perProcess = bytesPerTimingProcess(jobDir),
          available = memoryLimit > 0 ? double(memoryLimit)
                                      : availableMemoryBytes();
@@ -701,7 +694,7 @@ int main(int argc, char **argv) {
                    << 2 * processes
                    << " processes at once (oversubscribed): their copies of "
                       "the model do not fit the memory\n";
-    if (!noOversubscribed && processes >= int(cores()) && overFits) {
+    else if (!noOversubscribed && processes >= int(cores())) {
       auto over = timeSectionsConcurrently(argv[0], 2 * processes, ms);
       if (!over)
         return fail(llvm::toString(over.takeError()));

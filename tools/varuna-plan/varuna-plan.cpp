@@ -470,26 +470,28 @@ int main(int argc, char **argv) {
     in.stateCopies = stateCopies.getNumOccurrences()
                          ? double(stateCopies)
                          : double(config->optimizer.stateCopies());
-    // The batch, as varuna-run takes it: the configuration's unless given.
-    if (std::optional<int64_t> b = config->globalBatchSize) {
-      if (!batch.getNumOccurrences())
-        batch = *b;
-      else if (batch != *b)
+    // The batch and the micro-batch size, as varuna-run takes them: the
+    // configuration's unless given (a micro-batch size the user fixed is
+    // not chosen again); a different value given is warned.
+    auto fromConfig = [](cl::opt<int64_t> &opt, std::optional<int64_t> value,
+                         const char *key, const char *note) {
+      if (!value)
+        return false;
+      if (!opt.getNumOccurrences()) {
+        opt = *value;
+        return true;
+      }
+      if (opt != *value)
         llvm::errs() << "varuna-plan: warning: the training configuration "
-                        "has global_batch_size "
-                     << *b << "; this plan is for --batch " << batch
-                     << " (varuna-run --plan trains the plan's)\n";
-    }
-    // And its micro-batch size, which the user fixed: not chosen again.
-    if (std::optional<int64_t> m = config->microBatchSize) {
-      if (!microBatch.getNumOccurrences())
-        microBatch = *m, microBatchFromConfig = true;
-      else if (microBatch != *m)
-        llvm::errs() << "varuna-plan: warning: the training configuration "
-                        "has micro_batch_size "
-                     << *m << "; this plan is for --micro-batch "
-                     << microBatch << "\n";
-    }
+                        "has "
+                     << key << " " << *value << "; this plan is for --"
+                     << opt.ArgStr << " " << opt << note << "\n";
+      return false;
+    };
+    fromConfig(batch, config->globalBatchSize, "global_batch_size",
+               " (varuna-run --plan trains the plan's)");
+    microBatchFromConfig = fromConfig(microBatch, config->microBatchSize,
+                                      "micro_batch_size", "");
   }
   if (batch < 1)
     return fail("give --batch (or global_batch_size in the training "

@@ -533,6 +533,9 @@ int main(int argc, char **argv) {
                 "'");
   if (timeoutSeconds <= 0)
     return fail("--timeout must be positive");
+  if (!(checkpointTimeoutSeconds > 0) ||
+      !std::isfinite(checkpointTimeoutSeconds))
+    return fail("--checkpoint-timeout must be a positive number of seconds");
   // Checked whatever P x D, so that a value that is wrong is said even
   // where it would do nothing.
   if (scheduleLatency < 0 ||
@@ -673,22 +676,6 @@ int main(int argc, char **argv) {
     return fail("--eval-every and --eval-batches must not be negative");
   if ((evalEvery > 0 || evalBatches > 0) && evalDataDir.empty())
     return fail("--eval-every and --eval-batches need --eval-data");
-  // The batches a validation takes (by default as many whole ones as the
-  // data holds, at least one: ReferenceTrainer.h's evalBatchCount).
-  int64_t evalCount =
-      evalBatches > 0
-          ? int64_t(evalBatches)
-          : std::max<int64_t>(1, evalData ? evalData->numSamples() / batch : 1);
-  if (evalData && evalCount * batch > evalData->numSamples() &&
-      speaksForTheRun())
-    llvm::errs() << "varuna-run: warning: "
-                 << (evalBatches > 0 ? "--eval-batches " +
-                                           std::to_string(evalBatches) + " of "
-                                     : std::string("one "))
-                 << "--batch " << batch << " needs " << evalCount * batch
-                 << " examples, the validation data '" << evalDataDir
-                 << "' holds " << evalData->numSamples()
-                 << ": some are counted more than once\n";
 
   // Output directories: create_directories takes an existing file of the
   // name for done, and the run would fail only when it first writes there.
@@ -724,6 +711,19 @@ int main(int argc, char **argv) {
   options.evalEvery = evalEvery;
   options.evalBatches = evalBatches;
   options.tracePath = tracePath;
+  // The batches a validation takes (by default as many whole ones as the
+  // data holds, at least one): more examples than the data holds repeat.
+  if (evalData && options.evalBatchCount() * batch > evalData->numSamples() &&
+      speaksForTheRun())
+    llvm::errs() << "varuna-run: warning: "
+                 << (evalBatches > 0 ? "--eval-batches " +
+                                           std::to_string(evalBatches) + " of "
+                                     : std::string("one "))
+                 << "--batch " << batch << " needs "
+                 << options.evalBatchCount() * batch
+                 << " examples, the validation data '" << evalDataDir
+                 << "' holds " << evalData->numSamples()
+                 << ": some are counted more than once\n";
   // Output files are written by one rank, the trace after the last step:
   // a path that cannot take them is said now, by every process alike, not
   // after the whole run (or by one rank, its peers then blaming the
@@ -911,9 +911,6 @@ int main(int argc, char **argv) {
   pipeline.timing.splitCostPercent = splitCostPercent;
   pipeline.bucketBytes = static_cast<size_t>(bucketMB * 1048576.0);
   pipeline.bf16Messages = messagePrecision == "bf16";
-  if (!(checkpointTimeoutSeconds > 0) ||
-      !std::isfinite(checkpointTimeoutSeconds))
-    return fail("--checkpoint-timeout must be a positive number of seconds");
   pipeline.checkpointTimeoutSeconds = checkpointTimeoutSeconds;
   if (mlir::failed(varuna::checkPipeline(*job, options, pipeline)))
     return 1;

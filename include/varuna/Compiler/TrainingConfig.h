@@ -165,6 +165,8 @@ llvm::Expected<TrainingConfig> parseTrainingConfig(llvm::StringRef text,
 /// Reads and parses a file; a file that cannot be read is an error naming
 /// the path and the OS error.
 llvm::Expected<TrainingConfig> loadTrainingConfig(llvm::StringRef path);
+/// JOBDIR/manifest.json's top-level object. Errors name the file.
+llvm::Expected<llvm::json::Object> loadJobManifest(llvm::StringRef jobDir);
 /// The configuration a compiled job was built with: the "config" object of
 /// JOBDIR/manifest.json. Errors name the file.
 llvm::Expected<TrainingConfig> loadJobTrainingConfig(llvm::StringRef jobDir);
