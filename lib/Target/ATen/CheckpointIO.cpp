@@ -271,16 +271,20 @@ std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
   return out;
 }
 
-std::string checkpointWrittenNote(const std::string &dir, int64_t step,
-                                  double bytes, double seconds) {
+void reportCheckpointWritten(llvm::raw_ostream &log, const std::string &dir,
+                             int64_t step, double bytes,
+                             std::chrono::steady_clock::time_point start) {
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
   if (seconds < 2.0)
-    return "";
+    return;
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f %s in %.1f s",
                 bytes >= 1e9 ? bytes / 1e9 : bytes / 1e6,
                 bytes >= 1e9 ? "GB" : "MB", seconds);
-  return "varuna-run: checkpoint '" + dir + "/" +
-         rt::checkpointStepDirName(step) + "' written: " + buf;
+  log << "varuna-run: checkpoint '" << dir << "/"
+      << rt::checkpointStepDirName(step) << "' written: " << buf << "\n";
 }
 
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,

@@ -44,18 +44,23 @@ enum MessageKind : int64_t { kActivation = 0, kGradient = 1 };
 constexpr int64_t kHeaderLen = 5; // step, micro-batch, kind, index, numel
 
 /// Tags keep the streams of one pair of ranks apart: kind, header/payload,
-/// value index (< 4096) and micro-batch (< 2^17).
+/// value index (< 4096) and micro-batch (< 2^17). The layout, which
+/// describePipelineTag reads back:
+constexpr int kKindShift = 30, kHeaderShift = 29, kIndexShift = 17;
+constexpr int64_t kIndexMask = 0xfff, kMicroMask = 0x1ffff;
 int tagOf(MessageKind kind, bool header, int64_t index, int64_t micro) {
-  return static_cast<int>((int64_t(kind) << 30) | (int64_t(header) << 29) |
-                          ((index & 0xfff) << 17) | (micro & 0x1ffff));
+  return static_cast<int>((int64_t(kind) << kKindShift) |
+                          (int64_t(header) << kHeaderShift) |
+                          ((index & kIndexMask) << kIndexShift) |
+                          (micro & kMicroMask));
 }
 
 } // namespace
 
 std::string varuna::describePipelineTag(int tag) {
   int64_t t = tag;
-  int64_t kind = t >> 30, header = (t >> 29) & 1, index = (t >> 17) & 0xfff,
-          micro = t & 0x1ffff;
+  int64_t kind = t >> kKindShift, header = (t >> kHeaderShift) & 1,
+          index = (t >> kIndexShift) & kIndexMask, micro = t & kMicroMask;
   if (kind != kActivation && kind != kGradient)
     return "tag " + std::to_string(tag);
   return std::string(header ? "the header of " : "") +
@@ -1261,15 +1266,11 @@ LogicalResult varuna::trainPipeline(
     stopped = m.stopRequested && s + 1 < options.steps;
     if (options.checkpointDue(s + 1, stopped)) {
       try {
-        auto t0 = std::chrono::steady_clock::now();
+        auto start = std::chrono::steady_clock::now();
         double bytes = rank.saveCheckpoint(s + 1, *optimizer);
-        std::string note = checkpointWrittenNote(
-            options.checkpointDir, s + 1, bytes,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          t0)
-                .count());
-        if (transport.rank() == 0 && !note.empty())
-          llvm::errs() << note << "\n";
+        reportCheckpointWritten(transport.rank() == 0 ? llvm::errs()
+                                                      : llvm::nulls(),
+                                options.checkpointDir, s + 1, bytes, start);
       } catch (const std::exception &e) {
         return jobError(job, "rank ") << transport.rank() << ": " << e.what();
       }

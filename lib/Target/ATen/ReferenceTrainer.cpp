@@ -561,20 +561,23 @@ LogicalResult varuna::validate(
 }
 
 /// Writes checkpoint `step` (steps completed): `params` (parameters and
-/// buffers), their optimizer state, the `frozen` parameters. Returns "" or
-/// an error.
+/// buffers), their optimizer state, the `frozen` parameters; `bytes` gets
+/// the tensors' bytes written. Returns "" or an error.
 static std::string
 saveCheckpoint(ATenEvaluator &evaluator, const std::string &dir, int64_t step,
                const NamedTensors &params, const NamedTensors &frozen,
                const rt::Optimizer &optimizer, const rt::LossScaler *scaler,
-               const RunSettings &run) {
+               const RunSettings &run, double &bytes) {
   std::vector<func::FuncOp> sections = evaluator.getSections();
   std::map<std::string, int> home = checkpointHomes(sections);
   rt::OptimizerState state = optimizer.state();
   std::vector<std::vector<rt::TensorBytes>> files(
       std::max<size_t>(1, sections.size()));
-  for (size_t k = 0; k < files.size(); ++k)
+  for (size_t k = 0; k < files.size(); ++k) {
     files[k] = sectionTensors(k, home, params, state, frozen);
+    for (const rt::TensorBytes &t : files[k])
+      bytes += double(t.byteSize());
+  }
   return rt::writeCheckpoint(
       dir, step, files,
       trainingState(step, optimizer, evaluator.getGenerator(), scaler, run));
@@ -972,25 +975,17 @@ LogicalResult varuna::trainReference(
         NamedTensors state = *params;
         state.insert(state.end(), buffers->begin(), buffers->end());
         state.insert(state.end(), unread->begin(), unread->end());
-        auto t0 = std::chrono::steady_clock::now();
+        auto start = std::chrono::steady_clock::now();
+        double bytes = 0;
         std::string err = saveCheckpoint(*evaluator, options.checkpointDir,
                                          step + 1, state, *constants,
                                          *optimizer,
-                                         scaler ? &*scaler : nullptr, run);
+                                         scaler ? &*scaler : nullptr, run,
+                                         bytes);
         if (!err.empty())
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
-        double bytes = 0;
-        for (const auto &[name, t] : state)
-          bytes += double(t.numel() * t.element_size());
-        for (const auto &[key, t] : optimizer->state())
-          bytes += double(t.numel() * t.element_size());
-        std::string note = checkpointWrittenNote(
-            options.checkpointDir, step + 1, bytes,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          t0)
-                .count());
-        if (!note.empty())
-          llvm::errs() << note << "\n";
+        reportCheckpointWritten(llvm::errs(), options.checkpointDir, step + 1,
+                                bytes, start);
       }
     } catch (const std::exception &e) {
       return jobError(job, "step ") << step << ": " << e.what();

@@ -25,6 +25,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -84,14 +85,15 @@ std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
                                         const RunSettings &run,
                                         const rt::Optimizer &optimizer);
 
+/// After a checkpoint of `bytes` begun at `start` that took long enough to
+/// be noticed (2 s or more: a big stage, a slow disk), says so to `log`:
+/// "varuna-run: checkpoint 'DIR/step-N' written: 3.2 GB in 14.1 s".
+void reportCheckpointWritten(llvm::raw_ostream &log, const std::string &dir,
+                             int64_t step, double bytes,
+                             std::chrono::steady_clock::time_point start);
+
 /// The newest complete checkpoint of `dir` (skipped torn or corrupt ones
 /// are reported to `log` as warnings), or nullopt (reported too).
-/// After a checkpoint that took long enough to be noticed (2 s or more: a
-/// big stage, a slow disk), the line saying so: "varuna-run: checkpoint
-/// 'DIR/step-N' written: 3.2 GB in 14.1 s"; "" otherwise.
-std::string checkpointWrittenNote(const std::string &dir, int64_t step,
-                                  double bytes, double seconds);
-
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
                                                    llvm::raw_ostream &log);
 
