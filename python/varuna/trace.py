@@ -6,7 +6,11 @@ output's suffix picks the format: ``.svg`` (span names as tooltips) or
 ``.png`` (Pillow).
 
     python -m varuna.trace TRACE.json -o timeline.svg [--width 1200]
-    python -m varuna.trace TRACE.json -o timeline.png
+    python -m varuna.trace TRACE.json -o timeline.png --steps 5-6
+
+``--steps N`` or ``--steps A-B`` draws only those training steps (as
+varuna-run numbers them, each with its validation pass): varuna-run records
+each span's step as its ``step`` argument.
 
 The JSON itself opens in https://ui.perfetto.dev or chrome://tracing."""
 import argparse
@@ -32,12 +36,29 @@ def colour(name: str, tid: int) -> str:
     return OTHER
 
 
-def layout(trace, width: int = 1200) -> dict:
+def parse_steps(spec: str) -> tuple:
+    """``N`` or ``A-B`` (inclusive) as (A, B); ValueError naming `spec`."""
+    parts = spec.split("-")
+    if len(parts) in (1, 2) and all(p.isdigit() for p in parts):
+        first, last = int(parts[0]), int(parts[-1])
+        if first <= last:
+            return first, last
+    raise ValueError(f"--steps {spec!r}: expected a step N or a range A-B with A <= B "
+                     "(steps as varuna-run numbers them)")
+
+
+def _step_of(event):
+    args = event.get("args")
+    return args.get("step") if isinstance(args, dict) else None
+
+
+def layout(trace, width: int = 1200, steps=None) -> dict:
     """What both formats draw: the title and each row's y, label and spans'
     rectangles (x, y, w, h, colour, name, duration in ms, whether its name
     fits inside). `trace` is the Chrome-trace object ({"traceEvents": [...]})
-    or its bare event array, which the format also allows. ValueError for a
-    trace without spans or a width below MIN_WIDTH."""
+    or its bare event array, which the format also allows; `steps` (A, B)
+    keeps the spans of steps A..B only. ValueError for a trace without spans
+    (of those steps) or a width below MIN_WIDTH."""
     if width < MIN_WIDTH:
         raise ValueError(f"--width {width} is too narrow: at least {MIN_WIDTH} pixels "
                          f"({LABEL_W} of them for the row labels)")
@@ -51,13 +72,26 @@ def layout(trace, width: int = 1200) -> dict:
              if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"}
     if not events:
         raise ValueError("the trace has no spans")
+    if steps is not None:
+        recorded = sorted({_step_of(e) for e in events if isinstance(_step_of(e), int)})
+        if not recorded:
+            raise ValueError("the trace records no steps (written before varuna-run "
+                             "recorded them, or a simulated mini-batch): drop --steps")
+        events = [e for e in events if _step_of(e) is not None
+                  and steps[0] <= _step_of(e) <= steps[1]]
+        if not events:
+            which = (f"step {steps[0]}" if steps[0] == steps[1]
+                     else f"steps {steps[0]}-{steps[1]}")
+            raise ValueError(f"no spans of {which} (the trace has steps "
+                             f"{recorded[0]}-{recorded[-1]})")
     start = min(e["ts"] for e in events)
     end = max(e["ts"] + e["dur"] for e in events)
     rows = sorted({(e["pid"], e.get("tid", 0)) for e in events})
     scale = (width - LABEL_W - 10) / max(end - start, 1)
     chart = {"width": width, "height": TOP + ROW_H * len(rows) + 30,
-             "title": f"varuna-run timeline: {(end - start) / 1000:.1f} ms; F forward, "
-                      "R recompute, B backward, W backward (weights), grey communication",
+             "title": f"varuna-run timeline{_steps_title(steps)}: "
+                      f"{(end - start) / 1000:.1f} ms; F forward, R recompute, B backward, "
+                      "W backward (weights), grey communication",
              "rows": []}
     for i, (pid, tid) in enumerate(rows):
         y = TOP + i * ROW_H
@@ -75,9 +109,15 @@ def layout(trace, width: int = 1200) -> dict:
     return chart
 
 
-def render(trace, width: int = 1200) -> str:
+def _steps_title(steps) -> str:
+    if steps is None:
+        return ""
+    return f" (step {steps[0]})" if steps[0] == steps[1] else f" (steps {steps[0]}-{steps[1]})"
+
+
+def render(trace, width: int = 1200, steps=None) -> str:
     """The chart as SVG text."""
-    c = layout(trace, width)
+    c = layout(trace, width, steps)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{c["width"]}" '
            f'height="{c["height"]}" font-family="sans-serif" font-size="11">',
            f'<text x="5" y="18">{escape(c["title"])}</text>']
@@ -94,10 +134,10 @@ def render(trace, width: int = 1200) -> str:
     return "\n".join(out)
 
 
-def render_png(trace, path: str, width: int = 1200) -> None:
+def render_png(trace, path: str, width: int = 1200, steps=None) -> None:
     """The chart as a PNG file at `path` (Pillow's default font)."""
     from PIL import Image, ImageDraw
-    c = layout(trace, width)
+    c = layout(trace, width, steps)
     image = Image.new("RGB", (c["width"], c["height"]), "white")
     draw = ImageDraw.Draw(image)
     draw.text((5, 8), c["title"], fill="black")
@@ -111,11 +151,18 @@ def render_png(trace, path: str, width: int = 1200) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     ap.add_argument("trace")
     ap.add_argument("-o", "--output", required=True, help="timeline.svg or timeline.png")
     ap.add_argument("--width", type=int, default=1200, help="pixels (default 1200)")
+    ap.add_argument("--steps", metavar="N|A-B",
+                    help="only these training steps (as varuna-run numbers them)")
     args = ap.parse_args(argv)
+    try:
+        steps = parse_steps(args.steps) if args.steps is not None else None
+    except ValueError as e:
+        print(f"varuna.trace: error: {e}", file=sys.stderr)
+        return 1
     suffix = os.path.splitext(args.output)[1].lower()
     if suffix not in FORMATS:
         print(f"varuna.trace: error: {args.output}: the output's suffix picks the format: "
@@ -129,9 +176,9 @@ def main(argv=None) -> int:
         return 1
     try:
         if suffix == ".png":
-            render_png(trace, args.output, args.width)
+            render_png(trace, args.output, args.width, steps)
         else:
-            svg = render(trace, args.width)
+            svg = render(trace, args.width, steps)
             with open(args.output, "w") as fh:
                 fh.write(svg)
     except (ValueError, KeyError, TypeError) as e:

@@ -31,7 +31,8 @@ void Trace::span(const std::string &name, Lane lane, Clock::time_point start,
                t.time_since_epoch())
         .count();
   };
-  events.push_back({name, args, lane, us(start), std::max<int64_t>(0, us(end) - us(start))});
+  events.push_back({name, args, lane, us(start),
+                    std::max<int64_t>(0, us(end) - us(start)), step});
 }
 
 void Trace::write(const std::string &path, int pid,
@@ -56,8 +57,12 @@ void Trace::write(const std::string &path, int pid,
       os << "{\"name\": \"" << escape(e.name) << "\", \"ph\": \"X\", \"pid\": "
          << pid << ", \"tid\": " << e.lane << ", \"ts\": " << e.ts
          << ", \"dur\": " << e.dur;
-      if (!e.args.empty())
-        os << ", \"args\": {" << e.args << "}";
+      std::string args = e.args;
+      if (e.step >= 0)
+        args = "\"step\": " + std::to_string(e.step) +
+               (args.empty() ? "" : ", " + args);
+      if (!args.empty())
+        os << ", \"args\": {" << args << "}";
       os << "}" << (i + 1 < events.size() ? ",\n" : "\n");
     }
     os << "]}\n";

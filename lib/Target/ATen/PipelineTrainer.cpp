@@ -1234,6 +1234,7 @@ LogicalResult varuna::trainPipeline(
   bool stopped = false; // on request, before the last step
   for (int64_t s = first; s < options.steps; ++s) {
     StepMetrics m;
+    rank.trace.setStep(s);
     try {
       if (failed(rank.step(s, data, config, *optimizer, m)))
         return failure();

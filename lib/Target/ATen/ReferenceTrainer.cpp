@@ -882,6 +882,7 @@ LogicalResult varuna::trainReference(
   bool stopped = false; // on request, before the last step
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();
+    trace.setStep(step);
     evaluator->seedStep(step, 0, 0); // as the pipeline's one rank
     for (at::Tensor &p : leaves)
       p.mutable_grad() = at::Tensor();

@@ -30,6 +30,11 @@ public:
   explicit Trace(bool enabled = false) : enabled(enabled) {}
   bool isEnabled() const { return enabled; }
 
+  /// The training step the spans recorded from now on belong to (its
+  /// validation pass included): written as their "step" argument, which
+  /// `python -m varuna.trace --steps` selects by. Negative: none.
+  void setStep(int64_t s) { step = s; }
+
   /// Records [start, end) on `lane`; `args` is a JSON object body or empty.
   void span(const std::string &name, Lane lane, Clock::time_point start,
             Clock::time_point end, const std::string &args = "");
@@ -66,8 +71,10 @@ private:
     std::string name, args;
     int lane;
     int64_t ts, dur; // microseconds
+    int64_t step;
   };
   bool enabled;
+  int64_t step = -1;
   std::vector<Event> events;
 };
 
