@@ -83,6 +83,7 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
   int64_t all = in.globalBatch / in.microBatch;
   c.numMicroBatches = static_cast<int>((all + D - 1) / D);
   c.link = in.link;
+  c.jitterSamples = in.jitterSamples;
   c.sharedCores = in.sharedCores;
   c.oversubscribedSlowdown = in.oversubscribedSlowdown;
   c.replicasSharing = D;

@@ -165,7 +165,33 @@ SimulationResult simulateOnce(const SimulationConfig &c,
 // slowdown at its start; each further pass integrates the rate over the
 // previous pass's profile of computing stages (a fixed-point iteration; the
 // last pass is returned).
+static SimulationResult simulateDraw(const SimulationConfig &c);
+
 SimulationResult simulate(const SimulationConfig &c) {
+  bool jitter = c.link.jitterSeconds > 0;
+  for (const LinkModel &l : c.links)
+    jitter = jitter || l.jitterSeconds > 0;
+  SimulationResult r = simulateDraw(c);
+  if (!jitter || c.jitterSamples <= 1 || !r.ok())
+    return r;
+  SimulationConfig other = c;
+  other.recordTimeline = false;
+  for (int i = 1; i < c.jitterSamples; ++i) {
+    other.seed = c.seed + uint64_t(i);
+    SimulationResult x = simulateDraw(other);
+    if (!x.ok())
+      return x;
+    r.minibatchSeconds += x.minibatchSeconds;
+    for (size_t s = 0; s < r.busyFraction.size(); ++s)
+      r.busyFraction[s] += x.busyFraction[s];
+  }
+  r.minibatchSeconds /= c.jitterSamples;
+  for (double &b : r.busyFraction)
+    b /= c.jitterSamples;
+  return r;
+}
+
+static SimulationResult simulateDraw(const SimulationConfig &c) {
   if (c.sharedCores <= 0)
     return simulateOnce(c, nullptr);
   SimulationConfig traced = c;

@@ -93,6 +93,12 @@ static cl::opt<double> linkGbps("link-gbps", cl::init(10),
 static cl::opt<double> latencyUs("latency-us", cl::init(50),
                                  cl::desc("Message latency, microseconds"),
                                  cl::cat(toolOptions));
+static cl::opt<double> jitterUs(
+    "jitter-us", cl::init(0),
+    cl::desc("Per-message jitter, microseconds: each activation / gradient "
+             "message takes uniformly +/- this much longer (as varuna-run "
+             "--emulate-jitter-ms); each time is the mean of 8 seeded draws"),
+    cl::cat(toolOptions));
 static cl::opt<std::string>
     output("o", cl::desc("Write the chosen plan (JSON)"), cl::cat(toolOptions));
 static cl::opt<std::string> calibrationPath(
@@ -325,6 +331,9 @@ int main(int argc, char **argv) {
   if (!(latencyUs >= 0))
     return fail("--latency-us must not be negative, not " +
                 numberText(latencyUs));
+  if (!(jitterUs >= 0) || !std::isfinite(jitterUs))
+    return fail("--jitter-us must be a non-negative number, not " +
+                numberText(jitterUs));
   if (!(memory >= 0))
     return fail("--memory must be a number of bytes (0: any), not " +
                 numberText(memory));
@@ -586,6 +595,9 @@ int main(int argc, char **argv) {
       readRings(across->getArray("allreduce_rings"), in.remoteRings);
     }
   }
+  // Jitter (on top of the measured or given links, this host's and
+  // others').
+  in.link.jitterSeconds = jitterUs * 1e-6;
   // auto: the sweep covers every schedule as well.
   std::vector<ScheduleKind> kinds;
   if (scheduleName == "auto") {
@@ -654,6 +666,11 @@ int main(int argc, char **argv) {
                                  "and %g us\n",
                                  flopRate.getValue(), linkGbps.getValue(),
                                  latencyUs.getValue());
+
+  if (jitterUs > 0)
+    llvm::outs() << "messages jitter by +/- " << numberText(jitterUs)
+                 << " us: each time is the mean of " << in.jitterSamples
+                 << " seeded draws\n";
 
   // The micro-batch size: given, or chosen from the measured time per
   // example; smaller measured sizes follow in case no P fits the memory.

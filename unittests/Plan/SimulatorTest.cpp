@@ -317,6 +317,36 @@ TEST(Simulator, JitterNeverHelpsOnAverage) {
     }
 }
 
+// jitterSamples: the time is the mean of that many draws (seeds seed,
+// seed + 1, ...), the timeline the first draw's; without jitter it is one
+// simulation whatever jitterSamples says.
+TEST(Simulator, JitterSamplesAverageSeededDraws) {
+  SimulationConfig c = unit(ScheduleKind::Varuna, 3, 4, true);
+  c.link.latencySeconds = 0.5;
+  c.link.jitterSeconds = 0.5;
+  c.seed = 7;
+  std::vector<double> draws;
+  for (uint64_t i = 0; i < 4; ++i) {
+    SimulationConfig one = c;
+    one.seed = c.seed + i;
+    draws.push_back(simulate(one).minibatchSeconds);
+  }
+  ASSERT_NE(draws[0], draws[1]); // the draws differ
+  c.jitterSamples = 4;
+  c.recordTimeline = true;
+  SimulationResult r = simulate(c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r.minibatchSeconds,
+              (draws[0] + draws[1] + draws[2] + draws[3]) / 4, 1e-12);
+  SimulationConfig first = c;
+  first.jitterSamples = 1;
+  EXPECT_EQ(r.timeline.size(), simulate(first).timeline.size());
+  c.link.jitterSeconds = 0;
+  first.link.jitterSeconds = 0;
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds,
+                   simulate(first).minibatchSeconds);
+}
+
 TEST(Simulator, Errors) {
   SimulationConfig c = unit(ScheduleKind::Varuna, 3, 2, true);
   c.stages.pop_back();

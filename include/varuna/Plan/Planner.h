@@ -127,6 +127,9 @@ struct PlanInput {
   /// overlap its last backward; 0: one, after it.
   double bucketBytes = 25.0 * 1048576;
   int threads = 0; ///< simulations run in parallel; 0: one per core
+  /// With link.jitterSeconds: each configuration's time is the mean of
+  /// this many simulated draws (SimulationConfig::jitterSamples).
+  int jitterSamples = 8;
   /// All ranks on one machine with this many cores, more ranks than cores
   /// possible (SimulationConfig::sharedCores); 0: a device per rank.
   int sharedCores = 0;

@@ -72,6 +72,11 @@ struct SimulationConfig {
   /// that cross hosts and links that do not; empty: `link` for all.
   std::vector<LinkModel> links;
   uint64_t seed = 0;
+  /// With jitter on a link: the mini-batch time and busy fractions are the
+  /// mean over this many draws (seeds seed, seed + 1, ...; the timeline,
+  /// deviations and in-flight counts are the first draw's). One draw is
+  /// one random mini-batch, not what a run averages to.
+  int jitterSamples = 1;
   bool deviate = true; ///< Varuna's schedule only, as in the runtime
   TimingModel scheduleTiming;           ///< what the static orders assume
   std::vector<double> allreduceSeconds; ///< per stage; empty: none
