@@ -314,14 +314,14 @@ int main(int argc, char **argv) {
 
   llvm::SmallString<256> path(jobDir);
   llvm::sys::path::append(path, "manifest.json");
-  auto buf = llvm::MemoryBuffer::getFile(path);
-  if (!buf)
+  if (!llvm::sys::fs::exists(path))
     return fail("cannot read '" + path + "': run varuna-compile first");
-  auto json = llvm::json::parse((*buf)->getBuffer());
-  if (!json)
-    return fail("'" + path + "': " + llvm::toString(json.takeError()));
-  const llvm::json::Object *m = json->getAsObject();
-  const llvm::json::Array *secs = m ? m->getArray("sections") : nullptr;
+  llvm::Expected<llvm::json::Object> manifest =
+      varuna::loadJobManifest(jobDir);
+  if (!manifest)
+    return fail(llvm::toString(manifest.takeError()));
+  const llvm::json::Object *m = &*manifest;
+  const llvm::json::Array *secs = m->getArray("sections");
   if (!secs || secs->empty())
     return fail("'" + path + "' has no sections");
 
