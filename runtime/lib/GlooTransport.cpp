@@ -17,8 +17,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <utility>
 
 namespace varuna::rt {
 
@@ -97,6 +101,91 @@ private:
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
   std::string what;
   std::chrono::milliseconds timeout;
+};
+
+/// A receive whose arrival test() can see. c10d's Gloo recv work says it is
+/// completed only once waited (Work::isCompleted is not overridden: the
+/// data may have landed long before), so the pipeline's readiness test
+/// (Varuna's run-time deviation) saw no message before waiting for it, and
+/// deviated from the schedule whatever had arrived. The first test()
+/// starts a thread that waits for the work, unbounded, and flags it;
+/// wait() waits for that flag under the timeout (the same bound as a
+/// direct wait) and aborts the work when it runs out. Without a test() it
+/// is a plain wait, no thread.
+class GlooRecvPending : public Pending {
+public:
+  GlooRecvPending(c10::intrusive_ptr<c10d::Work> w, std::string what,
+                  std::chrono::milliseconds timeout)
+      : work(std::move(w)), what(std::move(what)), timeout(timeout) {}
+  ~GlooRecvPending() override { stopWatching(); }
+
+  void wait() override {
+    if (!watcher.joinable()) {
+      if (work) // not waited yet
+        waitWork(std::exchange(work, {}), what, timeout);
+      return;
+    }
+    bool ok;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      ok = arrivedCv.wait_for(lock, timeout, [&] { return done; });
+    }
+    if (!ok) {
+      stopWatching();
+      throw Error("Gloo", what,
+                  "Timed out waiting for the message (timeout " +
+                      detail::seconds(timeout) + ")",
+                  __FILE__, __LINE__);
+    }
+    watcher.join();
+    work.reset();
+    if (error)
+      std::rethrow_exception(std::exchange(error, nullptr));
+  }
+  bool test() override {
+    if (!work)
+      return true;
+    if (!watcher.joinable())
+      watcher = std::thread([this] {
+        std::exception_ptr e;
+        try {
+          // Unbounded here (a day): wait() bounds the waiting.
+          waitWork(work, what, std::chrono::hours(24));
+        } catch (...) {
+          e = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        error = e;
+        done = true;
+        arrivedCv.notify_all();
+      });
+    std::lock_guard<std::mutex> lock(mutex);
+    return done;
+  }
+
+private:
+  /// Ends the watching thread: the work aborted if it is still waiting.
+  void stopWatching() {
+    if (!watcher.joinable())
+      return;
+    bool finished;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      finished = done;
+    }
+    if (!finished)
+      work->abort(); // its waitRecv returns
+    watcher.join();
+  }
+
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string what;
+  std::chrono::milliseconds timeout;
+  std::thread watcher;
+  std::mutex mutex;
+  std::condition_variable arrivedCv;
+  bool done = false;
+  std::exception_ptr error;
 };
 
 class GlooGroup : public Group {
@@ -262,8 +351,8 @@ public:
     std::string what = "recv from rank " + std::to_string(src) + " (" +
                        describeTag(options, tag) + ")";
     try {
-      return std::make_unique<GlooPending>(worldPg->recv(v, src, tag), what,
-                                           options.timeout);
+      return std::make_unique<GlooRecvPending>(worldPg->recv(v, src, tag),
+                                               what, options.timeout);
     } catch (const std::exception &e) {
       throw Error("Gloo", what, e.what(), __FILE__, __LINE__);
     }
