@@ -1199,6 +1199,36 @@ def test_error_state_written_in_forward(tmp_path, kind, what):
     varuna.export(_Stateful("none"), pair_inputs(), tmp_path / "ok.onnx")
 
 
+class _Norm(torch.nn.Module):
+    """A norm over 4 channels, then a classifier."""
+    def __init__(self, norm):
+        super().__init__()
+        self.norm = norm
+        self.fc = torch.nn.Linear(4 * 5, 3)
+
+    def forward(self, x, y):
+        return torch.nn.functional.cross_entropy(self.fc(self.norm(x).flatten(1)), y)
+
+
+@pytest.mark.parametrize("suffix", ["onnx", "pt"])
+@pytest.mark.parametrize("norm,match", [
+    (lambda: torch.nn.BatchNorm1d(4, momentum=None),
+     r"norm \(BatchNorm1d\) has momentum=None: a cumulative average"),
+    (lambda: torch.nn.InstanceNorm1d(4, track_running_stats=True),
+     r"norm \(InstanceNorm1d\) tracks running statistics")])
+def test_error_norm_statistics_the_graph_gets_wrong(tmp_path, suffix, norm, match):
+    # A probe's: momentum=None's factor was traced as 1.0 (the running
+    # statistics became the last micro-batch's); an instance norm's tracked
+    # statistics were dropped -- eval and checkpoints wrong without a word.
+    x, y = torch.randn(4, 4, 5), torch.tensor([0, 1, 2, 0])
+    with pytest.raises(ValueError, match=match):
+        varuna.export(_Norm(norm()), (x, y), tmp_path / f"n.{suffix}")
+    assert not os.listdir(tmp_path)
+    # Their usual settings export.
+    varuna.export(_Norm(torch.nn.BatchNorm1d(4)), (x, y), tmp_path / f"bn.{suffix}")
+    varuna.export(_Norm(torch.nn.InstanceNorm1d(4)), (x, y), tmp_path / f"in.{suffix}")
+
+
 class _ItemCount(torch.nn.Module):
     """A count of the batch taken with .item(): traced as a constant."""
     def __init__(self):

@@ -453,6 +453,35 @@ def _preserved_state(model: torch.nn.Module, training: bool):
                         b.copy_(snapshot[n])
 
 
+def _check_norm_state(model: torch.nn.Module) -> None:
+    """Refuses norms whose running statistics the exported graph would get
+    wrong, naming the module: a batch norm with momentum=None (a cumulative
+    average over its forward calls: both exporters record this call's
+    factor, 1 / num_batches_tracked, as a constant -- the statistics became
+    the last micro-batch's) and an instance norm that tracks running
+    statistics (varuna keeps batch norms' only: they were dropped). Training
+    itself would be right; eval and checkpoints would not."""
+    from torch.nn.modules.batchnorm import _BatchNorm
+    from torch.nn.modules.instancenorm import _InstanceNorm
+    for name, m in model.named_modules():
+        what = f"{name or 'the model'} ({type(m).__name__})"
+        if isinstance(m, _BatchNorm) and m.track_running_stats and m.momentum is None:
+            raise ValueError(
+                f"{what} has momentum=None: a cumulative average of the batch statistics "
+                "over its forward calls, whose factor (1 / num_batches_tracked) the export "
+                "records as this call's constant, so its running statistics (eval, "
+                "checkpoints) would be the last micro-batch's; training itself is "
+                "unaffected. Give it a momentum (PyTorch's default is 0.1), or "
+                "track_running_stats=False")
+        if isinstance(m, _InstanceNorm) and m.track_running_stats:
+            raise ValueError(
+                f"{what} tracks running statistics (track_running_stats=True): varuna "
+                "keeps batch norms' running statistics only, so these would be dropped "
+                "and eval would use each example's own statistics; training itself is "
+                "unaffected. Use track_running_stats=False (PyTorch's default for "
+                "instance norms)")
+
+
 def _param_sums(model: torch.nn.Module) -> Dict[str, Tuple[float, float]]:
     """Each parameter's sum and sum of magnitudes: what tells, cheaply (no
     copy of the weights), that forward changed one in place."""
@@ -472,7 +501,7 @@ def _written_in_forward(model: torch.nn.Module, snapshot: Dict[str, torch.Tensor
     another tensor (a cache grown on demand) is not counted."""
     kept = set()
     for prefix, m in model.named_modules():
-        if isinstance(m, torch.nn.modules.batchnorm._NormBase):
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
             for b in ("running_mean", "running_var", "num_batches_tracked"):
                 kept.add(f"{prefix}.{b}" if prefix else b)
     out = []
@@ -1144,6 +1173,7 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
         input_names = _default_input_names(model, len(inputs))
     names = _check_names(input_names, inputs, loss_name)
     _check_batch(inputs, names, batch_dim)
+    _check_norm_state(model)
     if fmt == "onnx" and (not isinstance(opset, int) or isinstance(opset, bool)):
         raise ValueError(f"opset must be an int, got {opset!r}")
 

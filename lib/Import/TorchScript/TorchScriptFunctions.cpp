@@ -320,14 +320,21 @@ LogicalResult TSImporter::hInstanceNorm(Node *n, Location loc) {
     return error(n, loc) << "instance_norm with running statistics "
                             "(track_running_stats in eval mode) is not "
                             "supported";
+  // Tracked running statistics (track_running_stats=True in training):
+  // varuna keeps batch norms' only, so they would be dropped -- eval and
+  // checkpoints silently without them.
+  if (!isNoneArg(n, 3) || !isNoneArg(n, 4))
+    return error(n, loc)
+           << "instance_norm tracking running statistics "
+              "(track_running_stats=True): varuna keeps batch norms' running "
+              "statistics only, so these would be dropped; use "
+              "track_running_stats=False (PyTorch's default for instance "
+              "norms)";
   SmallVector<SymInt> dims = dimsOf(*x);
   if (dims.size() < 3 || !dims[1].isStatic())
     return error(n, loc) << "instance_norm needs an input [N, C, ...] with a "
                             "static C, got "
                          << dimsStr(dims);
-  // The running statistics (when tracked) are buffers: their update does
-  // not change the training step's result, and is dropped like BatchNorm's
-  // num_batches_tracked.
   return bindResult(n, groupNorm(n, loc, *x, dims[1].constant, 1, 2, *eps));
 }
 

@@ -51,6 +51,9 @@ batchwrite.pt   x[idx] = 0 (index_fill_) with idx indexing the examples (dimensi
 unique.pt       torch.unique of the labels (a data-dependent size)
 emabuf.pt       an EMA buffer updated in place (its result unused) and read
                 after (the update was dropped silently)
+instancetrack.pt nn.InstanceNorm1d(track_running_stats=True), traced by hand
+                (varuna.export refuses it): its running statistics would be
+                dropped
 cumsumbatch.pt  cumsum over the examples (dimension 0); logcumsumbatch.pt
                 logcumsumexp over them (both aborted the importer once)
 """
@@ -440,6 +443,9 @@ for name, cls in (("cumsumbatch", CumsumBatch), ("logcumsumbatch", LogCumsumBatc
                   ("emabuf", EmaBuf)):
     export(cls(), (torch.randn(2, 4), torch.tensor([1, 0])), os.path.join(out, name + ".pt"),
            input_names=["x", "y"])
+trace_save(nn.Sequential(nn.InstanceNorm1d(4, track_running_stats=True), nn.Flatten(),
+                         nn.Linear(12, 2)).train(),
+           (torch.randn(2, 4, 3),), os.path.join(out, "instancetrack.pt"))
 export(ChannelDrop().train(), (torch.randn(2, 4, 3, 3), y), os.path.join(out, "channeldrop.pt"),
        input_names=["x", "y"])
 os.makedirs(os.path.join(out, "channeldrop.inputs"), exist_ok=True)
