@@ -73,7 +73,10 @@ std::vector<IndexRange> findIndexRanges(ModuleOp job) {
       int64_t rows = t.getDim(axis).constant;
       IndexRange r;
       r.input = input;
-      r.lo = -rows;
+      // Not [-rows, rows), ONNX Gather's rule: the model is PyTorch's, whose
+      // nn.Embedding refuses a negative id; read as row rows - 1 it was a
+      // silent difference (-1 is a common padding value).
+      r.lo = 0;
       r.hi = rows;
       r.what = (axis == 0 ? "rows of '" : "entries along axis " +
                                               std::to_string(axis) + " of '") +
@@ -161,7 +164,11 @@ checkStepInputs(const std::vector<IndexRange> &ranges,
        << ", " << r.hi << ")";
     if (r.except)
       os << " or " << *r.except << " (ignored)";
-    if (r.what.rfind("rows of", 0) == 0)
+    if (r.what.rfind("rows of", 0) == 0 && value < 0)
+      os << " -- PyTorch's nn.Embedding refuses negative ids too; if it "
+            "pads, pad with an id of the vocabulary (the padding_idx) and "
+            "mask it";
+    else if (r.what.rfind("rows of", 0) == 0)
       os << " -- is the data tokenized for this model's vocabulary?";
     else if (r.what.rfind("classes of", 0) == 0)
       os << " -- does the data have more classes than the model?";

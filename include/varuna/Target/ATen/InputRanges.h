@@ -16,8 +16,10 @@
 //    dimension (logits dim 1), whose indices / labels come from a job input
 //    through shape-only ops (reshape, transpose, slice, expand, integer
 //    casts, cut points). An index computed from an input (ids + offset) is
-//    not checked. Allowed: gather [-rows, rows) (the op counts negative
-//    indices from the end), cross_entropy [0, classes) and its ignore_index.
+//    not checked. Allowed: gather [0, rows) (the op would count negative
+//    indices from the end, as ONNX's Gather does, but the model is
+//    PyTorch's, whose nn.Embedding refuses them), cross_entropy
+//    [0, classes) and its ignore_index.
 //  * readStepInputs(ranges, data, step, M, also): the step's M samples of
 //    the inputs the ranges name and of those `also` marks (another reader of
 //    the whole step: the label counter), in one read.
