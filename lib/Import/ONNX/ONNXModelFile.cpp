@@ -264,6 +264,26 @@ FailureOr<KnownTensor> ModelFile::readKnown(const InitializerData &data,
     for (int64_t i = 0; i < n; ++i)
       ints.push_back(fromRaw ? rawAt(i, int32_t(0)) : t.int32_data(i));
     return KnownTensor::ofInts(elementType, shape, ints);
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16: {
+    // 16-bit floats (a model exported with .to(torch.bfloat16): its GELU's
+    // constants): their bits, raw or in int32_data, widened exactly.
+    if (!fromRaw && failed(checkCount(t.int32_data_size())))
+      return failure();
+    const llvm::fltSemantics &sem = t.data_type() == onnx::TensorProto::BFLOAT16
+                                        ? llvm::APFloat::BFloat()
+                                        : llvm::APFloat::IEEEhalf();
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t bits = fromRaw ? rawAt(i, uint16_t(0))
+                              : static_cast<uint16_t>(t.int32_data(i));
+      llvm::APFloat v(sem, llvm::APInt(16, bits));
+      bool lost = false;
+      v.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven,
+                &lost);
+      floats.push_back(v.convertToDouble());
+    }
+    return KnownTensor::ofFloats(elementType, shape, floats);
+  }
   case onnx::TensorProto::BOOL:
   case onnx::TensorProto::UINT8:
   case onnx::TensorProto::INT8:
@@ -278,8 +298,10 @@ FailureOr<KnownTensor> ModelFile::readKnown(const InitializerData &data,
     }
     return KnownTensor::ofInts(elementType, shape, ints);
   default:
-    return emitError(loc) << "initializer '" << t.name() << "' of type "
-                          << onnxTypeName(t.data_type())
+    return emitError(loc) << (t.name().empty()
+                                  ? std::string("a constant")
+                                  : "initializer '" + t.name() + "'")
+                          << " of type " << onnxTypeName(t.data_type())
                           << " cannot be evaluated at import time",
            failure();
   }

@@ -136,6 +136,11 @@ at::Tensor tensorFromNpy(const rt::NpyArray &array) {
 }
 
 rt::NpyArray tensorToNpy(const at::Tensor &tensor) {
+  // .npy has no bfloat16: such a tensor is stored as float32, which holds
+  // every bf16 value exactly (bf16 parameters failed --dump-params after
+  // the whole run).
+  if (tensor.scalar_type() == at::kBFloat16)
+    return tensorToNpy(tensor.to(at::kFloat));
   rt::NpyArray out;
   switch (tensor.scalar_type()) {
   case at::kHalf:

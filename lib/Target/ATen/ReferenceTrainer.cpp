@@ -524,10 +524,16 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
                  << name << "' must have the batch as its first dimension",
              failure();
     auto dt = dtypeOf(t.getElementType());
-    if (!dt)
-      return graph.emitError("input '") << name << "' has an unsupported "
-                                        << "element type " << t.getElementType(),
-             failure();
+    if (!dt) {
+      InFlightDiagnostic d = jobError(job, "input '");
+      d << name << "' has an unsupported element type "
+        << t.getElementType();
+      if (t.getElementType().isBF16())
+        d << ": .npy data has no bfloat16 -- give forward a float32 input "
+             "and cast it inside (x.to(torch.bfloat16)), or train in fp32 "
+             "with \"precision\": \"bf16\" in the training configuration";
+      return failure();
+    }
     rt::InputSpec spec;
     spec.name = name;
     spec.dtype = *dt;

@@ -53,7 +53,8 @@ std::vector<int64_t> concreteShape(VTensorType type, int64_t batch);
 /// Throws ATenEvalError on unsupported attributes.
 at::Tensor tensorFromElements(mlir::ElementsAttr attr, at::ScalarType dtype);
 
-/// A tensor copied from a .npy array / to a .npy array.
+/// A tensor copied from a .npy array / to a .npy array (bfloat16, which
+/// .npy has no dtype for, as float32: exact).
 at::Tensor tensorFromNpy(const rt::NpyArray &array);
 rt::NpyArray tensorToNpy(const at::Tensor &tensor);
 
