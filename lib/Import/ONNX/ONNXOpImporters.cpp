@@ -267,6 +267,10 @@ static FailureOr<Value> runtimeBinary(NodeContext &nc, StringRef op, Value a,
     return nc.create<AndOp>(a, c);
   if (op == "Or")
     return nc.create<OrOp>(a, c);
+  // Xor of booleans is their inequality (torch's floor division of
+  // integers exports one, to correct the quotient's sign).
+  if (op == "Xor")
+    return nc.create<CompareOp>(ComparePredicate::ne, a, c);
   return nc.error("'" + op + "' on tensors computed at run time is not "
                   "supported");
 }
