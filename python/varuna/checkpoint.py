@@ -38,11 +38,13 @@ def _check(step_dir):
     marker = os.path.join(step_dir, "COMPLETE")
     if not os.path.exists(marker):
         raise ValueError(f"{step_dir}: torn: no COMPLETE marker")
-    line = open(marker).read().strip()
+    with open(marker) as fh:
+        line = fh.read().strip()
     m = re.fullmatch(r"varuna-checkpoint step=(\d+) manifest-crc32=0x([0-9a-fA-F]{8})", line)
     if not m:
         raise ValueError(f"{marker}: malformed marker {line!r}")
-    raw = open(os.path.join(step_dir, "manifest.json"), "rb").read()
+    with open(os.path.join(step_dir, "manifest.json"), "rb") as fh:
+        raw = fh.read()
     if zlib.crc32(raw) != int(m.group(2), 16):
         raise ValueError(f"{step_dir}/manifest.json: checksum mismatch with COMPLETE")
     manifest = json.loads(raw)
@@ -51,7 +53,8 @@ def _check(step_dir):
     for f in manifest["files"]:
         path = os.path.join(step_dir, f["name"])
         try:
-            data = open(path, "rb").read()
+            with open(path, "rb") as fh:
+                data = fh.read()
         except OSError as e:
             raise ValueError(f"{path}: {e.strerror}") from None
         if len(data) != f["bytes"]:
@@ -120,7 +123,9 @@ def load_into(model, path, strict=True):
     missing: a parameter that is another's alias (a tie such as GPT-2's
     `lm_head.weight` is `wte.weight`: loaded with it) and buffers training
     never changes (attention masks; running statistics are in the
-    checkpoint), which keep their values. With strict, either list being
+    checkpoint), which keep their values -- batch norms'
+    `num_batches_tracked` too: the checkpoint has no count (it matters only
+    with momentum=None, which varuna.export refuses). With strict, either list being
     non-empty is a ValueError naming them (nothing is loaded); so is, with
     or without strict, a tensor whose shape differs from the model's (a
     model built with another configuration). Frozen
