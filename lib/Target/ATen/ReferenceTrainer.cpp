@@ -173,8 +173,10 @@ static Operation *batchStatistic(func::FuncOp graph) {
 /// after any index arithmetic) it selects the same rows either way. The
 /// values are followed through every op; a use as a gather's or
 /// gather_elements' indices along the batched dimension of a batched input
-/// ends the path, reaching the graph's results or any other index use is
-/// data. Null when there is none.
+/// ends the path, and so does the first coordinate of scatter_nd index
+/// tuples into a batched data whose batch is dimension 0 (a concat along the
+/// tuples' axis, the arange first); reaching the graph's results or any
+/// other index use is data. Null when there is none.
 static Operation *batchNumbering(func::FuncOp graph) {
   Operation *found = nullptr;
   graph.walk([&](ArangeOp arange) {
@@ -208,6 +210,28 @@ static Operation *batchNumbering(func::FuncOp graph) {
         if (index) {
           found = arange;
           break;
+        }
+        // As the first coordinate of scatter_nd index tuples (a concat
+        // along their last axis, this value first): it names the row of a
+        // batched data -- HF's shift_tokens_right, `shifted[:, 1:] = ...`
+        // exported to ONNX.
+        if (auto cat = llvm::dyn_cast<ConcatOp>(user)) {
+          auto in = llvm::dyn_cast<VTensorType>(v.getType());
+          auto out = llvm::dyn_cast<VTensorType>(cat.getType());
+          int64_t rank = out ? static_cast<int64_t>(out.getShape().size()) : 0;
+          int64_t axis = cat.getAxis() < 0 ? cat.getAxis() + rank : cat.getAxis();
+          bool firstCoordinate =
+              in && rank > 0 && axis == rank - 1 &&
+              use.getOperandNumber() == 0 && in.getDim(rank - 1).isStatic() &&
+              in.getDim(rank - 1).constant == 1;
+          auto rowOfData = [&](OpOperand &u) {
+            auto s = llvm::dyn_cast<ScatterNDOp>(u.getOwner());
+            return s && u.get() == s.getIndices() && u.get() != s.getData() &&
+                   u.get() != s.getUpdates() && indexesExamples(s.getData(), 0);
+          };
+          if (firstCoordinate && !cat.getResult().use_empty() &&
+              llvm::all_of(cat.getResult().getUses(), rowOfData))
+            continue;
         }
         if (user->hasTrait<OpTrait::IsTerminator>()) {
           found = arange;

@@ -2093,6 +2093,28 @@ def batch_numbering():
     return BatchNumbering(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
 
 
+class ShiftRight(nn.Module):
+    """Hugging Face's shift_tokens_right (BART, T5): the decoder's inputs are
+    the labels moved one place right, written in place -- exported to ONNX
+    as a scatter_nd whose index tuples start with torch.arange over the
+    batch (the row): an index of the examples, exact at any micro-batch."""
+    def __init__(self, v=32):
+        super().__init__()
+        self.emb = nn.Embedding(v, D)
+        self.head = nn.Linear(D, C)
+
+    def forward(self, ids, labels):
+        shifted = labels.new_zeros(labels.shape)
+        shifted[:, 1:] = labels[:, :-1].clone()
+        shifted[:, 0] = 2
+        h = self.emb(ids) + self.emb(shifted)
+        return F.cross_entropy(self.head(h).flatten(0, 1), labels.flatten())
+
+
+def shift_right():
+    return ShiftRight(), (torch.randint(0, 32, (2, S)), torch.randint(0, C, (2, S)))
+
+
 class BatchPick(nn.Module):
     """An example picked by its position in the batch (h[torch.tensor([0])]:
     the batch's first example; each micro-batch has its own first)."""
