@@ -12,6 +12,10 @@ using namespace mlir;
 using namespace varuna;
 
 namespace {
+
+/// A parameter this small used far apart is tied, not a block on the
+/// positions between its uses.
+constexpr int64_t kSmallTieBytes = 64 * 1024;
 /// Trainable parameters a static value derives from.
 using ParamSet = llvm::SmallSetVector<StringRef, 2>;
 } // namespace
@@ -53,6 +57,7 @@ FailureOr<GraphStructure> GraphStructure::analyze(func::FuncOp graph) {
   // Kinds, and the trainable parameters behind each static value.
   DenseMap<Value, bool> fromInput, fromParam, fromRandom;
   DenseMap<Value, ParamSet> paramsOf;
+  llvm::StringMap<int64_t> paramBytes; // -1: not static
   for (BlockArgument a : body.getArguments()) {
     fromInput[a] = true;
     g.kinds[a] = Kind::InputOnly;
@@ -67,6 +72,8 @@ FailureOr<GraphStructure> GraphStructure::analyze(func::FuncOp graph) {
       if (param && !param.getFrozen()) {
         par = true;
         ps.insert(get.getName());
+        SymInt size = param.getTensorType().getSizeInBytes();
+        paramBytes[get.getName()] = size.isStatic() ? size.constant : -1;
       }
     }
     for (Value v : op->getOperands()) {
@@ -137,14 +144,21 @@ FailureOr<GraphStructure> GraphStructure::analyze(func::FuncOp graph) {
   }
 
   // Parameters used on both sides of a position: ties if their uses span
-  // more than half the graph, otherwise the position is not clean.
+  // more than half the graph or they are small (a gate or a scale applied
+  // after a few layers: summing its gradient over two stages costs next to
+  // nothing, while blocking every position between its uses kept an ALBERT
+  // with a gate after layers 0 and 3 in two sections, 89% in the first),
+  // otherwise the position is not clean.
   SmallVector<int64_t> blockedDiff(n + 2, 0);
   for (auto &[name, useIdx] : g.uses) {
     int64_t lo = *std::min_element(useIdx.begin(), useIdx.end()),
             hi = *std::max_element(useIdx.begin(), useIdx.end());
     if (hi <= lo)
       continue;
-    if (2 * (hi - lo) > n) {
+    auto size = paramBytes.find(name);
+    bool small = size != paramBytes.end() && size->second >= 0 &&
+                 size->second <= kSmallTieBytes;
+    if (2 * (hi - lo) > n || small) {
       g.ties[name] = useIdx;
       continue;
     }
@@ -235,7 +249,7 @@ FailureOr<GraphStructure> GraphStructure::analyze(func::FuncOp graph) {
 std::optional<RepeatedBlock> varuna::findRepeatedBlock(const GraphStructure &g,
                                                        int64_t minPeriod) {
   int64_t n = g.numActivationOps();
-  std::optional<RepeatedBlock> best;
+  std::vector<RepeatedBlock> candidates;
   for (int64_t period = minPeriod; period <= n / 2; ++period) {
     // Longest run of i with hash(i) == hash(i + period).
     int64_t run = 0, bestRun = 0, bestStart = 0;
@@ -249,12 +263,34 @@ std::optional<RepeatedBlock> varuna::findRepeatedBlock(const GraphStructure &g,
         run = 0;
       }
     }
-    int64_t count = bestRun / period + 1;
-    if (count < 2)
+    if (bestRun / period + 1 < 2)
       continue;
-    int64_t coverage = count * period;
-    if (!best || coverage > best->count * best->period)
-      best = RepeatedBlock{bestStart, period, count};
+    // Every occurrence of [bestStart, bestStart + period), left to right.
+    RepeatedBlock b{bestStart, period, 0, {}};
+    for (int64_t i = 0; i + period <= n;) {
+      int64_t j = 0;
+      while (j < period &&
+             g.structuralHash(i + j) == g.structuralHash(bestStart + j))
+        ++j;
+      if (j == period) {
+        b.starts.push_back(i);
+        i += period;
+      } else {
+        ++i;
+      }
+    }
+    b.count = static_cast<int64_t>(b.starts.size());
+    candidates.push_back(std::move(b));
   }
-  return best;
+  // The smallest period covering nearly as much as any: a block of several
+  // layers with the op between them (a gate after every third) covers a
+  // little more than the layer itself, whose occurrences are the cuts
+  // wanted.
+  int64_t most = 0;
+  for (const RepeatedBlock &b : candidates)
+    most = std::max(most, b.count * b.period);
+  for (RepeatedBlock &b : candidates) // by ascending period
+    if (10 * b.count * b.period >= 9 * most)
+      return std::move(b);
+  return std::nullopt;
 }

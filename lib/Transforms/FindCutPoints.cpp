@@ -155,8 +155,12 @@ struct FindCutPoints
     for (int64_t phase = 0; phase < blk.period; ++phase) {
       SmallVector<int64_t> pos;
       int64_t bytes = 0, splits = 0;
-      for (int64_t k = 0; k <= blk.count; ++k) {
-        int64_t a = blk.start + phase + k * blk.period;
+      // Before each occurrence (shifted by the phase), and after the last.
+      SmallVector<int64_t> at(blk.starts.begin(), blk.starts.end());
+      if (!at.empty())
+        at.push_back(at.back() + blk.period);
+      for (int64_t s : at) {
+        int64_t a = s + phase;
         if (a < 1 || a >= g.numActivationOps())
           continue;
         int64_t p = g.positionBeforeActivation(a);

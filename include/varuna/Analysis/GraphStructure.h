@@ -107,16 +107,24 @@ private:
   llvm::DenseMap<mlir::Value, int64_t> lastUse;
 };
 
-/// A block repeated back to back in the activation sequence: activation ops
-/// [start + k*period, start + (k+1)*period) for k < count have equal
-/// structural hashes.
+/// A block of `period` activation ops repeated in the activation sequence:
+/// it occurs at each of `starts` (ascending, not overlapping; those
+/// [starts[k], starts[k] + period) have the structural hashes of
+/// [start, start + period)), `count` = starts.size() times. Occurrences
+/// need not be back to back: a model may put other ops between some of its
+/// layers (a gate after layer 0, a different layer every few).
 struct RepeatedBlock {
   int64_t start = 0, period = 0, count = 0;
-  int64_t end() const { return start + period * count; }
+  llvm::SmallVector<int64_t> starts;
 };
 
-/// The repetition covering the most activation ops (the smallest period
-/// among equal coverage), if a block of at least `minPeriod` ops repeats.
+/// The block of the smallest period whose occurrences cover at least 90% of
+/// the activation ops that the best-covering one covers, if a block of at
+/// least `minPeriod` ops occurs back to back at least twice somewhere: for
+/// each period, the longest back-to-back run names the block, then every
+/// occurrence of it in the whole sequence counts. (A block of several
+/// layers and the op between them -- a gate after every third -- covers a
+/// little more than the layer, whose occurrences are the cuts wanted.)
 std::optional<RepeatedBlock> findRepeatedBlock(const GraphStructure &g,
                                                int64_t minPeriod = 4);
 

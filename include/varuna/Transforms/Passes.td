@@ -71,10 +71,17 @@ def FindCutPoints : Pass<"varuna-find-cut-points", "mlir::ModuleOp"> {
     1. A position is a candidate if it is *clean*: activations cross it,
        there is compute on both sides, and no parameter is used on both sides
        unless it is a tie (uses spanning more than half the graph, like tied
-       embeddings) -- so a cut never falls inside an attention block.
+       embeddings, or a parameter of at most 64 KiB, like a gate applied
+       after a few layers) -- so a cut never falls inside an attention block.
     2. Repeated blocks are found by structural hashing (the transformer layer
-       repeated N times). If one covers at least half of the graph, the cuts
-       are the block boundaries, at the phase of the block where the fewest
+       repeated N times): for each block size, the longest back-to-back run
+       names the block, then every occurrence of it counts, also those with
+       other ops between them (a gate after some layers); the smallest block
+       covering at least 90% of what the best-covering one covers is taken
+       (a block of three layers and their gate covers a little more than
+       the layer). If it covers at least half of the graph, the cuts are
+       the boundaries before each occurrence and after the last, at the
+       phase of the block where the fewest
        bytes cross (the earliest such phase: the layer boundary, where only
        the residual stream crosses). The sections before the first block
        (embedding) and after the last (head and loss) stay sections of their
@@ -103,7 +110,8 @@ def FindCutPoints : Pass<"varuna-find-cut-points", "mlir::ModuleOp"> {
     ```
 
     The graph function gets `varuna.num_sections` and, when a repeated block
-    was found, `varuna.repeated_block = [start op, ops per block, count]`.
+    was found, `varuna.repeated_block = [start op, ops per block, count]`
+    (count: its occurrences).
 
     Preconditions: one `func.func` marked `varuna.graph`, straight-line body,
     no `varuna.cut_point` yet. Failure modes: no graph; `num-cut-points`
