@@ -41,6 +41,8 @@ struct StageState {
   size_t next = 0;                    // first position not started
   std::vector<int> posF;              // position of F(k)
   int nextForward = 0;                // forwards run in order: F(k) next
+  std::vector<int> posBs;             // the backwards' positions, in order
+  size_t nextBackward = 0;            // and run in order: posBs[this] next
   int64_t held = 0, peakHeld = 0;     // micro-batches between F and B; the
                                       // static order's most
   std::vector<MicroBatch> mb;         // by micro-batch
@@ -281,8 +283,10 @@ SimulationResult simulateOnce(const SimulationConfig &c,
         x.posF[t.microBatch] = static_cast<int>(i);
       else if (t.kind == TaskKind::Recompute)
         x.mb[t.microBatch].posR = static_cast<int>(i);
-      else if (t.kind == TaskKind::Backward)
+      else if (t.kind == TaskKind::Backward) {
         x.mb[t.microBatch].posB = static_cast<int>(i);
+        x.posBs.push_back(static_cast<int>(i));
+      }
     }
   }
   std::mt19937_64 rng(c.seed);
@@ -394,6 +398,12 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       while (bits) {
         int pos = static_cast<int>(w * 64 + __builtin_ctzll(bits));
         bits &= bits - 1;
+        // Backwards keep their order, as in the runtime (their gradients
+        // add up in it): only the first one left may run ahead.
+        if (x.order[pos].kind == TaskKind::Backward &&
+            (x.nextBackward >= x.posBs.size() ||
+             x.posBs[x.nextBackward] != pos))
+          continue;
         double r = readyAt(s, x.order[pos]);
         if (r <= t)
           return pos;
@@ -490,6 +500,7 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       --x.held;
     } else {
       x.mb[k].bEnd = end;
+      ++x.nextBackward;
       if (!split(s, k))
         --x.held;
       if (s > 0) {

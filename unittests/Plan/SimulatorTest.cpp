@@ -317,6 +317,32 @@ TEST(Simulator, JitterNeverHelpsOnAverage) {
     }
 }
 
+// Jitter can deliver a later gradient first; the deviation still runs the
+// backwards in order, as the runtime does (their gradients add up in that
+// order): without the rule, some of these seeds ran B(k+1) before B(k).
+TEST(Simulator, DeviationKeepsBackwardOrderUnderJitter) {
+  int reordered = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    SimulationConfig c = unit(ScheduleKind::Varuna, 3, 8, true);
+    c.link.latencySeconds = 0.5;
+    c.link.jitterSeconds = 2;
+    c.seed = seed;
+    c.recordTimeline = true;
+    SimulationResult r = simulate(c);
+    ASSERT_TRUE(r.ok());
+    for (int s = 0; s < 3; ++s) {
+      int last = -1;
+      for (const SimSpan &x : r.timeline) // in start order per stage
+        if (x.stage == s && x.task.kind == TaskKind::Backward) {
+          EXPECT_GT(x.task.microBatch, last) << "seed " << seed << " stage " << s;
+          last = x.task.microBatch;
+        }
+    }
+    reordered += r.deviations > 0;
+  }
+  EXPECT_GT(reordered, 0); // the deviation did run
+}
+
 // jitterSamples: the time is the mean of that many draws (seeds seed,
 // seed + 1, ...), the timeline the first draw's; without jitter it is one
 // simulation whatever jitterSamples says.

@@ -5,8 +5,9 @@
 // slowest. Each stage runs its static task order (plan::schedule: varuna |
 // gpipe | 1f1b | zb) as the runtime does (Target/ATen/PipelineTrainer.h): a task
 // starts when the stage is free and its inputs are there; with `deviate`,
-// when the scheduled task waits for a message, the first later recompute or
-// backward that is ready runs instead, else the next forward if its
+// when the scheduled task waits for a message, the first later recompute (or
+// the first backward left: backwards keep their order) that is ready runs
+// instead, else the next forward if its
 // activation is there and the stage holds fewer micro-batches than the
 // static order does at its peak. Activations and gradients travel over
 // per-direction links with latency, bandwidth (transfers on one link are

@@ -644,7 +644,7 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   };
   // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
   // task waits for a message that has not arrived, run the first later
-  // recompute or backward that is ready instead; if there is none, the next
+  // recompute, or the first backward left, that is ready instead; if there is none, the next
   // forward, if its activation is here and the stage holds fewer
   // micro-batches than the static order does at its peak (so the memory
   // bound is the static schedule's). Forwards keep their order among
@@ -692,11 +692,22 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
     size_t pick = 0;
     if (deviate && !ready(remaining[0])) {
       size_t forward = 0; // the first later forward, 0 if none
+      // Backwards keep their order too: they add into the gradients, whose
+      // float sums depend on it. (A later gradient can look arrived before
+      // an earlier one: arrival is seen by each receive's own waiting
+      // thread. B2 ran before B1 in one run of twelve, and runs differed in
+      // the last bits.)
+      bool backwardBefore = remaining[0].kind == plan::TaskKind::Backward;
       for (size_t j = 1; j < remaining.size(); ++j) {
         if (remaining[j].kind == plan::TaskKind::Forward) {
           if (!forward)
             forward = j;
           continue;
+        }
+        if (remaining[j].kind == plan::TaskKind::Backward) {
+          if (backwardBefore)
+            continue;
+          backwardBefore = true;
         }
         if (ready(remaining[j])) {
           pick = j;
