@@ -250,6 +250,9 @@ int launchLocalRanks(const LaunchOptions &o) {
   // The SIGKILL the launcher sent after a failure's grace period.
   bool graceKilled = false;
   std::optional<std::chrono::steady_clock::time_point> killAt;
+  // Ranks seen stopped, since when (checked every half second).
+  std::map<pid_t, std::chrono::steady_clock::time_point> frozenSince;
+  auto nextFrozenCheck = std::chrono::steady_clock::now();
   while (!rankOf.empty()) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -275,6 +278,32 @@ int launchLocalRanks(const LaunchOptions &o) {
         killed = true;
       }
       handled = requests;
+      auto now = std::chrono::steady_clock::now();
+      if (o.frozenLimit.count() > 0 && !failed && now >= nextFrozenCheck) {
+        nextFrozenCheck = now + std::chrono::milliseconds(500);
+        for (auto &[p, r] : rankOf) {
+          if (!isStopped(p)) {
+            frozenSince.erase(p);
+            continue;
+          }
+          auto since = frozenSince.emplace(p, now).first->second;
+          if (now - since <= o.frozenLimit)
+            continue;
+          std::fprintf(stderr,
+                       "%s%s: error: rank %d has been stopped (SIGSTOP or a "
+                       "debugger) for over %g s (--timeout) and does not "
+                       "answer its peers; killing it and stopping the "
+                       "others\n",
+                       line, tool, r,
+                       std::chrono::duration<double>(o.frozenLimit).count());
+          ::kill(p, SIGKILL);
+          killed = true;
+          failed = true;
+          signalAll(SIGTERM);
+          killAt = now + o.grace;
+          break;
+        }
+      }
       if (killAt && std::chrono::steady_clock::now() > *killAt) {
         signalAll(SIGKILL);
         graceKilled = true;

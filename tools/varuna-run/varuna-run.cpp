@@ -933,6 +933,8 @@ int main(int argc, char **argv) {
     launch.argv[0] = llvm::sys::fs::getMainExecutable(argv[0],
                                                       (void *)&fail);
     launch.worldSize = static_cast<int>(stages * replicas);
+    launch.frozenLimit = std::chrono::milliseconds(
+        static_cast<int64_t>(timeoutSeconds * 1000));
     if (const char *addr = std::getenv("MASTER_ADDR"))
       launch.masterAddr = addr;
     if (const char *port = std::getenv("MASTER_PORT"))

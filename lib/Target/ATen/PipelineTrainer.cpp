@@ -368,8 +368,9 @@ double Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
   } catch (const rt::Error &e) {
     throw std::runtime_error(
         "checkpoint at step " + std::to_string(step) +
-        ": the ranks of replica 0 did not all finish writing their sections "
-        "(within --checkpoint-timeout, or one is gone): " + e.what());
+        ": not every rank reached the checkpoint's commit within "
+        "--checkpoint-timeout (a writer of replica 0 still writing, or a "
+        "rank stopped or gone): " + e.what());
   }
   // A writer that failed says why; every rank stops at once (before, its
   // peers learnt of it only when its process was gone).

@@ -15,6 +15,12 @@ stall:         rank 0 (serving the rendezvous) frozen (SIGSTOP) as it starts,
   --timeout 3: every process ends with exit 1 within 30 s, the error a line
   without c10's 16-frame backtrace, and the launcher names rank 0 as
   stopped (before: only the peer that timed out waiting for it).
+freeze-checkpoint: a 2x2 run checkpointing every step (--timeout 3,
+  --checkpoint-timeout 300) whose last rank (replica 1, no writer) is frozen
+  at a random moment, three times: the launcher must end the run within 15 s
+  naming the rank (before, a freeze while the others waited in the
+  checkpoint's commit kept them there for --checkpoint-timeout, an hour by
+  default, the launcher silent).
 freeze-replica: two replicas started by hand; rank 1 frozen (SIGSTOP),
   --timeout 3: rank 0's all-reduce times out, exit 1, saying a rank of the
   group did not take part in time.
@@ -157,7 +163,36 @@ def wait_for_steps(proc, n):
             fail("varuna-run stopped before training: " + proc.stderr.read())
 
 
-if scenario == "launcher-kill":
+if scenario == "freeze-checkpoint":
+    import shutil
+    rng = random.Random(int(os.environ.get("VARUNA_FAULT_SEED", "11")))
+    ckpt = job + ".freeze-ckpt"
+    for trial in range(3):
+        shutil.rmtree(ckpt, ignore_errors=True)
+        p = subprocess.Popen(["varuna-run", job, "--stages", "2", "--replicas", "2",
+                              "--batch", "8", "--micro-batch", "2", "--synthetic",
+                              "--steps", "100000", "--timeout", "3",
+                              "--checkpoint-timeout", "300", "--checkpoint-dir", ckpt,
+                              "--checkpoint-every", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for_steps(p, rng.randint(2, 12))
+        ranks = sorted(children(p.pid))
+        if len(ranks) != 4:
+            p.kill()
+            fail(f"expected 4 rank processes, found {ranks}")
+        t = time.time()
+        os.kill(ranks[3], signal.SIGSTOP)
+        try:
+            err = p.communicate(timeout=15)[1]
+        except subprocess.TimeoutExpired:
+            for pid in ranks + [p.pid]:
+                os.kill(pid, signal.SIGKILL)
+            fail(f"trial {trial}: still running 15 s after rank 3 froze")
+        if p.returncode != 1 or not re.search(r"rank 3 (is|has been) stopped", err):
+            fail(f"trial {trial}: exit {p.returncode}: {err[-400:]}")
+        print(f"trial {trial}: exit 1 within 15 s, rank 3 named as stopped")
+    shutil.rmtree(ckpt, ignore_errors=True)
+elif scenario == "launcher-kill":
     p = subprocess.Popen(run + ["--steps", "100000", "--timeout", "30"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_steps(p, random.Random(1).randint(3, 20))

@@ -35,6 +35,12 @@ struct LaunchOptions {
   /// Extra environment for every rank (NAME=value).
   std::vector<std::string> env;
   std::chrono::seconds grace{5};
+  /// A rank stopped (SIGSTOP, SIGTSTP, a debugger) longer than this fails
+  /// the run: it is killed, naming it, and the others asked to stop. Its
+  /// peers would time out too, but not all waits are bounded by the
+  /// training's --timeout (a checkpoint's commit waits
+  /// --checkpoint-timeout, an hour by default). 0: never.
+  std::chrono::milliseconds frozenLimit{0};
 };
 
 /// A TCP port nobody listens on right now (bound and released).
