@@ -36,6 +36,12 @@ std::string waitingFor;
                     "(nothing trained yet)\n";
   ssize_t ignored = ::write(2, msg.data(), msg.size());
   (void)ignored;
+  // Asked alone (not by the launcher, which asks every rank): the others,
+  // waiting for this one, would wait until their --timeout. The launcher
+  // that started it passes a stop request on to all.
+  pid_t parent = launcher.load();
+  if (parent > 0 && !fromLauncher.load() && ::getppid() == parent)
+    ::kill(parent, SIGTERM);
   std::_Exit(kStoppedExitStatus);
 }
 

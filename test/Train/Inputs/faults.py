@@ -21,6 +21,10 @@ freeze-checkpoint: a 2x2 run checkpointing every step (--timeout 3,
   naming the rank (before, a freeze while the others waited in the
   checkpoint's commit kept them there for --checkpoint-timeout, an hour by
   default, the launcher silent).
+stop-starting: a 2x2 run whose rank 0 (the rendezvous) is held back
+  (SIGSTOP) while rank 1, waiting for it, alone is sent SIGTERM; then rank 0
+  goes on: every rank must stop, the launcher exit 143 within 10 s (before,
+  the others waited for rank 1 until their --timeout, then exit 1).
 freeze-replica: two replicas started by hand; rank 1 frozen (SIGSTOP),
   --timeout 3: rank 0's all-reduce times out, exit 1, saying a rank of the
   group did not take part in time.
@@ -192,6 +196,49 @@ if scenario == "freeze-checkpoint":
             fail(f"trial {trial}: exit {p.returncode}: {err[-400:]}")
         print(f"trial {trial}: exit 1 within 15 s, rank 3 named as stopped")
     shutil.rmtree(ckpt, ignore_errors=True)
+elif scenario == "stop-starting":
+    p = subprocess.Popen(run + ["--replicas", "2", "--steps", "100000", "--timeout", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def rank_pid(r):
+        for pid in children(p.pid):
+            try:
+                env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if f"RANK={r}".encode() in env:
+                return pid
+        return None
+
+    def catches_term(pid):
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("SigCgt:"):
+                return int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1
+        return 0
+
+    deadline = time.time() + 30
+    while (r0 := rank_pid(0)) is None and time.time() < deadline:
+        time.sleep(0.01)
+    if r0 is None:
+        p.kill()
+        fail("rank 0 did not start")
+    os.kill(r0, signal.SIGSTOP)
+    while not ((r1 := rank_pid(1)) and catches_term(r1)) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # waiting at the rendezvous
+    t = time.time()
+    os.kill(r1, signal.SIGTERM)
+    time.sleep(0.5)
+    os.kill(r0, signal.SIGCONT)
+    try:
+        err = p.communicate(timeout=10)[1]
+    except subprocess.TimeoutExpired:
+        for pid in children(p.pid) + [p.pid]:
+            os.kill(pid, signal.SIGKILL)
+        fail("still running 10 s after SIGTERM to rank 1")
+    if p.returncode != 143 or "rank 1: rendezvous" not in err:
+        fail(f"exit {p.returncode}: {err[-600:]}")
+    print(f"SIGTERM to rank 1 while starting: all stopped, exit 143 in {time.time() - t:.0f} s")
 elif scenario == "launcher-kill":
     p = subprocess.Popen(run + ["--steps", "100000", "--timeout", "30"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

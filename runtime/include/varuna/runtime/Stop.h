@@ -19,7 +19,10 @@
 // varuna-run arms it from its start on: a request during the set-up stops
 // the run after its first step -- except while the rank waits for its peers
 // (the rendezvous, connecting a group: WaitingForPeers), where a peer that
-// never comes would hold it for its --timeout: there it ends at once.
+// never comes would hold it for its --timeout: there it ends at once, and a
+// rank that varuna-run started, asked alone, passes the request on to its
+// launcher (SIGTERM), which asks every rank: the others, waiting for it,
+// would otherwise wait until their --timeout.
 //
 // A rank that stopped on request exits with kStoppedExitStatus (128 +
 // SIGTERM, what a shell reports for a process SIGTERM ended).
