@@ -850,6 +850,16 @@ int main(int argc, char **argv) {
                   lossText(*m.evalLoss).c_str(),
                   static_cast<long long>(m.evalBatches),
                   m.evalBatches == 1 ? "" : "es");
+    if (m.evalAbandonedAfter >= 0) {
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "%svaruna-run: validation after step %lld abandoned after "
+                   "%lld batch(es): stop requested%s\n",
+                   tty ? "\r\033[K" : "", static_cast<long long>(m.step),
+                   static_cast<long long>(m.evalAbandonedAfter),
+                   m.stopCause.empty() ? ""
+                                       : (" (" + m.stopCause + ")").c_str());
+    }
     if (tty && steps > 0) {
       elapsed += m.seconds;
       if (firstStep < 0)

@@ -581,6 +581,7 @@ LogicalResult varuna::validate(
       return failure();
     if (stop) {
       m.stopRequested = true;
+      m.evalAbandonedAfter = b;
       return success();
     }
     sum += *loss;

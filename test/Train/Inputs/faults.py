@@ -727,13 +727,15 @@ elif scenario.startswith("stop-"):
             took = time.time() - t
             k = stopped_after(err, what)
             last = [json.loads(line) for line in open(metrics)][-1]
-            if p.returncode != 143 or took > 5 or last["step"] != k or "eval_loss" in last:
+            said = f"validation after step {k} abandoned after" in err
+            if (p.returncode != 143 or took > 5 or last["step"] != k or "eval_loss" in last
+                    or not said):
                 fail(f"{what}: exit {p.returncode} after {took:.1f} s, stopped after "
                      f"step {k}, last metrics {last}: {err[-300:]!r}")
             if newest(what) != k + 1:
                 fail(f"{what}: stopped after step {k}, newest checkpoint is not step-{k + 1}")
             print(f"{what}: SIGTERM while validating: exit 143 in <5 s, stopped after "
-                  "step K without its validation, checkpoint step-(K+1)")
+                  "step K without its validation (said), checkpoint step-(K+1)")
         os.remove(metrics)
         shutil.rmtree(evald, ignore_errors=True)
     else:

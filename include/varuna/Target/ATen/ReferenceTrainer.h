@@ -126,6 +126,9 @@ struct StepMetrics {
   /// `evalBatches` batches.
   std::optional<double> evalLoss;
   int64_t evalBatches = 0;
+  /// A stop request abandoned the validation after this step, after this
+  /// many of its batches (-1: none was abandoned).
+  int64_t evalAbandonedAfter = -1;
 };
 
 /// An error about running `job` (not about a line of its IR): reported at
