@@ -496,6 +496,16 @@ void varuna::MetricsWriter::write(const StepMetrics &m) {
   }
   started = true;
   os << metricsJsonLine(m) << std::flush;
+  // A full disk or a file gone read-only: said once, the run goes on (its
+  // steps print their lines anyway); before, the file just stopped.
+  if (!os && !failed) {
+    failed = true;
+    int err = errno;
+    llvm::errs() << "varuna-run: warning: cannot write the metrics file '"
+                 << path << "' at step " << m.step << ": "
+                 << (err ? std::strerror(err) : "write error")
+                 << "; its later steps are missing\n";
+  }
 }
 
 std::string varuna::metricsJsonLine(const StepMetrics &m) {

@@ -182,11 +182,13 @@ public:
   /// written.
   static std::unique_ptr<MetricsWriter> open(const std::string &path,
                                              bool resume, std::string &error);
+  /// Appends m's line; a failed write is warned about once (the run goes
+  /// on).
   void write(const StepMetrics &m);
 
 private:
   std::string path;
-  bool resume = false, started = false;
+  bool resume = false, started = false, failed = false;
   std::ofstream os;
 };
 
