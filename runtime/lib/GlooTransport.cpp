@@ -403,7 +403,7 @@ private:
   }
 
   TransportOptions options;
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   std::shared_ptr<::gloo::transport::Device> device;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPg;
   std::unique_ptr<GlooGroup> worldGroup;

@@ -262,7 +262,7 @@ public:
 
 private:
   TransportOptions options;
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   Comm worldComm;
   std::unique_ptr<NcclGroup> worldGroup;
 };

@@ -14,6 +14,7 @@
 #include "varuna/runtime/Transport.h"
 
 #include <c10/util/Logging.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <cerrno>
@@ -116,12 +117,27 @@ inline std::chrono::milliseconds setupLimit(std::chrono::milliseconds t) {
   return 2 * t + std::chrono::milliseconds(1000);
 }
 
-inline c10::intrusive_ptr<c10d::TCPStore>
+/// Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the store at
+/// MASTER_PORT is its agent's, which outlives a restart: every rank is a
+/// client, and the keys of restart N live under "/worker/attempt_N/" (as
+/// PyTorch's own env:// rendezvous puts them), so that a restarted job does
+/// not meet its previous attempt's keys ("rank 0 was started twice").
+/// Elsewhere rank 0 serves the store and the prefix is empty.
+inline std::string agentStorePrefix() {
+  const char *agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (!agent || std::string(agent) != "True")
+    return "";
+  const char *attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return std::string("/worker/attempt_") + (attempt && *attempt ? attempt : "0");
+}
+
+inline c10::intrusive_ptr<c10d::Store>
 connectStore(const TransportOptions &o, const char *library) {
   quietC10Logging();
+  std::string attemptPrefix = agentStorePrefix();
   c10d::TCPStoreOptions so;
   so.port = static_cast<uint16_t>(o.masterPort);
-  so.isServer = o.rank == 0;
+  so.isServer = o.rank == 0 && attemptPrefix.empty();
   so.numWorkers = o.worldSize;
   so.timeout = o.timeout;
   so.waitWorkers = true;
@@ -152,10 +168,12 @@ connectStore(const TransportOptions &o, const char *library) {
                          "or stalled, or another program on MASTER_PORT)") +
           " (timeout " + seconds(o.timeout) + ", twice that plus 1 s in all)",
       setupLimit(o.timeout));
-  c10::intrusive_ptr<c10d::TCPStore> store;
+  c10::intrusive_ptr<c10d::Store> store;
   int64_t joined = 0;
   try {
     store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
+    if (!attemptPrefix.empty())
+      store = c10::make_intrusive<c10d::PrefixStore>(attemptPrefix, store);
     // Each rank joins once: a second process with the same RANK would
     // take the first one's place in the groups' address exchange.
     joined = store->add("varuna/joined/rank" + std::to_string(o.rank), 1);
