@@ -999,8 +999,15 @@ int main(int argc, char **argv) {
         {"the training configuration", configText},
         {"the training data",
          synthetic ? "--synthetic (vocab " + number(vocab.getValue()) + ", " +
-                         number(data->numSamples()) + " samples)"
+                         (syntheticSamples > 0
+                              ? number(data->numSamples()) + " samples)"
+                              : std::string("every sample new)"))
                    : number(data->numSamples()) + " samples"},
+        // A rank with validation data runs passes the others do not join;
+        // one tracing waits for the others' parts at the end.
+        {"the validation data (--eval-data)",
+         evalData ? number(evalData->numSamples()) + " samples" : "none"},
+        {"--trace", tracePath.empty() ? "none" : "given"},
         {"--resume", number(resume.getValue())},
         // Whether the ranks checkpoint decides the groups they connect.
         {"--checkpoint-dir", checkpointDir.empty() ? "none" : "given"},

@@ -430,10 +430,17 @@ elif scenario == "mismatch":
     # Two ranks started by hand with other learning rates (before: both
     # trained, the replicas drifting apart, exit 0), then other step counts
     # (before: the longer one failed later as "that rank is gone").
+    # Then --trace on rank 0 only (before: both hung until their --timeout,
+    # rank 0 waiting for the others' trace files).
     for what, extra in (("the training configuration", ("--config", "lr0.json", "lr1.json")),
-                        ("--steps", ("--steps", "2", "3"))):
+                        ("--steps", ("--steps", "2", "3")),
+                        ("--trace", ("--trace", f"{job}.trace.json", None))):
         def args(r):
             value = extra[1 + r]
+            if value is None:
+                return (["varuna-run", job, "--replicas", "2", "--batch", "8",
+                         "--micro-batch", "2", "--synthetic", "--timeout", "20",
+                         "--steps", "2"])
             if extra[0] == "--config":
                 value = f"{job}.{value}"
                 with open(value, "w") as f:
