@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
+#include <poll.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -61,6 +62,13 @@ static bool isStopped(pid_t pid) {
   buf[n] = 0;
   const char *close = std::strrchr(buf, ')'); // after "PID (COMM"
   return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
+/// Whether this process's standard output is a pipe whose reader is gone
+/// (`varuna-run ... | head`): rank 0 stopped on it.
+static bool stdoutClosed() {
+  pollfd p{STDOUT_FILENO, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
 namespace {
@@ -404,7 +412,9 @@ int launchLocalRanks(const LaunchOptions &o) {
   if (failed)
     result = 1;
   else if (anyStopped)
-    result = 128 + stopSignal;
+    // A closed output stops the run as SIGPIPE would have ended one
+    // process: 141, as the one-process run exits (it said 143).
+    result = 128 + (stdoutClosed() ? SIGPIPE : stopSignal);
   else if (stopSignal)
     std::fprintf(stderr, "%s%s: the ranks had finished the run when "
                  "the stop request came\n", line, tool);
