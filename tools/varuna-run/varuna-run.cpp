@@ -962,14 +962,24 @@ int main(int argc, char **argv) {
                   ", but --stages " + llvm::Twine(stages) + " x --replicas " +
                   llvm::Twine(replicas) + " needs " +
                   llvm::Twine(stages * replicas) + " ranks");
-    // Share the cores among the ranks of this machine.
-    int local = 1;
-    if (const char *l = std::getenv("LOCAL_WORLD_SIZE"))
-      local = std::max(1, std::atoi(l));
+    // Share the cores among the ranks of this machine: LOCAL_WORLD_SIZE of
+    // them (torchrun, srun and varuna-run's launcher set it), else counted
+    // once connected -- ranks started by hand without it each took every
+    // core (10-90x slower steps on a shared machine).
+    const char *localEnv = std::getenv("LOCAL_WORLD_SIZE");
     unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    at::set_num_threads(threads > 0 ? unsigned(threads)
-                                    : std::max(1u, cores / unsigned(local)));
+    auto shareCores = [&](int local) {
+      at::set_num_threads(threads > 0 ? unsigned(threads)
+                                      : std::max(1u, cores / unsigned(local)));
+    };
+    shareCores(localEnv ? std::max(1, std::atoi(localEnv)) : 1);
     transport = varuna::rt::emulateNetwork(varuna::rt::connectGloo(topts), emu);
+    if (!localEnv && threads == 0) {
+      std::vector<int64_t> hosts = varuna::rt::gatherHashes(
+          transport->world(), varuna::rt::hostIdentity());
+      shareCores(static_cast<int>(
+          std::count(hosts.begin(), hosts.end(), hosts[transport->rank()])));
+    }
     // Ranks started by hand each parse their own command line and files:
     // before, ranks given other learning rates trained apart silently, and
     // other step counts failed later as a lost peer (runtime/Agreement.h).
