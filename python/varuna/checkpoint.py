@@ -43,6 +43,12 @@ def _check(step_dir):
     m = re.fullmatch(r"varuna-checkpoint step=(\d+) manifest-crc32=0x([0-9a-fA-F]{8})", line)
     if not m:
         raise ValueError(f"{marker}: malformed marker {line!r}")
+    # As varuna-run --resume and varuna-ckpt check it: a step directory
+    # renamed or copied to another step's name is not that step.
+    named = _STEP.match(os.path.basename(os.path.normpath(step_dir)))
+    if named and int(m.group(1)) != int(named.group(1)):
+        raise ValueError(f"{step_dir}: COMPLETE marker is for step {m.group(1)}, the "
+                         f"directory for step {named.group(1)} (renamed or copied?)")
     with open(os.path.join(step_dir, "manifest.json"), "rb") as fh:
         raw = fh.read()
     if zlib.crc32(raw) != int(m.group(2), 16):
@@ -50,6 +56,12 @@ def _check(step_dir):
     manifest = json.loads(raw)
     if manifest.get("format") != "varuna-checkpoint":
         raise ValueError(f"{step_dir}/manifest.json: not a varuna checkpoint manifest")
+    if manifest.get("version") != 1:
+        raise ValueError(f"{step_dir}/manifest.json: unsupported manifest version "
+                         f"{manifest.get('version')!r} (this module reads version 1)")
+    if manifest.get("step") != int(m.group(1)):
+        raise ValueError(f"{step_dir}/manifest.json: manifest is for step "
+                         f"{manifest.get('step')!r}")
     for f in manifest["files"]:
         path = os.path.join(step_dir, f["name"])
         try:

@@ -45,6 +45,17 @@ except ValueError as e:
     print("shape: ValueError:", e)
 print("untouched:", all(torch.equal(before[n], t) for n, t in smaller.state_dict().items()))
 
+# A step directory copied under another step's name is not that step (as
+# varuna-run --resume and varuna-ckpt see it; before, load took it).
+import shutil
+copied = ck + ".copied"
+shutil.copytree(vc.latest(ck), os.path.join(copied, "step-200"))
+try:
+    vc.load(os.path.join(copied, "step-200"))
+except ValueError as e:
+    print("copied: ValueError:", e)
+shutil.rmtree(copied)
+
 step = vc.latest(ck)
 path = os.path.join(step, "section-1.safetensors")
 data = bytearray(open(path, "rb").read())
