@@ -974,12 +974,13 @@ int main(int argc, char **argv) {
     };
     shareCores(localEnv ? std::max(1, std::atoi(localEnv)) : 1);
     transport = varuna::rt::emulateNetwork(varuna::rt::connectGloo(topts), emu);
-    if (!localEnv && threads == 0) {
-      std::vector<int64_t> hosts = varuna::rt::gatherHashes(
-          transport->world(), varuna::rt::hostIdentity());
+    // (A collective: every rank takes part, whatever its own environment
+    // and --compute-threads say.)
+    std::vector<int64_t> hosts = varuna::rt::gatherHashes(
+        transport->world(), varuna::rt::hostIdentity());
+    if (!localEnv)
       shareCores(static_cast<int>(
           std::count(hosts.begin(), hosts.end(), hosts[transport->rank()])));
-    }
     // Ranks started by hand each parse their own command line and files:
     // before, ranks given other learning rates trained apart silently, and
     // other step counts failed later as a lost peer (runtime/Agreement.h).
