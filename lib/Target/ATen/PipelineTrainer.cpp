@@ -645,10 +645,10 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   };
   // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
   // task waits for a message that has not arrived, run the first later
-  // recompute, or the first backward left, that is ready instead; if there is none, the next
-  // forward, if its activation is here and the stage holds fewer
-  // micro-batches than the static order does at its peak (so the memory
-  // bound is the static schedule's). Forwards keep their order among
+  // recompute, or the first backward left, that is ready instead; if there
+  // is none, the next forward, if its activation is here and the stage
+  // holds fewer micro-batches than the static order does at its peak (so
+  // the memory bound is the static schedule's). Forwards keep their order among
   // themselves, and a recompute restores the random stream after it, so the
   // stream each forward sees does not depend on the deviation.
   auto ready = [&](const plan::Task &t) {
