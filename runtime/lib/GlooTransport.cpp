@@ -275,42 +275,66 @@ bool isLoopbackInterface(const std::string &name) {
   return loopback;
 }
 
-/// The Gloo device (the address this rank's peers connect to):
-/// GLOO_SOCKET_IFNAME names an interface, as in PyTorch; else the address
-/// this host reaches MASTER_ADDR from -- the loopback when the job is on
-/// this machine, this host's own address on the route to rank 0 otherwise
-/// (binding to MASTER_ADDR itself, as we once did, fails on any other host
-/// or network namespace).
-std::shared_ptr<::gloo::transport::Device>
-makeDevice(const TransportOptions &o) {
+/// The Gloo devices (the addresses this rank's peers connect to):
+/// GLOO_SOCKET_IFNAME names an interface, or several separated by commas (as
+/// in PyTorch: the traffic is spread over them; a list was refused as one
+/// interface named "eth0,lo"); else the address this host reaches
+/// MASTER_ADDR from -- the loopback when the job is on this machine, this
+/// host's own address on the route to rank 0 otherwise (binding to
+/// MASTER_ADDR itself, as we once did, fails on any other host or network
+/// namespace).
+std::vector<std::shared_ptr<::gloo::transport::Device>>
+makeDevices(const TransportOptions &o) {
   std::string what = "choosing the network interface";
   try {
     std::string host = o.masterAddr == "localhost" ? "127.0.0.1" : o.masterAddr;
     std::string master;
     std::string local = localAddressTowards(host, o.masterPort, &master);
-    if (const char *ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
-      // The loopback while rank 0 seems to be on another host (the route
-      // to it leaves from another of this host's addresses): this rank
-      // would offer its peers 127.0.0.1, and they would connect to
-      // themselves. A warning, not an error: MASTER_ADDR may be a service
-      // address of this very host (a container's), where lo works.
-      if (isLoopbackInterface(ifname) && !local.empty() && local != master &&
-          local.rfind("127.", 0) != 0) {
-        std::string msg =
-            "warning: rank " + std::to_string(o.rank) + ": GLOO_SOCKET_IFNAME=" +
-            ifname + " is the loopback interface, but MASTER_ADDR '" +
-            o.masterAddr + "' looks like another host (reached from " + local +
-            "): ranks on other hosts cannot connect to this one over it; if "
-            "the run times out connecting, name the interface towards them "
-            "or unset GLOO_SOCKET_IFNAME\n";
-        std::fputs(msg.c_str(), stderr);
+    if (const char *names = std::getenv("GLOO_SOCKET_IFNAME"); names && *names) {
+      std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+      std::string list = names;
+      for (size_t start = 0; start <= list.size();) {
+        size_t comma = list.find(',', start);
+        std::string ifname = list.substr(
+            start, comma == std::string::npos ? std::string::npos
+                                              : comma - start);
+        start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        if (ifname.empty())
+          continue;
+        // The loopback while rank 0 seems to be on another host (the route
+        // to it leaves from another of this host's addresses): this rank
+        // would offer its peers 127.0.0.1, and they would connect to
+        // themselves. A warning, not an error: MASTER_ADDR may be a
+        // service address of this very host (a container's), where lo
+        // works.
+        if (isLoopbackInterface(ifname) && !local.empty() && local != master &&
+            local.rfind("127.", 0) != 0) {
+          std::string msg =
+              "warning: rank " + std::to_string(o.rank) +
+              ": GLOO_SOCKET_IFNAME=" + names +
+              (ifname == list ? std::string(" is")
+                              : ": " + ifname + " is") +
+              " the loopback interface, but MASTER_ADDR '" + o.masterAddr +
+              "' looks like another host (reached from " + local +
+              "): ranks on other hosts cannot connect to this one over it; "
+              "if the run times out connecting, name the interface towards "
+              "them or unset GLOO_SOCKET_IFNAME\n";
+          std::fputs(msg.c_str(), stderr);
+        }
+        what = "choosing the network interface '" + ifname +
+               "' (GLOO_SOCKET_IFNAME=" + names + ")";
+        devices.push_back(
+            c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
       }
-      return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
+      if (devices.empty())
+        throw std::runtime_error("GLOO_SOCKET_IFNAME='" + list +
+                                 "' names no interface");
+      return devices;
     }
     if (local.empty())
       throw std::runtime_error("MASTER_ADDR '" + o.masterAddr +
                                "' does not resolve to an IPv4 address");
-    return c10d::ProcessGroupGloo::createDeviceForHostname(local);
+    return {c10d::ProcessGroupGloo::createDeviceForHostname(local)};
   } catch (const std::exception &e) {
     throw Error("Gloo", what, detail::messageOf(e), __FILE__, __LINE__);
   }
@@ -320,7 +344,7 @@ class GlooTransport : public Transport {
 public:
   explicit GlooTransport(const TransportOptions &o) : options(o) {
     store = detail::connectStore(o, "Gloo");
-    device = makeDevice(o);
+    devices = makeDevices(o);
     std::vector<int> all(o.worldSize);
     for (int i = 0; i < o.worldSize; ++i)
       all[i] = i;
@@ -374,7 +398,7 @@ private:
   makePg(const std::string &prefix, int rank, int size,
          std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
     auto opts = c10d::ProcessGroupGloo::Options::create();
-    opts->devices.push_back(device);
+    opts->devices = devices;
     opts->timeout = timeout.value_or(options.timeout);
     opts->threads = 2;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
@@ -404,7 +428,7 @@ private:
 
   TransportOptions options;
   c10::intrusive_ptr<c10d::Store> store;
-  std::shared_ptr<::gloo::transport::Device> device;
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> worldPg;
   std::unique_ptr<GlooGroup> worldGroup;
 };
