@@ -7,6 +7,8 @@
 
 #include <ATen/ATen.h>
 
+#include <optional>
+
 using namespace mlir;
 
 namespace varuna {
@@ -108,6 +110,17 @@ static at::ScalarType toScalarType(rt::DType t) {
   return at::kFloat;
 }
 
+/// The .npy dtype holding `type` (toScalarType's inverse), if there is one.
+static std::optional<rt::DType> npyDType(at::ScalarType type) {
+  for (rt::DType d : {rt::DType::F16, rt::DType::F32, rt::DType::F64,
+                      rt::DType::I8, rt::DType::U8, rt::DType::I16,
+                      rt::DType::U16, rt::DType::I32, rt::DType::U32,
+                      rt::DType::I64, rt::DType::Bool})
+    if (toScalarType(d) == type)
+      return d;
+  return std::nullopt;
+}
+
 std::string dtypeName(at::ScalarType type) {
   switch (type) {
   case at::kBFloat16:
@@ -119,12 +132,8 @@ std::string dtypeName(at::ScalarType type) {
   default:
     break;
   }
-  for (rt::DType d : {rt::DType::F16, rt::DType::F32, rt::DType::F64,
-                      rt::DType::I8, rt::DType::U8, rt::DType::I16,
-                      rt::DType::U16, rt::DType::I32, rt::DType::U32,
-                      rt::DType::I64, rt::DType::Bool})
-    if (toScalarType(d) == type)
-      return rt::dtypeName(d);
+  if (std::optional<rt::DType> d = npyDType(type))
+    return rt::dtypeName(*d);
   return c10::toString(type);
 }
 
@@ -141,36 +150,12 @@ rt::NpyArray tensorToNpy(const at::Tensor &tensor) {
   // the whole run).
   if (tensor.scalar_type() == at::kBFloat16)
     return tensorToNpy(tensor.to(at::kFloat));
-  rt::NpyArray out;
-  switch (tensor.scalar_type()) {
-  case at::kHalf:
-    out.dtype = rt::DType::F16;
-    break;
-  case at::kFloat:
-    out.dtype = rt::DType::F32;
-    break;
-  case at::kDouble:
-    out.dtype = rt::DType::F64;
-    break;
-  case at::kChar:
-    out.dtype = rt::DType::I8;
-    break;
-  case at::kByte:
-    out.dtype = rt::DType::U8;
-    break;
-  case at::kInt:
-    out.dtype = rt::DType::I32;
-    break;
-  case at::kLong:
-    out.dtype = rt::DType::I64;
-    break;
-  case at::kBool:
-    out.dtype = rt::DType::Bool;
-    break;
-  default:
+  std::optional<rt::DType> dtype = npyDType(tensor.scalar_type());
+  if (!dtype)
     throw ATenEvalError(std::string("cannot store a tensor of dtype ") +
                         c10::toString(tensor.scalar_type()) + " as .npy");
-  }
+  rt::NpyArray out;
+  out.dtype = *dtype;
   at::Tensor c = tensor.contiguous();
   out.shape.assign(c.sizes().begin(), c.sizes().end());
   auto *p = static_cast<const uint8_t *>(c.data_ptr());
