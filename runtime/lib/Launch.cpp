@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <netdb.h>
 #include <optional>
 #include <netinet/in.h>
 #include <spawn.h>
@@ -39,6 +40,48 @@ int pickFreePort() {
     port = ntohs(addr.sin_port);
   ::close(fd);
   return port;
+}
+
+std::string checkLocalRendezvous(const std::string &addr, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo *found = nullptr;
+  if (int err = ::getaddrinfo(addr.c_str(), nullptr, &hints, &found))
+    return "MASTER_ADDR '" + addr + "' does not resolve: " + gai_strerror(err);
+  std::string problem;
+  bool local = false;
+  for (addrinfo *a = found; a && !local; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, SOCK_STREAM, 0);
+    if (fd < 0)
+      continue;
+    int one = 1; // as the store's server binds (TIME_WAIT is no obstacle)
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_storage where{};
+    std::memcpy(&where, a->ai_addr, a->ai_addrlen);
+    auto *in4 = reinterpret_cast<sockaddr_in *>(&where);
+    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&where);
+    if (a->ai_family == AF_INET)
+      in4->sin_port = htons(uint16_t(port));
+    else if (a->ai_family == AF_INET6)
+      in6->sin6_port = htons(uint16_t(port));
+    if (::bind(fd, reinterpret_cast<sockaddr *>(&where), a->ai_addrlen) == 0)
+      local = true;
+    else if (errno == EADDRINUSE)
+      problem = "MASTER_PORT " + std::to_string(port) +
+                " is in use on this machine (by another program, or another "
+                "run): rank 0 serves the rendezvous there; choose another "
+                "port, or unset MASTER_PORT to take a free one";
+    else if (errno == EADDRNOTAVAIL && problem.empty())
+      problem = "MASTER_ADDR '" + addr +
+                "' is not an address of this machine: varuna-run starts "
+                "every rank here, and rank 0 serves the rendezvous at "
+                "MASTER_ADDR; unset it (127.0.0.1), or start the ranks of a "
+                "job across machines with torchrun or srun";
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return local ? std::string() : problem;
 }
 
 static std::string describe(int status) {
@@ -156,7 +199,12 @@ namespace {
 /// Stop signals the launcher received (its handler only counts them; the
 /// wait loop below acts on them).
 volatile std::sig_atomic_t stopRequests = 0, lastStopSignal = 0;
-void countStopRequest(int sig) {
+/// Who sent the first request (a rank passes on one it got alone while
+/// waiting for its peers: Stop.h).
+volatile pid_t firstRequestFrom = 0;
+void countStopRequest(int sig, siginfo_t *info, void *) {
+  if (stopRequests == 0)
+    firstRequestFrom = info ? info->si_pid : 0;
   stopRequests = stopRequests + 1;
   lastStopSignal = sig;
 }
@@ -167,12 +215,14 @@ class LauncherSignals {
 public:
   LauncherSignals() {
     stopRequests = 0;
+    firstRequestFrom = 0;
     for (int i = 0; i < 3; ++i) {
       ::sigaction(kSignals[i], nullptr, &previous[i]);
       if (previous[i].sa_handler == SIG_IGN)
         continue;
       struct sigaction sa {};
-      sa.sa_handler = countStopRequest;
+      sa.sa_sigaction = countStopRequest;
+      sa.sa_flags = SA_SIGINFO;
       sigemptyset(&sa.sa_mask);
       ::sigaction(kSignals[i], &sa, nullptr);
     }
@@ -192,6 +242,13 @@ int launchLocalRanks(const LaunchOptions &o) {
   // Messages name the tool that launched (varuna-run, varuna-calibrate).
   const char *tool = program_invocation_short_name;
   int port = o.masterPort ? o.masterPort : pickFreePort();
+  // Checked here, at once: the ranks would find out after their --timeout
+  // (another machine's address) or in c10d's words (a port in use).
+  if (std::string wrong = checkLocalRendezvous(o.masterAddr, port);
+      !wrong.empty()) {
+    std::fprintf(stderr, "%s: error: %s\n", tool, wrong.c_str());
+    return 1;
+  }
   // The parent's environment without the variables we set per rank.
   std::vector<std::string> base;
   for (char **e = environ; *e; ++e) {
@@ -278,12 +335,20 @@ int launchLocalRanks(const LaunchOptions &o) {
       int requests = stopRequests;
       if (requests > handled && handled == 0) { // the first: ask
         stopSignal = lastStopSignal;
-        std::fprintf(stderr,
-                     "%s%s: %s: asking the %zu rank(s) to stop after "
-                     "their current step (with a checkpoint if "
-                     "--checkpoint-dir is given); signal again to kill them "
-                     "now\n",
-                     line, tool, strsignal(stopSignal), rankOf.size());
+        auto byRank = rankOf.find(pid_t(firstRequestFrom));
+        if (byRank != rankOf.end())
+          // (The rank said why, and has stopped: Stop.h.)
+          std::fprintf(stderr,
+                       "%s%s: rank %d was asked to stop while waiting for "
+                       "its peers: asking the other rank(s) to stop\n",
+                       line, tool, byRank->second);
+        else
+          std::fprintf(stderr,
+                       "%s%s: %s: asking the %zu rank(s) to stop after "
+                       "their current step (with a checkpoint if "
+                       "--checkpoint-dir is given); signal again to kill "
+                       "them now\n",
+                       line, tool, strsignal(stopSignal), rankOf.size());
         signalAll(SIGTERM);
         forwarded = true;
       }

@@ -46,6 +46,13 @@ struct LaunchOptions {
 /// A TCP port nobody listens on right now (bound and released).
 int pickFreePort();
 
+/// Whether the launcher's ranks can meet at `addr`:`port`, checked by
+/// binding there as rank 0's store will: "" when they can; else what is
+/// wrong -- `addr` does not resolve, is not an address of this machine
+/// (the ranks would time out connecting to another machine), or `port` is
+/// in use here -- naming MASTER_ADDR / MASTER_PORT and what to do.
+std::string checkLocalRendezvous(const std::string &addr, int port);
+
 /// Ranks started by SLURM's srun, which sets SLURM_PROCID,
 /// SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE,
 /// SLURM_STEP_NODELIST and SLURM_JOB_ID rather than torchrun's variables
