@@ -216,7 +216,7 @@ public:
   LauncherSignals() {
     stopRequests = 0;
     firstRequestFrom = 0;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       ::sigaction(kSignals[i], nullptr, &previous[i]);
       if (previous[i].sa_handler == SIG_IGN)
         continue;
@@ -228,13 +228,14 @@ public:
     }
   }
   ~LauncherSignals() {
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < kCount; ++i)
       ::sigaction(kSignals[i], &previous[i], nullptr);
   }
 
 private:
-  static constexpr int kSignals[3] = {SIGTERM, SIGINT, SIGHUP};
-  struct sigaction previous[3];
+  static constexpr int kCount = 4;
+  static constexpr int kSignals[kCount] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1};
+  struct sigaction previous[kCount];
 };
 } // namespace
 

@@ -49,7 +49,7 @@ std::string waitingFor;
 sigset_t watchedSignals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
     struct sigaction current{};
     if (::sigaction(sig, nullptr, &current) == 0 &&
         current.sa_handler == SIG_IGN)
@@ -140,6 +140,8 @@ std::string signalName(int sig) {
     return "SIGINT";
   case SIGHUP:
     return "SIGHUP";
+  case SIGUSR1:
+    return "SIGUSR1";
   default:
     return "signal " + std::to_string(sig);
   }

@@ -55,8 +55,9 @@ random-kill:   seeded trials of a 2x2 run that checkpoints every step; a
   launcher must stop within 10 s naming the rank, leave no rank behind, and
   the newest complete checkpoint (if any; "step-K" holds the state after K
   steps) must resume under 2x1 with step K.
-stop-launcher: a 2x2 run is sent SIGTERM (then, a second run, SIGINT as a
-  terminal's Ctrl-C sends it) at the launcher; every rank must stop after the
+stop-launcher: a 2x2 run is sent SIGTERM (then, in other runs, SIGINT as a
+  terminal's Ctrl-C sends it, and SIGUSR1 as Slurm's --signal=USR1@N warns
+  of the time limit) at the launcher; every rank must stop after the
   same step K with a checkpoint step-(K+1), the launcher exit 128 + the
   signal, and resuming continue with exactly the losses of a run never
   stopped.
@@ -70,8 +71,8 @@ stop-twice:    SIGINT at the launcher twice, 0.3 s apart, during a 3 s
 stop-early:    SIGTERM at the launcher 0.1-1.5 s after it starts (parsing the
   job, ranks starting, at the rendezvous, loading): exit 143 (or killed by
   SIGTERM before it started any rank), no process left, no error.
-stop-single:   P = D = 1 (one process) stops on SIGTERM after a step with a
-  checkpoint, exit 143.
+stop-single:   P = D = 1 (one process) stops on SIGTERM, SIGINT, SIGHUP and
+  SIGUSR1 after a step with a checkpoint, exit 128 + the signal.
 stop-waiting:  one rank of two started by hand (its peer never comes), with
   --timeout 120; SIGTERM after 1.5 s: it must stop at once (exit 143 within
   5 s), saying where it waited -- rank 0 (serving the store) and rank 1
@@ -571,7 +572,8 @@ elif scenario.startswith("stop-"):
     grid = ["--stages", "2", "--replicas", "2", "--batch", "8", "--micro-batch", "2",
             "--synthetic", "--timeout", "20"]
     if scenario == "stop-launcher":
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        # SIGUSR1: Slurm's warning before the time limit (--signal=USR1@N).
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
             shutil.rmtree(ckpt, ignore_errors=True)
             p = start(["varuna-run", job] + grid + ["--steps", "100000",
                                                      "--checkpoint-dir", ckpt])
@@ -692,7 +694,7 @@ elif scenario.startswith("stop-"):
         print("SIGTERM while starting: stopped, no process left, no error")
     elif scenario == "stop-single":
         # The exit status is 128 + the signal, as a shell reports it.
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
             shutil.rmtree(ckpt, ignore_errors=True)
             p = start(run[:2] + ["--batch", "8", "--micro-batch", "2", "--synthetic",
                                  "--steps", "100000", "--checkpoint-dir", ckpt])

@@ -7,8 +7,8 @@
 // (SIGTERM, then SIGKILL after a grace period) and the launcher reports
 // which rank failed and how: a dead rank never leaves the job hanging.
 //
-// Asked to stop (SIGTERM, SIGINT or SIGHUP, unless inherited as ignored),
-// the launcher sends every rank SIGTERM once -- each rank then stops after
+// Asked to stop (SIGTERM, SIGINT, SIGHUP or SIGUSR1, unless inherited as
+// ignored), the launcher sends every rank SIGTERM once -- each rank then stops after
 // its current step, with a checkpoint when the run checkpoints (Stop.h) --
 // and waits; a second signal kills them, and so does a rank that the
 // SIGTERM ended while it was starting (the others would wait for it). The ranks run in process groups of

@@ -1,10 +1,11 @@
-//===- Stop.h - Stopping a run on request (SIGTERM, SIGINT, SIGHUP) -*- C++ -*-===//
+//===- Stop.h - Stopping a run on request (SIGTERM, SIGINT, ...) -*- C++ -*-===//
 //
 // What a rank does when it is asked to stop: a spot VM's preemption notice,
 // `kill`, a batch system cancelling the job, Ctrl-C, its launcher going
-// away. watchStopSignals() (called first thing, before any thread exists)
-// routes SIGTERM, SIGINT and SIGHUP to one thread of their own. While a
-// StopOnRequest object lives, the first of them is recorded instead of
+// away, Slurm's warning before the time limit (`--signal=USR1@N`).
+// watchStopSignals() (called first thing, before any thread exists)
+// routes SIGTERM, SIGINT, SIGHUP and SIGUSR1 to one thread of their own.
+// While a StopOnRequest object lives, the first of them is recorded instead of
 // killing the process: the trainer reads stopSignal() into the all-reduce
 // that ends each step (so every rank sees a request that reached any of
 // them, in the same step), and the run ends after that step -- after a
@@ -81,7 +82,7 @@ int stopSignal();
 /// passes its own on to every rank), not from outside to this rank alone.
 bool stopFromLauncher();
 
-/// "SIGTERM", "SIGINT", "SIGHUP" (else "signal N").
+/// "SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1" (else "signal N").
 std::string signalName(int sig);
 
 /// A rank started by launchLocalRanks (Launch.h) calls this first: it gets
