@@ -64,8 +64,9 @@ up() {
     ip -n "$P$i" link set lo up
     if [[ -n $rate ]]; then
       # burst: at least rate / HZ; 64 KiB covers up to a few Gbit/s.
+      # (Refused: what was built so far is removed, not left half-made.)
       tc -n "$P$i" qdisc add dev eth0 root tbf rate "$rate" burst 64kb \
-        latency 100ms || die "tc rejected the rate '$rate'"
+        latency 100ms || { down "$n"; die "tc rejected the rate '$rate'"; }
     fi
   done
 }
