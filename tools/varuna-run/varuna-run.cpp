@@ -133,6 +133,11 @@ static cl::opt<int64_t> checkpointEvery("checkpoint-every", cl::init(0),
                                         cl::desc("Checkpoint every K steps (default 0: after "
                                                  "the last step only)"),
                                         cl::cat(toolOptions));
+static cl::opt<int64_t> keepCheckpoints(
+    "keep-checkpoints", cl::init(0),
+    cl::desc("After each checkpoint, remove all but the newest N good ones "
+             "(default 0: keep every one)"),
+    cl::cat(toolOptions));
 static cl::opt<bool>
     resume("resume", cl::init(false),
            cl::desc("Continue from the newest complete checkpoint"),
@@ -641,6 +646,9 @@ int main(int argc, char **argv) {
   if (checkpointEvery < 0)
     return fail("--checkpoint-every must not be negative, not " +
                 llvm::Twine(checkpointEvery));
+  if (keepCheckpoints < 0)
+    return fail("--keep-checkpoints must not be negative, not " +
+                llvm::Twine(keepCheckpoints));
   if (vocab < 1)
     return fail("--synthetic-vocab must be at least 1, not " +
                 llvm::Twine(vocab));
@@ -706,6 +714,7 @@ int main(int argc, char **argv) {
   options.sections = sectionsMode;
   options.checkpointDir = checkpointDir;
   options.checkpointEvery = checkpointEvery;
+  options.checkpointKeep = keepCheckpoints;
   options.resume = resume;
   options.evalData = evalData.get();
   options.evalEvery = evalEvery;
@@ -765,6 +774,8 @@ int main(int argc, char **argv) {
   }
   if (checkpointEvery > 0 && checkpointDir.empty())
     return fail("--checkpoint-every needs --checkpoint-dir");
+  if (keepCheckpoints > 0 && checkpointDir.empty())
+    return fail("--keep-checkpoints needs --checkpoint-dir");
   if (!checkpointDir.empty())
     if (auto problem = makeDirectory(checkpointDir, "the checkpoint directory"))
       return fail(*problem);
@@ -1023,6 +1034,7 @@ int main(int argc, char **argv) {
         // Whether the ranks checkpoint decides the groups they connect.
         {"--checkpoint-dir", checkpointDir.empty() ? "none" : "given"},
         {"--checkpoint-every", number(checkpointEvery.getValue())},
+        {"--keep-checkpoints", number(keepCheckpoints.getValue())},
         {"--checkpoint-timeout", number(checkpointTimeoutSeconds.getValue())},
         {"--eval-every", number(evalEvery.getValue())},
         {"--eval-batches", number(evalBatches.getValue())},

@@ -12,6 +12,8 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -285,6 +287,17 @@ void reportCheckpointWritten(llvm::raw_ostream &log, const std::string &dir,
                 bytes >= 1e9 ? "GB" : "MB", seconds);
   log << "varuna-run: checkpoint '" << dir << "/"
       << rt::checkpointStepDirName(step) << "' written: " << buf << "\n";
+}
+
+void pruneCheckpoints(llvm::raw_ostream &log, const std::string &dir,
+                      int64_t keep) {
+  if (keep <= 0)
+    return;
+  rt::PruneResult r = rt::keepLast(dir, static_cast<int>(
+                                            std::min<int64_t>(keep, INT32_MAX)));
+  if (!r.error.empty())
+    log << "varuna-run: warning: --keep-checkpoints " << keep
+        << ": cannot remove the older checkpoints: " << r.error << "\n";
 }
 
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,

@@ -403,6 +403,8 @@ double Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
     if (!err.empty())
       throw std::runtime_error("checkpoint at step " + std::to_string(step) +
                                ": " + err);
+    // (Before the barrier: no rank goes on to write the next one meanwhile.)
+    pruneCheckpoints(llvm::errs(), dir, options.checkpointKeep);
   }
   checkpointGroup->barrier();
   return total;

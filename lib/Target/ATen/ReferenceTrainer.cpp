@@ -1028,6 +1028,8 @@ LogicalResult varuna::trainReference(
           return jobError(job, "checkpoint at step ") << step + 1 << ": " << err;
         reportCheckpointWritten(llvm::errs(), options.checkpointDir, step + 1,
                                 bytes, start);
+        pruneCheckpoints(llvm::errs(), options.checkpointDir,
+                         options.checkpointKeep);
       }
     } catch (const std::exception &e) {
       return jobError(job, "step ") << step << ": " << e.what();

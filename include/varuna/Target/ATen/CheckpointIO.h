@@ -92,6 +92,14 @@ void reportCheckpointWritten(llvm::raw_ostream &log, const std::string &dir,
                              int64_t step, double bytes,
                              std::chrono::steady_clock::time_point start);
 
+/// After a checkpoint was committed, with `keep` > 0 (--keep-checkpoints):
+/// removes the step directories older than the newest `keep` checkpoints
+/// that verify (rt::keepLast: reads those once; never one newer than the
+/// newest good one). A failure to remove is a warning to `log`, naming the
+/// directory: the run goes on, its new checkpoint is committed.
+void pruneCheckpoints(llvm::raw_ostream &log, const std::string &dir,
+                      int64_t keep);
+
 /// The newest complete checkpoint of `dir` (skipped torn or corrupt ones
 /// are reported to `log` as warnings), or nullopt (reported too).
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,

@@ -66,6 +66,8 @@ struct TrainOptions {
   /// optimizer state and the random generator, so the run continues exactly.
   std::string checkpointDir;
   int64_t checkpointEvery = 0;
+  /// After each checkpoint, keep only the newest this many (0: all).
+  int64_t checkpointKeep = 0;
   bool resume = false;
   /// Whether the state after `done` steps is checkpointed (above; `stopped`:
   /// the run stops on request after them).
