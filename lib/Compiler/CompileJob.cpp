@@ -12,6 +12,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include <unistd.h>
 #ifdef VARUNA_HAVE_TORCHSCRIPT
 #include "varuna/Import/TorchScriptImporter.h"
 #endif
@@ -86,6 +87,83 @@ OwningOpRef<ModuleOp> importModel(MLIRContext *ctx,
   return nullptr;
 }
 
+/// What a compile writes into JOBDIR, moved there from the staging
+/// directory in this order: the manifest (what tools take as "a compiled
+/// job") last.
+constexpr const char *kJobEntries[] = {"ir",        "gen",     "libstages.so",
+                                       "job.mlir",  "report.md",
+                                       "manifest.json"};
+
+/// A directory beside `outputDir` (same file system: its entries are
+/// renamed into `outputDir`): `<parent>/.<name>.compiling-<pid>`.
+FailureOr<std::string> makeStagingDir(MLIRContext *ctx, StringRef outputDir) {
+  SmallString<256> out(outputDir);
+  llvm::sys::path::remove_dots(out, /*remove_dot_dot=*/false);
+  while (out.size() > 1 && llvm::sys::path::is_separator(out.back()))
+    out.pop_back();
+  if (llvm::sys::fs::exists(out) && !llvm::sys::fs::is_directory(out))
+    return emitError(fileLoc(ctx, outputDir))
+           << "cannot write the job to '" << outputDir
+           << "': it is a file, not a directory";
+  StringRef parent = llvm::sys::path::parent_path(out);
+  if (!parent.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(parent))
+      return emitError(fileLoc(ctx, outputDir))
+             << "cannot create '" << parent << "': " << ec.message();
+  SmallString<256> staging(parent);
+  llvm::sys::path::append(staging,
+                          "." + llvm::sys::path::filename(out).str() +
+                              ".compiling-" + std::to_string(::getpid()));
+  llvm::sys::fs::remove_directories(staging); // a killed compile's
+  if (std::error_code ec = llvm::sys::fs::create_directory(staging))
+    return emitError(fileLoc(ctx, outputDir))
+           << "cannot create '" << staging << "': " << ec.message();
+  return std::string(staging);
+}
+
+/// Removes the staging directory when the compile ends, however it ends
+/// (after a success it holds nothing any more).
+struct StagingDir {
+  std::string path;
+  ~StagingDir() { llvm::sys::fs::remove_directories(path); }
+};
+
+/// Moves a finished compile's entries from `staging` into `outputDir`,
+/// replacing a previous job's. The old manifest goes first, so that a move
+/// cut short leaves no manifest (no job taken for a good one) rather than
+/// an old manifest beside new files.
+LogicalResult publishJob(MLIRContext *ctx, StringRef staging,
+                         StringRef outputDir) {
+  Location loc = fileLoc(ctx, outputDir);
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return emitError(loc) << "cannot create '" << outputDir
+                          << "': " << ec.message();
+  for (bool removing : {true, false})
+    for (const char *name : kJobEntries) {
+      SmallString<256> from(staging), to(outputDir);
+      llvm::sys::path::append(from, name);
+      llvm::sys::path::append(to, name);
+      if (removing) {
+        // Every previous entry, also one this compile does not write
+        // (libstages.so under --no-build would not match job.mlir).
+        if (llvm::sys::fs::is_directory(to))
+          llvm::sys::fs::remove_directories(to);
+        else
+          llvm::sys::fs::remove(to);
+        if (llvm::sys::fs::exists(to))
+          return emitError(loc) << "cannot replace '" << to
+                                << "' (the previous job's)";
+        continue;
+      }
+      if (!llvm::sys::fs::exists(from))
+        continue;
+      if (std::error_code ec = llvm::sys::fs::rename(from, to))
+        return emitError(loc) << "cannot move '" << from << "' to '" << to
+                              << "': " << ec.message();
+    }
+  return success();
+}
+
 /// The graph must compute a scalar floating-point loss.
 LogicalResult checkLoss(ModuleOp module, StringRef path) {
   auto graph = getTrainingGraph(module);
@@ -152,7 +230,17 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
   if (!module || failed(checkLoss(*module, options.modelPath)))
     return failure();
 
-  SmallString<256> irDir(options.outputDir);
+  // Everything is written into a staging directory beside JOBDIR, and
+  // moved into JOBDIR only when the whole compile succeeded: a failed one
+  // (a pass's error, --stages too large, a missing --profile, the stage
+  // build) leaves JOBDIR as it was -- a previous job there intact, no
+  // directory when there was none. Before, the ir/ dumps of the failed
+  // model replaced the previous job's, beside its job.mlir and manifest.
+  FailureOr<std::string> stagingDir = makeStagingDir(ctx, options.outputDir);
+  if (failed(stagingDir))
+    return failure();
+  StagingDir staging{*stagingDir};
+  SmallString<256> irDir(staging.path);
   llvm::sys::path::append(irDir, "ir");
   if (std::error_code ec = llvm::sys::fs::create_directories(irDir))
     return emitError(jobLoc) << "cannot create '" << irDir
@@ -209,7 +297,7 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
     return failure();
 
   // The final IR under a stable name: what varuna-run and later tools load.
-  SmallString<256> jobIR(options.outputDir);
+  SmallString<256> jobIR(staging.path);
   llvm::sys::path::append(jobIR, "job.mlir");
   if (failed(writeAtomically(ctx, jobIR, [&](raw_ostream &os) {
         os << "// Generated by varuna-compile " << options.modelPath
@@ -222,13 +310,13 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
   std::string stagesLine;
   if (options.buildStages) {
     llvm::raw_string_ostream os(stagesLine);
-    if (failed(buildStages(*module, options.outputDir,
+    if (failed(buildStages(*module, staging.path,
                            defaultStageBuildOptions(), os)))
       return failure();
   }
 
   JobSummary job = JobSummary::read(*module, options.modelPath);
-  SmallString<256> manifest(options.outputDir), report(options.outputDir);
+  SmallString<256> manifest(staging.path), report(staging.path);
   llvm::sys::path::append(manifest, "manifest.json");
   llvm::sys::path::append(report, "report.md");
   if (failed(writeAtomically(ctx, report, [&](raw_ostream &os) {
@@ -236,8 +324,19 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
       })) ||
       failed(writeAtomically(ctx, manifest, [&](raw_ostream &os) {
         os << renderManifest(job, config);
-      })))
+      })) ||
+      failed(publishJob(ctx, staging.path, options.outputDir)))
     return failure();
+  manifest = options.outputDir;
+  llvm::sys::path::append(manifest, "manifest.json");
+  report = options.outputDir;
+  llvm::sys::path::append(report, "report.md");
+  {
+    // The library's line names the staging directory it was built in.
+    size_t at = stagesLine.find(staging.path);
+    if (at != std::string::npos)
+      stagesLine.replace(at, staging.path.size(), options.outputDir);
+  }
 
   // The depths partitioned (--stages P: that one only; a P = 1 run needs
   // no partition, but varuna-plan only considers the depths listed).

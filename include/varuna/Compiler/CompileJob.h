@@ -12,8 +12,9 @@
 //  3. write JOBDIR/ir/NN-<stage>.mlir after each step, the final IR as
 //     JOBDIR/job.mlir (what varuna-run loads), JOBDIR/report.md (for
 //     people) and JOBDIR/manifest.json (for tools; schema in
-//     docs/varuna-compile.md). Files are written to a temporary name and
-//     renamed, so a failed compile never leaves a half-written manifest.
+//     docs/varuna-compile.md). All of it is written into a staging
+//     directory beside JOBDIR and moved into JOBDIR (the manifest last) only
+//     when the compile succeeded: a failed one leaves JOBDIR as it was.
 //
 // Errors are diagnostics on the context (naming the file, the field or the
 // node) and a failure result; nothing aborts.
