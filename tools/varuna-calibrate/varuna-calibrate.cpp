@@ -598,9 +598,31 @@ int main(int argc, char **argv) {
   llvm::SmallString<256> ir(jobDir), lib(jobDir);
   llvm::sys::path::append(ir, "job.mlir");
   llvm::sys::path::append(lib, "libstages.so");
+  // (Said once: MLIR's parser would say "could not open input file" first.)
+  if (!llvm::sys::fs::exists(ir))
+    return fail("cannot read '" + ir + "': " +
+                (llvm::sys::fs::is_directory(jobDir)
+                     ? "run varuna-compile first"
+                     : "'" + jobDir + "' is not a job directory (" +
+                           "varuna-compile MODEL -o " + jobDir + ")"));
   auto job = mlir::parseSourceFile<mlir::ModuleOp>(ir, sourceMgr, &ctx);
   if (!job)
     return fail("cannot read '" + ir + "': run varuna-compile first");
+  // Where the calibration goes, checked before the minute of timing (it
+  // was found unwritable after it, in the words of a temporary file).
+  if (sectionsOut.empty()) {
+    std::string path =
+        output.empty() ? (jobDir + "/calibration.json") : output.getValue();
+    if (llvm::sys::fs::is_directory(path))
+      return fail("-o '" + path + "' is a directory: give the file to write "
+                  "(e.g. " + path + "/calibration.json)");
+    std::string probe = path + ".tmp";
+    std::error_code ec;
+    { llvm::raw_fd_ostream os(probe, ec); }
+    if (ec)
+      return fail("cannot write '" + path + "': " + ec.message());
+    llvm::sys::fs::remove(probe);
+  }
 
   at::set_num_threads(threads);
   varuna::CalibrationOptions options;
