@@ -567,6 +567,12 @@ std::string verifyCheckpoint(const std::string &stepDir, int64_t step,
   return "";
 }
 
+bool isCommitted(const std::string &ckptDir, int64_t step) {
+  std::error_code ec;
+  return fs::exists(
+      join(join(ckptDir, checkpointStepDirName(step)), kComplete), ec);
+}
+
 std::optional<int64_t> newestCommittedStep(const std::string &ckptDir) {
   std::vector<std::pair<int64_t, std::string>> steps; // newest first
   if (!listSteps(ckptDir, &steps).empty())

@@ -36,7 +36,7 @@ const char *kUsage =
     "       varuna-ckpt --version\n";
 
 [[noreturn]] void usage(const std::string &why) {
-  std::fprintf(stderr, "varuna-ckpt: %s\n%s", why.c_str(), kUsage);
+  std::fprintf(stderr, "varuna-ckpt: error: %s\n%s", why.c_str(), kUsage);
   std::exit(2);
 }
 
@@ -130,6 +130,15 @@ int cmdWrite(int argc, char **argv) {
   if (sections.empty())
     usage("write: nothing to write: give --section K with its --tensor "
           "NAME=FILE.npy, or --demo K");
+  // (Its files would be replaced one by one, a section it does not write
+  // left beside the new manifest; varuna-run refuses such a directory too.)
+  if (isCommitted(dir, step)) {
+    std::fprintf(stderr,
+                 "varuna-ckpt: error: '%s/%s' is a committed checkpoint "
+                 "already: remove it first (or give another --step)\n",
+                 dir.c_str(), checkpointStepDirName(step).c_str());
+    return 1;
+  }
   std::vector<CheckpointFile> files;
   for (const auto &[k, tensors] : sections) {
     CheckpointFile f;

@@ -134,6 +134,9 @@ struct FindResult {
   std::string error; ///< CKPT_DIR exists but cannot be listed
 };
 
+/// Whether CKPT_DIR/step-<step> holds its COMPLETE marker (committed).
+bool isCommitted(const std::string &ckptDir, int64_t step);
+
 /// The newest step of CKPT_DIR whose directory holds its COMPLETE marker
 /// (committed), without reading or verifying any file; none when there is
 /// none, or CKPT_DIR is missing or cannot be listed.
