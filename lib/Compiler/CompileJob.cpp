@@ -217,8 +217,23 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
     config = *loaded;
   }
   if (options.stages < 0)
-    return emitError(jobLoc) << "--stages must be at least 1, got "
+    return emitError(jobLoc) << "--stages must be at least 1 (or 0: every "
+                                "depth), got "
                              << options.stages;
+  if (options.numCutPoints < 0)
+    return emitError(jobLoc) << "--num-cut-points must be at least 1 (or 0: "
+                                "automatic), got "
+                             << options.numCutPoints;
+  if (options.maxBytesPerCut < 0)
+    return emitError(jobLoc) << "--max-bytes-per-cut must not be negative "
+                                "(0: no cap), got "
+                             << options.maxBytesPerCut;
+  if (!options.inputShapes.empty() &&
+      llvm::sys::path::extension(options.modelPath) == ".onnx")
+    emitWarning(fileLoc(ctx, options.modelPath))
+        << "--input-shape is for TorchScript models (.pt), whose files do "
+           "not record their inputs; an ONNX model's own input shapes are "
+           "used, and --input-shape is ignored";
 
   // The job records where the weights are: an absolute model path keeps it
   // valid from any working directory.
