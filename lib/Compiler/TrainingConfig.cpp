@@ -734,8 +734,13 @@ static Expected<json::Object> readJobManifest(StringRef jobDir,
   llvm::sys::path::append(path, "manifest.json");
   auto buf = llvm::MemoryBuffer::getFile(path);
   if (!buf)
-    return llvm::createStringError(buf.getError(),
-                                   "cannot read '" + path + "'");
+    return llvm::createStringError(
+        buf.getError(),
+        "cannot read '" + path + "': " + buf.getError().message() +
+            (buf.getError() == std::errc::no_such_file_or_directory
+                 ? " (a job directory is written by varuna-compile MODEL -o " +
+                       jobDir.str() + ")"
+                 : std::string()));
   auto json = llvm::json::parse((*buf)->getBuffer());
   if (!json)
     return llvm::createStringError(

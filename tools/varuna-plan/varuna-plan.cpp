@@ -337,6 +337,11 @@ int main(int argc, char **argv) {
   if (!(memory >= 0))
     return fail("--memory must be a number of bytes (0: any), not " +
                 numberText(memory));
+  // (Asked before the calibration is read and described.)
+  if (!simulateOne && !devices.getNumOccurrences())
+    return fail("--devices G is required: the number of devices to plan "
+                "for (or --simulate --stages P --replicas D for one "
+                "configuration)");
   if (batch.getNumOccurrences() && (batch < 1 || batch > (int64_t(1) << 40)))
     return fail("--batch must be in [1, 2^40] examples, not " +
                 llvm::Twine(batch));
@@ -352,7 +357,10 @@ int main(int argc, char **argv) {
   if (!calPath.empty()) {
     auto cbuf = llvm::MemoryBuffer::getFile(calPath);
     if (!cbuf)
-      return fail("cannot read the calibration '" + calPath + "'");
+      return fail("cannot read the calibration '" + calPath + "': " +
+                  (llvm::sys::fs::is_directory(calPath)
+                       ? std::string("it is a directory")
+                       : cbuf.getError().message()));
     auto parsed = llvm::json::parse((*cbuf)->getBuffer());
     if (!parsed)
       return fail("'" + calPath + "': " + llvm::toString(parsed.takeError()));

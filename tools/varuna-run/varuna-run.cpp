@@ -331,7 +331,10 @@ int main(int argc, char **argv) {
   if (!planPath.empty()) {
     auto buf = llvm::MemoryBuffer::getFile(planPath);
     if (!buf)
-      return fail("cannot read the plan '" + planPath + "'");
+      return fail("cannot read the plan '" + planPath + "': " +
+                  (llvm::sys::fs::is_directory(planPath)
+                       ? std::string("it is a directory")
+                       : buf.getError().message()));
     auto plan = llvm::json::parse((*buf)->getBuffer());
     if (!plan)
       return fail("the plan '" + planPath +
