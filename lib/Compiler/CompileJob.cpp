@@ -184,6 +184,39 @@ LogicalResult checkLoss(ModuleOp module, StringRef path) {
   return failure();
 }
 
+/// Every graph input carries the batch as its first dimension, once (B, not
+/// B*k): the trainers split micro-batches along it and read data files so.
+/// An ONNX model is refused at import otherwise; a TorchScript one was
+/// compiled and then failed in varuna-run.
+LogicalResult checkInputBatch(ModuleOp module, StringRef path) {
+  auto graph = getTrainingGraph(module);
+  if (failed(graph))
+    return failure();
+  for (BlockArgument a : graph->getArguments()) {
+    auto t = dyn_cast<VTensorType>(a.getType());
+    if (!t || (t.getBatchDim() == 0 && t.getBatchMultiple() == 1))
+      continue;
+    auto n = graph->getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
+    auto diag = emitError(fileLoc(module.getContext(), path))
+                << "graph input '" << (n ? n.getValue() : StringRef("?"))
+                << "' is " << t << ": ";
+    if (!t.isBatched())
+      diag << "it does not depend on the batch; every input must have the "
+              "batch as its first dimension (make a constant a buffer of "
+              "the model instead)";
+    else if (t.getBatchDim() != 0)
+      diag << "its batch is dimension " << t.getBatchDim()
+           << "; varuna splits micro-batches along dimension 0: export it "
+              "with the batch first (varuna.export batch_dim=0) and "
+              "transpose inside the model";
+    else
+      diag << "its first dimension is a multiple of the batch; give it as "
+              "exactly the batch (B), with the rest in other dimensions";
+    return failure();
+  }
+  return success();
+}
+
 } // namespace
 
 LogicalResult varuna::compileJob(MLIRContext *ctx,
@@ -242,7 +275,8 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
   if (!llvm::sys::fs::make_absolute(absModel))
     opts.modelPath = std::string(absModel);
   OwningOpRef<ModuleOp> module = importModel(ctx, opts);
-  if (!module || failed(checkLoss(*module, options.modelPath)))
+  if (!module || failed(checkLoss(*module, options.modelPath)) ||
+      failed(checkInputBatch(*module, options.modelPath)))
     return failure();
 
   // Everything is written into a staging directory beside JOBDIR, and

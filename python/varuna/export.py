@@ -995,6 +995,9 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
       format: ``"onnx"`` or ``"torchscript"``; None infers it from ``path``.
       opset: ONNX opset version (ONNX only).
       batch_dim: the batch axis of every input; exported as dynamic (``"batch"``).
+        varuna-compile trains models whose inputs have the batch first (0,
+        the default) only: another value gives a valid file for other tools
+        (onnxruntime), which varuna-compile refuses, saying so.
       external_data: ONNX only. None: store initializers in ``<path>.data``
         when parameters+buffers exceed 1 GiB, else embed; True/False force it.
       loss_name: name of the loss output.
