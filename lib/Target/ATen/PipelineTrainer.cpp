@@ -1321,9 +1321,21 @@ LogicalResult varuna::trainPipeline(
         if (!rank.notOwned.count(n))
           rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
                        tensorToNpy(t.detach().contiguous()));
-      for (auto &[n, t] : rank.unread)
+      // The rest of the model's state, as a state_dict holds it: batch
+      // norms' running statistics (this stage's), frozen parameters and
+      // constant buffers (each by the stage holding its checkpoint home:
+      // several stages may read one), parameters the loss never reads.
+      NamedTensors rest = rank.buffers;
+      for (auto &[n, t] : rank.constants) {
+        auto home = rank.home.find(n);
+        if (home == rank.home.end() || (home->second >= rank.firstSection &&
+                                        home->second < rank.endSection))
+          rest.emplace_back(n, t);
+      }
+      rest.insert(rest.end(), rank.unread.begin(), rank.unread.end());
+      for (auto &[n, t] : rest)
         rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
-                     tensorToNpy(t.contiguous()));
+                     tensorToNpy(t.detach().contiguous()));
     } catch (const std::exception &e) {
       return jobError(job, "stage ") << stage << ": cannot dump parameters: "
                                      << e.what();

@@ -1052,7 +1052,9 @@ LogicalResult varuna::trainReference(
   }
   if (!options.dumpParamsDir.empty() && !stopped) {
     try {
-      for (auto *list : {&*params, &*unread})
+      // The whole state, as a state_dict holds it (frozen parameters and
+      // running statistics too: they were left out).
+      for (auto *list : {&*params, &*buffers, &*constants, &*unread})
         for (auto &[n, t] : *list)
           rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
                        tensorToNpy(t.detach().contiguous()));
