@@ -4,6 +4,7 @@
 
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Path.h"
 
 #include "llvm/Support/PrettyStackTrace.h"
 
@@ -67,6 +68,24 @@ void ToolInit::finish() {
     sigemptyset(&sa.sa_mask);
     ::sigaction(kFatalSignals[i], &sa, &previous[i]);
   }
+}
+
+std::vector<char *> varuna::quietOpDiagnostics(int argc, char **argv) {
+  static char quiet[] = "--mlir-print-op-on-diagnostic=false";
+  std::vector<char *> args(argv, argv + argc);
+  bool given = false;
+  for (int i = 1; i < argc; ++i)
+    given |= llvm::StringRef(argv[i]).ltrim('-').startswith(
+        "mlir-print-op-on-diagnostic");
+  if (!given && argc > 0)
+    args.insert(args.begin() + 1, quiet);
+  args.push_back(nullptr);
+  return args;
+}
+
+bool varuna::isModelFile(llvm::StringRef path) {
+  llvm::StringRef ext = llvm::sys::path::extension(path);
+  return ext == ".onnx" || ext == ".pt" || ext == ".pth";
 }
 
 void varuna::hideLibraryOptions(std::initializer_list<llvm::StringRef> keep) {

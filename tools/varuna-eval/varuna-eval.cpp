@@ -71,6 +71,10 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv,
                               "Varuna ATen evaluator (correctness oracle)\n");
 
+  if (varuna::isModelFile(inputFile))
+    return fail("'" + inputFile + "' is a model file, not varuna IR: import "
+                "it first (varuna-translate --import-onnx / "
+                "--import-torchscript " + inputFile + " -o MODEL.mlir)");
   mlir::MLIRContext context;
   context.loadDialect<varuna::VarunaDialect, mlir::func::FuncDialect>();
   context.printOpOnDiagnostic(false); // the op's location says enough

@@ -20,6 +20,17 @@ int main(int argc, char **argv) {
   registry.insert<varuna::VarunaDialect, mlir::func::FuncDialect>();
   // LLVM's libraries' options would bury the passes' in --help.
   varuna::hideLibraryOptions({});
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Varuna optimizer driver\n", registry));
+  for (int i = 1; i < argc; ++i)
+    if (argv[i][0] != '-' && varuna::isModelFile(argv[i])) {
+      llvm::errs() << "varuna-opt: error: '" << argv[i]
+                   << "' is a model file, not varuna IR: import it first "
+                      "(varuna-translate --import-onnx / --import-torchscript "
+                   << argv[i] << " -o MODEL.mlir), or compile it "
+                      "(varuna-compile)\n";
+      return 1;
+    }
+  std::vector<char *> args = varuna::quietOpDiagnostics(argc, argv);
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      int(args.size()) - 1, args.data(), "Varuna optimizer driver\n",
+      registry));
 }

@@ -81,6 +81,9 @@ int main(int argc, char **argv) {
       "emit-stage-cpp",
       "Generate the C++ of every distinct section body and the job table",
       [](Operation *op, llvm::raw_ostream &os) -> LogicalResult {
+        // An error at the module names its location; MLIR's translate
+        // main has the whole module printed after it too (some 170 lines).
+        op->getContext()->printOpOnDiagnostic(false);
         auto module = dyn_cast<ModuleOp>(op);
         if (!module)
           return op->emitError("expected a module");

@@ -16,8 +16,9 @@
 //   never learnt (found by killing ranks at random).
 //
 // SIGPIPE (LLVM: exit status 74), SIGUSR1 (LLVM's information signal:
-// ignored; batch systems send it as a warning) and the stop signals
-// (runtime/Stop.h) are left as they are.
+// ignored, except by varuna-run, which takes it as a stop request like the
+// other stop signals: runtime/Stop.h) and the stop signals are left as they
+// are.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +29,7 @@
 #include "llvm/Support/InitLLVM.h"
 
 #include <initializer_list>
+#include <vector>
 
 namespace varuna {
 
@@ -37,6 +39,17 @@ namespace varuna {
 /// Call it before a main that registers its own options
 /// (mlirTranslateMain, MlirOptMain): those stay.
 void hideLibraryOptions(std::initializer_list<llvm::StringRef> keep);
+
+/// For tools built on MlirOptMain: `argv` with
+/// `--mlir-print-op-on-diagnostic=false` added unless given. An error at the
+/// module (a pass run on the wrong stage of IR) names its location;
+/// MLIR's default printed the whole module after it too, hundreds of lines
+/// in generic form. The result points into `argv` and static storage.
+std::vector<char *> quietOpDiagnostics(int argc, char **argv);
+
+/// Whether `path` names a model file, not IR (.onnx, .pt, .pth): an MLIR
+/// tool given one says so instead of failing on its first binary byte.
+bool isModelFile(llvm::StringRef path);
 
 class ToolInit {
 public:
