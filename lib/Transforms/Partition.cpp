@@ -5,6 +5,7 @@
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -82,6 +83,12 @@ FailureOr<std::vector<double>> readProfile(ModuleOp module, StringRef path,
                   "]: expected {index, forward_seconds >= 0, "
                   "backward_seconds >= 0} (numbers, or arrays by micro-batch "
                   "size as in a calibration.json)");
+    // (As varuna-plan bounds a calibration's times: a time of 1e300 made
+    // the partitioner's sums overflow, and it crashed.)
+    if (!(*fwd <= 1e15) || !(*bwd <= 1e15))
+      return fail("sections[" + Twine(i) + "]: a time of " +
+                  llvm::formatv("{0:e2}", std::max(*fwd, *bwd)).str() +
+                  " s is outside [0, 1e15]");
     if (*index < 0 || *index >= static_cast<int64_t>(numSections) ||
         seconds[*index] >= 0)
       return fail("sections[" + Twine(i) + "]: bad or repeated index " +

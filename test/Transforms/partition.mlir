@@ -31,3 +31,7 @@
 // CALPROFILE: varuna.partitions = [{bottleneck = 1.200000e-01 : f64, boundaries = array<i64: 0, 3, 4>
 // RUN: not varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections "--varuna-partition=profile=%S/Inputs/profile-1.json" 2>&1 | FileCheck %s --check-prefix=BADPROFILE
 // BADPROFILE: error: profile '{{.*}}profile-1.json': has 1 sections, the model has 4
+// A time the partitioner's sums overflow on (it crashed): refused as
+// varuna-plan refuses it in a calibration.
+// RUN: not varuna-opt %S/find-cut-points.mlir -split-input-file --varuna-annotate-costs --varuna-find-cut-points --varuna-outline-sections "--varuna-partition=profile=%S/Inputs/profile-4-huge.json" 2>&1 | FileCheck %s --check-prefix=HUGEPROFILE
+// HUGEPROFILE: error: profile '{{.*}}profile-4-huge.json': sections[1]: a time of 1.00e+300 s is outside [0, 1e15]
