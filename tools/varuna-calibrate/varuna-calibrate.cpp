@@ -47,6 +47,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <fstream>
 #include <ctime>
 #include <optional>
 #include <thread>
@@ -461,18 +462,16 @@ static unsigned cores() { return std::max(1u, std::thread::hardware_concurrency(
 
 /// MemAvailable of /proc/meminfo in bytes, or 0 when unknown.
 static double availableMemoryBytes() {
-  auto buf = llvm::MemoryBuffer::getFile("/proc/meminfo", /*IsText=*/true);
-  if (!buf)
-    return 0;
-  llvm::StringRef text = (*buf)->getBuffer();
-  size_t at = text.find("MemAvailable:");
-  if (at == llvm::StringRef::npos)
-    return 0;
-  llvm::StringRef rest = text.substr(at + 13).ltrim();
+  // (Read as a stream: /proc files have size 0, and a MemoryBuffer of the
+  // file was empty -- so the memory was never known without --memory.)
+  std::ifstream in("/proc/meminfo");
+  std::string key;
   unsigned long long kb = 0;
-  if (rest.consumeInteger(10, kb))
-    return 0;
-  return double(kb) * 1024;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:")
+      return double(kb) * 1024;
+  return 0;
 }
 
 /// Bytes one timing process holds at least: each runs every section of the
@@ -486,6 +485,41 @@ static double bytesPerTimingProcess(const std::string &jobDir) {
     return 0; // unknown: as many processes as asked
   }
   return 3.0 * manifest->getNumber("trainable_parameter_bytes").value_or(0);
+}
+
+/// A lower bound of the bytes one example takes while its sections are
+/// timed: its inputs and the activations at every cut (from the manifest;
+/// 0 when unknown). A section's own intermediates come on top.
+static double bytesPerExample(const std::string &jobDir) {
+  llvm::Expected<llvm::json::Object> manifest =
+      varuna::loadJobManifest(jobDir);
+  if (!manifest) {
+    llvm::consumeError(manifest.takeError());
+    return 0;
+  }
+  double bytes = 0;
+  if (const llvm::json::Array *cuts = manifest->getArray("cut_points"))
+    for (const llvm::json::Value &c : *cuts)
+      if (const llvm::json::Object *o = c.getAsObject())
+        bytes += o->getNumber("bytes_per_example").value_or(0);
+  if (const llvm::json::Array *specs = manifest->getArray("input_specs"))
+    for (const llvm::json::Value &v : *specs) {
+      const llvm::json::Object *o = v.getAsObject();
+      const llvm::json::Array *shape = o ? o->getArray("shape") : nullptr;
+      if (!shape)
+        continue;
+      double n = 1;
+      for (const llvm::json::Value &d : *shape)
+        if (auto text = d.getAsString()) {
+          int64_t k = 0;
+          if (!text->getAsInteger(10, k))
+            n *= double(k);
+        }
+      std::optional<llvm::StringRef> dtype = o->getString("dtype");
+      bool wide = dtype && (dtype->endswith("64"));
+      bytes += n * (wide ? 8 : 4);
+    }
+  return bytes;
 }
 
 /// How many timing processes fit this machine's available memory (at
@@ -655,6 +689,19 @@ int main(int argc, char **argv) {
   double perProcess = bytesPerTimingProcess(jobDir),
          available = memoryLimit > 0 ? double(memoryLimit)
                                      : availableMemoryBytes();
+  if (sectionsOut.empty() && available > 0) {
+    // A micro-batch whose examples alone exceed the memory: said before a
+    // timing process dies of it (LLVM's "out of memory" abort).
+    double perExample = bytesPerExample(jobDir);
+    int64_t largest = ms.back();
+    if (perExample > 0 && double(largest) * perExample > available)
+      return fail("--micro-batches " + llvm::Twine(largest) +
+                  ": its examples' inputs and activations at the cuts alone "
+                  "take " + llvm::Twine(int64_t(double(largest) * perExample /
+                                                1e6)) +
+                  " MB, and " + llvm::Twine(int64_t(available / 1e6)) +
+                  " MB of memory is available (--memory)");
+  }
   if (sectionsOut.empty()) {
     int fit = processesThatFit(processes, perProcess, available);
     auto size = [](double b) {
