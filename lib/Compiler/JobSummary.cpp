@@ -68,10 +68,13 @@ JobSummary JobSummary::read(ModuleOp module, StringRef model) {
       sec.function = s.getSymName().str();
       for (StringRef p : getReadParams(s)) {
         sec.parameters.push_back(p.str());
+        sec.gradientBytes.push_back(0);
         if (auto po = module.lookupSymbol<ParamOp>(p)) {
           int64_t bytes = po.getTensorType().getSizeInBytes().constant;
           sec.paramBytes += bytes;
           sec.largestParamBytes = std::max(sec.largestParamBytes, bytes);
+          if (!po.getFrozen())
+            sec.gradientBytes.back() = bytes;
         }
       }
       llvm::StringSet<> stats;
@@ -165,6 +168,7 @@ std::string varuna::renderManifest(const JobSummary &job,
         {"parameters", strs(s.parameters)},
         {"param_bytes", s.paramBytes},
         {"largest_param_bytes", s.largestParamBytes},
+        {"gradient_bytes", ints(s.gradientBytes)},
         {"running_stats_bytes", s.runningStatsBytes},
         {"flops_per_example", s.flops.perBatch},
         {"flops_fixed", s.flops.constant},

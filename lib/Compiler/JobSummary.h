@@ -32,6 +32,9 @@ struct JobSummary {
     /// The largest of its parameters: a gradient bucket of its own, which
     /// no bucket size splits.
     int64_t largestParamBytes = 0;
+    /// Per entry of `parameters`: the bytes of its gradient (0 for a frozen
+    /// one), which the planner packs into buckets as the runtime does.
+    std::vector<int64_t> gradientBytes;
     /// Batch norms' running statistics the section updates: averaged over
     /// the replicas after each step (one small all-reduce per stage).
     int64_t runningStatsBytes = 0;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <thread>
 
 namespace varuna {
@@ -50,6 +51,31 @@ static double allreduceSeconds(const PlanInput &in, int D, double bytes,
   }
   return latency +
          2.0 * (D - 1) / D * bytes / bw * concurrencySlowdown(in, k);
+}
+
+/// The bytes of stage [first, end)'s gradient buckets, as
+/// rt::GradientBuckets packs them: its parameters (each once) in reverse
+/// order, cut into runs of at most `bucketBytes`, a larger one alone.
+/// Empty when a section's parameters are not known.
+static std::vector<double> packBuckets(const PlanInput &in, int64_t first,
+                                       int64_t end, double bucketBytes) {
+  std::vector<double> sizes;
+  std::set<std::string> seen;
+  for (int64_t k = first; k < end; ++k) {
+    const PlanSection &sec = in.sections[k];
+    if (sec.gradients.empty() && sec.paramBytes > 0)
+      return {};
+    for (const auto &[name, bytes] : sec.gradients)
+      if (bytes > 0 && seen.insert(name).second)
+        sizes.push_back(bytes);
+  }
+  std::vector<double> buckets;
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    if (buckets.empty() || buckets.back() + *it > bucketBytes)
+      buckets.push_back(0);
+    buckets.back() += *it;
+  }
+  return buckets;
 }
 
 SimulationConfig configFor(const PlanInput &in, int P, int D,
@@ -128,14 +154,33 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
                       ? std::max(1, int(std::ceil(params / in.bucketBytes)))
                       : 1;
     bool across = host(s) != host((D - 1) * P + s);
+    std::vector<double> packed =
+        D > 1 && in.bucketBytes > 0
+            ? packBuckets(in, b[s], b[s + 1], in.bucketBytes)
+            : std::vector<double>();
     // A parameter larger than a bucket is a bucket of its own (the runtime
     // does not split parameters), taken as final last: the others share
     // the rest of the stage's bytes.
     double largest = 0;
     for (int64_t k = b[s]; k < b[s + 1]; ++k)
       largest = std::max(largest, in.sections[k].largestParamBytes);
-    if (D > 1 && in.bucketBytes > 0 && largest > in.bucketBytes &&
-        largest <= params) {
+    if (!packed.empty()) {
+      // The runtime's buckets: the last (the stage's first parameters, an
+      // input embedding's among them) final at the end of the backward.
+      double total = 0;
+      for (double bytes : packed)
+        total += allreduceSeconds(in, D, bytes, std::min(K, P), across);
+      c.allreduceBuckets.push_back(int(packed.size()));
+      c.allreduceSeconds.push_back(total);
+      c.lastBucketShare.resize(s, 0.0);
+      c.lastBucketShare.push_back(
+          total > 0 && packed.size() > 1
+              ? allreduceSeconds(in, D, packed.back(), std::min(K, P),
+                                 across) /
+                    total
+              : 0.0);
+    } else if (D > 1 && in.bucketBytes > 0 && largest > in.bucketBytes &&
+               largest <= params) {
       double rest = params - largest;
       int restBuckets = rest > 0 ? int(std::ceil(rest / in.bucketBytes)) : 0;
       double big = allreduceSeconds(in, D, largest, std::min(K, P), across);

@@ -397,6 +397,15 @@ int main(int argc, char **argv) {
         s->getNumber("backward_flops_per_example").value_or(0) / flopRate;
     ps.paramBytes = s->getNumber("param_bytes").value_or(0);
     ps.largestParamBytes = s->getNumber("largest_param_bytes").value_or(0);
+    // The gradients' buckets as the runtime packs them (manifests since
+    // gradient_bytes was recorded; older ones: by the bytes alone).
+    const llvm::json::Array *names = s->getArray("parameters");
+    const llvm::json::Array *grads = s->getArray("gradient_bytes");
+    if (names && grads && names->size() == grads->size())
+      for (size_t i = 0; i < names->size(); ++i)
+        ps.gradients.emplace_back(
+            (*names)[i].getAsString().value_or("").str(),
+            (*grads)[i].getAsNumber().value_or(0));
     // Manifests since it was recorded (older ones: not modelled).
     ps.runningStatsBytes = s->getNumber("running_stats_bytes").value_or(0);
     in.sections.push_back(ps);

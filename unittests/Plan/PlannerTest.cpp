@@ -338,6 +338,36 @@ TEST(Planner, GradientBuckets) {
   EXPECT_GT(simulate(c).minibatchSeconds, even + 0.4e-3);
 }
 
+// With the parameters known, buckets are packed as the runtime packs them:
+// reversed, runs of at most the bucket size, a larger parameter alone, a
+// parameter two sections read counted once. Sections {a 0.5, b 0.2} and
+// {b, c 0.1, d 0.7} MB in one stage, buckets of 0.3 MB: reversed d c b a ->
+// [d 0.7] [c 0.1 + b 0.2] [a 0.5]: 3 buckets (ceil(1.5 / 0.3) = 5 by the
+// bytes alone). A tiny bucket size gives one bucket per parameter: the
+// planner counted ceil(bytes / size), 1319 where the runtime made 36.
+TEST(Planner, GradientBucketsPackedAsTheRuntime) {
+  PlanInput in;
+  in.sections = {{1e-3, 2e-3, 0.7e6}, {1e-3, 2e-3, 1.0e6}};
+  in.sections[0].gradients = {{"a", 0.5e6}, {"b", 0.2e6}};
+  in.sections[1].gradients = {{"b", 0.2e6}, {"c", 0.1e6}, {"d", 0.7e6},
+                              {"frozen", 0}};
+  in.boundaries[1] = {0, 2};
+  in.globalBatch = 64;
+  in.microBatch = 1;
+  in.allreduceRings = {{2, 1e-3, 1e9}};
+  in.bucketBytes = 0.3e6;
+  std::string error;
+  SimulationConfig c = configFor(in, 1, 2, error);
+  ASSERT_TRUE(error.empty()) << error;
+  EXPECT_EQ(c.allreduceBuckets, std::vector<int>{3});
+  // 3 x 1 ms + 1.5 MB / 1 GB/s.
+  EXPECT_NEAR(c.allreduceSeconds[0], 4.5e-3, 1e-12);
+  ASSERT_EQ(c.lastBucketShare.size(), 1u);
+  EXPECT_NEAR(c.lastBucketShare[0], 1.5e-3 / 4.5e-3, 1e-12);
+  in.bucketBytes = 10;
+  EXPECT_EQ(configFor(in, 1, 2, error).allreduceBuckets, std::vector<int>{4});
+}
+
 // Measured across hosts: used where Varuna's layout (K consecutive ranks
 // per host, rank = r P + s) crosses a host. P = 2, D = 2: with K = 1 every
 // boundary and ring crosses; with K = 2 each replica is one host (the

@@ -63,6 +63,12 @@ struct PlanSection {
   /// gradient bucket of its own however large, taken to be final only at
   /// the end of the stage's backward (an input embedding's is).
   double largestParamBytes = 0;
+  /// The section's parameters, in the order it reads them, with their
+  /// gradients' bytes (manifest `parameters` and `gradient_bytes`; 0: a
+  /// frozen one). Known: the stage's buckets are packed as the runtime
+  /// packs them (rt::GradientBuckets: in reverse order, runs of at most
+  /// bucketBytes, a larger parameter alone); empty: ceil(bytes / bucket).
+  std::vector<std::pair<std::string, double>> gradients;
 };
 
 struct PlanInput {
@@ -123,8 +129,9 @@ struct PlanInput {
   /// all ranks too (the manifest's global_reductions has grad_norm).
   bool normSync = false;
   /// varuna-run --bucket-mb in bytes: a stage's gradients are all-reduced
-  /// in ceil(bytes / bucketBytes) buckets (each paying the latency) that
-  /// overlap its last backward; 0: one, after it.
+  /// in buckets of at most this many bytes (each paying the latency; see
+  /// PlanSection::gradients) that overlap its last backward; 0: one, after
+  /// it.
   double bucketBytes = 25.0 * 1048576;
   int threads = 0; ///< simulations run in parallel; 0: one per core
   /// With link.jitterSeconds: each configuration's time is the mean of
