@@ -357,10 +357,28 @@ int main(int argc, char **argv) {
       return fail("the plan '" + planPath +
                   "': 'schedule' must be a schedule's name: write plans "
                   "with varuna-plan -o");
-    for (const char *key : {"batch", "schedule_latency"})
+    for (const char *key : {"schedule_latency", "split_cost_percent"})
       if (o->get(key) && (!field(key) || *field(key) < 0))
         return fail("the plan '" + planPath + "': '" + key +
                     "' must be a non-negative integer");
+    for (const char *key : {"batch", "devices", "threads"})
+      if (o->get(key) && (!field(key) || *field(key) < 1))
+        return fail("the plan '" + planPath + "': '" + key +
+                    "' must be a positive integer");
+    // Of their types: a wrong one was replaced by the default silently.
+    if (const llvm::json::Value *v = o->get("bucket_mb");
+        v && !(v->getAsNumber() && *v->getAsNumber() > 0))
+      return fail("the plan '" + planPath +
+                  "': 'bucket_mb' must be a positive number of MiB");
+    if (const llvm::json::Value *v = o->get("message_precision");
+        v && !(v->getAsString() && (*v->getAsString() == "fp32" ||
+                                    *v->getAsString() == "bf16")))
+      return fail("the plan '" + planPath +
+                  "': 'message_precision' must be \"fp32\" or \"bf16\"");
+    if (!varuna::plan::scheduleKindNamed(schedule->str()))
+      return fail("the plan '" + planPath + "': 'schedule' must be " +
+                  varuna::plan::kScheduleKindNames + ", not '" + *schedule +
+                  "'");
     // The command line may repeat a plan's value, not contradict it.
     std::string clash;
     auto take = [&](auto &opt, auto value, const char *key) {
@@ -439,15 +457,34 @@ int main(int argc, char **argv) {
                      << "' has " << *field("stages") << " x "
                      << *field("replicas") << " ranks but was made for "
                      << *planned << " devices\n";
-    if (auto planned = field("threads"))
-      if (threads.getNumOccurrences() && threads != *planned &&
-          speaksForTheRun())
+    if (auto planned = field("threads")) {
+      // This run's threads per rank: given, else the cores shared among
+      // this machine's ranks (all of them, when this is the launcher). It
+      // was compared only when --compute-threads was given.
+      int mine = threads;
+      if (mine <= 0) {
+        const char *local = std::getenv("LOCAL_WORLD_SIZE");
+        int64_t here = local ? std::max(1, std::atoi(local))
+                       : std::getenv("RANK") ? 0
+                                             : *field("stages") *
+                                                   *field("replicas");
+        if (here > 0)
+          mine = int(std::max<int64_t>(
+              1, std::max(1u, std::thread::hardware_concurrency()) / here));
+      }
+      if (mine > 0 && mine != *planned && speaksForTheRun())
         llvm::errs() << "varuna-run: warning: the plan '" << planPath
                      << "' was made from timings with " << *planned
                      << " compute thread(s) per rank (varuna-calibrate "
-                        "--compute-threads); this run has --compute-threads "
-                     << threads << ", so its step times will differ from the "
-                        "plan's estimate\n";
+                        "--compute-threads); this run gives each rank "
+                     << mine
+                     << (threads > 0 ? " (--compute-threads)"
+                                     : " (this machine's cores shared among "
+                                       "its ranks; --compute-threads sets "
+                                       "it)")
+                     << ", so its step times will differ from the plan's "
+                        "estimate\n";
+    }
     splitCostPercent =
         field("split_cost_percent").value_or(splitCostPercent);
     if (splitCostPercent < 0 || splitCostPercent > 100)
