@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -87,7 +88,11 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
     error = "the job has no partition into " + std::to_string(P) + " stages";
     return c;
   }
-  if (D < 1 || in.microBatch < 1 || in.globalBatch % in.microBatch) {
+  if (D < 1) {
+    error = "the replicas must be at least 1, not " + std::to_string(D);
+    return c;
+  }
+  if (in.microBatch < 1 || in.globalBatch % in.microBatch) {
     error = "the batch " + std::to_string(in.globalBatch) +
             " is not a multiple of the micro-batch " +
             std::to_string(in.microBatch);
@@ -107,6 +112,14 @@ SimulationConfig configFor(const PlanInput &in, int P, int D,
   // The most loaded replica's share (the runtime deals the micro-batches
   // out as evenly as they go): the step waits for it.
   int64_t all = in.globalBatch / in.microBatch;
+  if ((all + D - 1) / D > std::numeric_limits<int>::max()) {
+    // (It wrapped around to a negative count.)
+    error = "the batch " + std::to_string(in.globalBatch) + " has " +
+            std::to_string((all + D - 1) / D) +
+            " micro-batches per replica, more than " +
+            std::to_string(std::numeric_limits<int>::max());
+    return c;
+  }
   c.numMicroBatches = static_cast<int>((all + D - 1) / D);
   c.link = in.link;
   c.jitterSamples = in.jitterSamples;

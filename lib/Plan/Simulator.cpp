@@ -179,7 +179,8 @@ SimulationResult simulate(const SimulationConfig &c) {
   SimulationConfig other = c;
   other.recordTimeline = false;
   for (int i = 1; i < c.jitterSamples; ++i) {
-    other.seed = c.seed + uint64_t(i);
+    other.seed = c.seed + uint64_t(i / 2);
+    other.negateJitter = i % 2 == 1;
     SimulationResult x = simulateDraw(other);
     if (!x.ok())
       return x;
@@ -300,7 +301,8 @@ SimulationResult simulateOnce(const SimulationConfig &c,
     double j = 0;
     if (l.jitterSeconds > 0)
       j = std::uniform_real_distribution<double>(-l.jitterSeconds,
-                                                 l.jitterSeconds)(rng);
+                                                 l.jitterSeconds)(rng) *
+          (c.negateJitter ? -1.0 : 1.0);
     return start + t + std::max(0.0, l.latencySeconds + j);
   };
 

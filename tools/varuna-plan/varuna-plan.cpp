@@ -399,6 +399,14 @@ int main(int argc, char **argv) {
         return fail("'" + calPath + "' was measured on another job (job.mlir "
                     "digest " + *digest + ", this job's " + mine +
                     "): run varuna-calibrate on this one");
+    } else if (co->get("job_digest")) {
+      return fail("'" + calPath + "': 'job_digest' must be a string");
+    } else {
+      // (Older calibrations, or one edited: planned from, but said.)
+      llvm::errs() << "varuna-plan: warning: '" << calPath
+                   << "' records no job_digest: it cannot be matched to this "
+                      "job (another job's timings would plan it wrongly); "
+                      "run varuna-calibrate again to record it\n";
     }
     cal = std::move(*parsed);
   }
@@ -677,6 +685,10 @@ int main(int argc, char **argv) {
     if (!sendMeasured || !allreduceMeasured)
       llvm::outs() << "messages not measured (a --no-comm calibration): the "
                       "links are --latency-us and --link-gbps\n";
+    if (flopRate.getNumOccurrences())
+      llvm::errs() << "varuna-plan: warning: --flops-per-second does nothing "
+                      "with a calibration: the sections' measured times are "
+                      "used\n";
     if (in.remoteLink)
       llvm::outs() << llvm::format("across hosts (--devices-per-host %d): "
                                    "links %.0f us + %.2f Gbit/s%s\n",

@@ -351,13 +351,16 @@ TEST(Simulator, JitterSamplesAverageSeededDraws) {
   c.link.latencySeconds = 0.5;
   c.link.jitterSeconds = 0.5;
   c.seed = 7;
+  // Antithetic pairs: seeds 7 and 8, each as drawn and negated.
   std::vector<double> draws;
   for (uint64_t i = 0; i < 4; ++i) {
     SimulationConfig one = c;
-    one.seed = c.seed + i;
+    one.seed = c.seed + i / 2;
+    one.negateJitter = i % 2 == 1;
     draws.push_back(simulate(one).minibatchSeconds);
   }
   ASSERT_NE(draws[0], draws[1]); // the draws differ
+  ASSERT_NE(draws[0], draws[2]);
   c.jitterSamples = 4;
   c.recordTimeline = true;
   SimulationResult r = simulate(c);
@@ -371,6 +374,24 @@ TEST(Simulator, JitterSamplesAverageSeededDraws) {
   first.link.jitterSeconds = 0;
   EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds,
                    simulate(first).minibatchSeconds);
+}
+
+// A static order's step time is convex in the message delays, so the mean
+// of an antithetic pair is never below the time without jitter: 1F1B with
+// 8 independent draws measured 1.4% faster with jitter than without.
+TEST(Simulator, JitterNeverSpeedsAStaticOrderUp) {
+  for (ScheduleKind k : {ScheduleKind::OneFOneB, ScheduleKind::GPipe}) {
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      SimulationConfig c = unit(k, 3, 8, true);
+      c.link.latencySeconds = 2.4;
+      c.seed = seed;
+      double plain = simulate(c).minibatchSeconds;
+      c.link.jitterSeconds = 0.5;
+      c.jitterSamples = 2;
+      EXPECT_GE(simulate(c).minibatchSeconds, plain - 1e-12)
+          << scheduleKindName(k) << " seed " << seed;
+    }
+  }
 }
 
 TEST(Simulator, Errors) {
