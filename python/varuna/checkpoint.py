@@ -20,11 +20,13 @@ held by several sections (a tie) must be identical in each: it is taken once.
 
 Errors are ValueError naming the directory or file and what is wrong: no
 complete checkpoint (with why each newer one was skipped), a file whose size
-or CRC-32 differs from the manifest, tie copies that differ.
+or CRC-32 differs from the manifest, tie copies that differ. A newer step
+skipped on the way to an older one is a warning (UserWarning) saying why.
 """
 import json
 import os
 import re
+import warnings
 import zlib
 
 __all__ = ["latest", "load", "load_into"]
@@ -88,9 +90,15 @@ def _newest(ckpt_dir):
     for _, name in reversed(steps):
         step_dir = os.path.join(ckpt_dir, name)
         try:
-            return step_dir, _check(step_dir)
+            found = step_dir, _check(step_dir)
         except (ValueError, OSError) as e:
             skipped.append(str(e))
+            continue
+        # Said, as varuna-run --resume and varuna-ckpt latest say it: an
+        # older step taken silently left stale weights in the model.
+        for s in skipped:
+            warnings.warn(f"skipped {s}", stacklevel=3)
+        return found
     why = "".join(f"\n  skipped {s}" for s in skipped)
     raise ValueError(f"{ckpt_dir}: no complete checkpoint{why}")
 
@@ -144,6 +152,10 @@ def load_into(model, path, strict=True):
     parameters (requires_grad=False: a distillation teacher) come from the
     checkpoint's `frozen/` tensors; its other constants (an exported
     graph's masks) are not expected to be the model's."""
+    # A torch.compile wrapper, as varuna.export takes it: the module it
+    # wraps (its names lack the wrapper's "_orig_mod." prefix).
+    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
+        model = model._orig_mod
     everything = load(path, frozen=True)
     known = set(model.state_dict(keep_vars=True))
     state = {n: t for n, t in everything.items() if not n.startswith("frozen/")}

@@ -289,6 +289,13 @@ void reportCheckpointWritten(llvm::raw_ostream &log, const std::string &dir,
       << rt::checkpointStepDirName(step) << "' written: " << buf << "\n";
 }
 
+std::string dumpedParamPath(const std::string &dir, const std::string &name) {
+  std::string file;
+  for (char c : name)
+    file += c == '%' ? "%25" : c == '/' ? "%2F" : std::string(1, c);
+  return dir + "/" + file + ".npy";
+}
+
 void pruneCheckpoints(llvm::raw_ostream &log, const std::string &dir,
                       int64_t keep) {
   if (keep <= 0)

@@ -1319,7 +1319,7 @@ LogicalResult varuna::trainPipeline(
     try {
       for (auto [n, t] : llvm::zip(rank.paramNames, rank.paramLeaves))
         if (!rank.notOwned.count(n))
-          rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
+          rt::writeNpy(dumpedParamPath(options.dumpParamsDir, n),
                        tensorToNpy(t.detach().contiguous()));
       // The rest of the model's state, as a state_dict holds it: batch
       // norms' running statistics (this stage's), frozen parameters and
@@ -1334,7 +1334,7 @@ LogicalResult varuna::trainPipeline(
       }
       rest.insert(rest.end(), rank.unread.begin(), rank.unread.end());
       for (auto &[n, t] : rest)
-        rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
+        rt::writeNpy(dumpedParamPath(options.dumpParamsDir, n),
                      tensorToNpy(t.detach().contiguous()));
     } catch (const std::exception &e) {
       return jobError(job, "stage ") << stage << ": cannot dump parameters: "

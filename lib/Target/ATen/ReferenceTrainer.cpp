@@ -1056,7 +1056,7 @@ LogicalResult varuna::trainReference(
       // running statistics too: they were left out).
       for (auto *list : {&*params, &*buffers, &*constants, &*unread})
         for (auto &[n, t] : *list)
-          rt::writeNpy(options.dumpParamsDir + "/" + n + ".npy",
+          rt::writeNpy(dumpedParamPath(options.dumpParamsDir, n),
                        tensorToNpy(t.detach().contiguous()));
     } catch (const std::exception &e) {
       return jobError(job, "cannot dump parameters: ") << e.what();

@@ -28,6 +28,12 @@ for name, p in model.named_parameters():  # the tie once
 print(f"equal to the run's final parameters: {n}")
 print("with optimizer state:", len(vc.load(ck, optimizer_state=True)), "tensors")
 
+# A torch.compile wrapper, as varuna.export takes it: loaded into the module
+# it wraps (its names have the wrapper's "_orig_mod." prefix: refused).
+wrapped = torch.compile(models.make("gpt", batch=2)[0])
+print("compiled wrapper:", vc.load_into(wrapped, ck),
+      torch.equal(wrapped._orig_mod.wte.weight.detach(), model.wte.weight.detach()))
+
 bigger = models.make("gpt", batch=2)[0]
 bigger.extra = torch.nn.Linear(2, 2, bias=False)
 try:
@@ -69,3 +75,21 @@ try:
     vc.load(ck)  # step-4 is the only one: nothing intact left
 except ValueError as e:
     print("fallback:", str(e).splitlines()[0].split(": ", 1)[1])
+
+# A newer step skipped for an older one is a warning naming it and why
+# (the older one was taken silently: stale weights in the model).
+import subprocess
+two = ck + ".two"
+shutil.rmtree(two, ignore_errors=True)
+for n in (2, 4):
+    subprocess.run(["varuna-ckpt", "write", two, "--step", str(n), "--demo", "1"],
+                   check=True, stdout=subprocess.DEVNULL)
+newest = os.path.join(two, "step-4", "section-0.safetensors")
+data = bytearray(open(newest, "rb").read())
+data[-3] ^= 0xFF
+open(newest, "wb").write(bytes(data))
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    took = os.path.basename(vc.latest(two))
+print("older taken:", took, "warned:", [str(w.message) for w in caught])
+shutil.rmtree(two)

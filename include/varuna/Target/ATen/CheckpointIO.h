@@ -92,6 +92,11 @@ void reportCheckpointWritten(llvm::raw_ostream &log, const std::string &dir,
                              int64_t step, double bytes,
                              std::chrono::steady_clock::time_point start);
 
+/// The file --dump-params writes parameter `name` to, in `dir`:
+/// `<name>.npy`, with '%' and '/' written as %25 and %2F (a ModuleDict key
+/// may hold a slash: the dump failed after the run, "cannot create").
+std::string dumpedParamPath(const std::string &dir, const std::string &name);
+
 /// After a checkpoint was committed, with `keep` > 0 (--keep-checkpoints):
 /// removes the step directories older than the newest `keep` checkpoints
 /// that verify (rt::keepLast: reads those once; never one newer than the
