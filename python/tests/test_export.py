@@ -1271,3 +1271,38 @@ def test_error_gradient_inside_forward(tmp_path, suffix):
                        r" or backward, at .*test_export.py:\d+\)"):
         varuna.export(_GradientPenalty(), pair_inputs(), tmp_path / f"p.{suffix}")
     assert not os.listdir(tmp_path)
+
+
+class _TrainingBranch(nn.Module):
+    """A loss term only training adds (an auxiliary penalty): the exported
+    graph is the training one, so validation counts it (model.eval() would
+    not)."""
+
+    def __init__(self, aux=True):
+        super().__init__()
+        self.aux = aux
+        self.l1, self.l2 = nn.Linear(4, 8), nn.Linear(8, 3)
+        self.drop, self.bn = nn.Dropout(0.1), nn.BatchNorm1d(8)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.bn(self.l1(self.drop(x))))
+        if self.aux:
+            loss = F.cross_entropy(self.l2(h), y)
+            if self.training:
+                loss = loss + 0.5 * h.pow(2).mean()
+            return loss
+        # Only a dropout probability depends on the mode: the same ops.
+        return F.cross_entropy(F.dropout(self.l2(h), 0.1 if self.training else 0.0), y)
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".pt"])
+def test_warns_training_only_branch(tmp_path, suffix):
+    x, y = torch.randn(4, 4), torch.randint(0, 3, (4,))
+    with pytest.warns(UserWarning, match=r"forward takes other operations in training mode "
+                      r"than in model.eval\(\): aten::add \(x1 in training only\).*validation"):
+        varuna.export(_TrainingBranch(), (x, y), tmp_path / ("a" + suffix))
+    # Dropout and batch norms (torch.nn's, whose modes Varuna runs) and a
+    # mode-dependent dropout probability: no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        varuna.export(_TrainingBranch(aux=False), (x, y), tmp_path / ("b" + suffix))

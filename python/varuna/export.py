@@ -453,6 +453,47 @@ def _preserved_state(model: torch.nn.Module, training: bool):
                         b.copy_(snapshot[n])
 
 
+def _training_only_ops(model: torch.nn.Module, inputs) -> list:
+    """What forward computes in training mode but not in model.eval() (or
+    the other way round): both exporters record the training-mode graph,
+    and Varuna's validation runs that graph with dropout off and batch
+    norms on their running statistics -- a branch on self.training of the
+    model's own (an auxiliary loss, noise) stays in it. Returns lines such
+    as "aten::pow (x2 in training only)"; [] when none differ, or when no
+    module of the model's own reads self.training in its forward (torch.nn's
+    do, and their two modes are the ones Varuna runs). The check traces
+    forward once in each mode."""
+    def reads_training(m):
+        code = getattr(type(m).forward, "__code__", None)
+        return (code is not None and "training" in code.co_names
+                and not type(m).__module__.startswith("torch."))
+    if not any(reads_training(m) for m in model.modules()):
+        return []
+    from collections import Counter
+
+    def kinds(training):
+        with _preserved_state(model, training), torch.no_grad(), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                traced = torch.jit.trace(model, inputs, check_trace=False, strict=False)
+            except Exception:  # the export itself will say what is wrong
+                return None
+        # (aten::add_: a batch norm's num_batches_tracked += 1, training's
+        # only, which the runtime keeps as PyTorch does.)
+        return Counter(n.kind() for n in traced.inlined_graph.nodes()
+                       if not n.kind().startswith("prim::") and n.kind() != "aten::add_")
+    train, evaluate = kinds(True), kinds(False)
+    if train is None or evaluate is None or train == evaluate:
+        return []
+    out = []
+    for kind in sorted(set(train) | set(evaluate)):
+        d = train[kind] - evaluate[kind]
+        if d:
+            out.append(f"{kind} (x{abs(d)} in {'training' if d > 0 else 'eval'} only)")
+    return out
+
+
 def _check_norm_state(model: torch.nn.Module) -> None:
     """Refuses norms whose running statistics the exported graph would get
     wrong, naming the module: a batch norm with momentum=None (a cumulative
@@ -1217,6 +1258,16 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
     del out
     for message in _gradient_cut_warnings(watch, fmt, model):
         warnings.warn(message, stacklevel=2)
+    differ = _training_only_ops(model, inputs)
+    if differ:
+        warnings.warn(
+            "forward takes other operations in training mode than in model.eval(): "
+            + ", ".join(differ[:6]) + (", ..." if len(differ) > 6 else "")
+            + ". The exported graph is the training one, and varuna-run's validation "
+            "(--eval-data) runs it with dropout off and batch norms on their running "
+            "statistics -- a branch on self.training of the model's own (an auxiliary "
+            "loss, noise) is counted in validation too, which model.eval() would skip",
+            stacklevel=2)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", torch.jit.TracerWarning)
