@@ -183,3 +183,30 @@ def load_into(model, path, strict=True):
                          + (f"; and {len(wrong) - 5} more" if len(wrong) > 5 else ""))
     model.load_state_dict({n: t for n, t in state.items() if n in known}, strict=False)
     return missing, unexpected
+
+
+def _main(argv):
+    """python -m varuna.checkpoint PATH: the step load(PATH) takes and its
+    tensors (name, shape, dtype), the optimizer's and frozen ones too."""
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print("usage: python -m varuna.checkpoint CKPT_DIR | CKPT_DIR/step-N\n"
+              "  the checkpoint load() takes, and its tensors (docs/checkpoints.md)",
+              file=sys.stderr)
+        return 2
+    path = argv[0]
+    try:
+        if not os.path.exists(os.path.join(path, "manifest.json")):
+            path = latest(path)
+        tensors = load(path, optimizer_state=True, frozen=True)
+    except ValueError as e:
+        print(f"varuna.checkpoint: error: {e}", file=sys.stderr)
+        return 1
+    print(path)
+    for name, t in tensors.items():
+        print(f"  {name} {list(t.shape)} {str(t.dtype).replace('torch.', '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(_main(sys.argv[1:]))

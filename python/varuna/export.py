@@ -1306,3 +1306,11 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
             "would silently differ from PyTorch; harmless where the branch cannot change "
             "(a check that always passes)", stacklevel=3)
     return path
+
+
+if __name__ == "__main__":  # python -m varuna.export: there is no model to take
+    import sys as _sys
+    _sys.exit("varuna.export is called from Python, with the model object:\n"
+              "    import varuna\n"
+              "    varuna.export(model, example_inputs, 'model.onnx')  # or 'model.pt'\n"
+              "(docs/import-onnx.md, docs/import-torchscript.md)")
