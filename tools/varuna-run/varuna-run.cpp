@@ -892,9 +892,19 @@ int main(int argc, char **argv) {
       std::snprintf(buf, sizeof buf, "%.6f", v);
       return std::string(buf);
     };
-    std::printf("step %lld  loss %s  %.1f examples/s  %.3f s\n",
+    // A step loss scaling skipped is said on its line too (it read as a
+    // step that trained; only --metrics had "skipped").
+    std::string skippedText;
+    if (m.skipped && m.lossScale) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf,
+                    "  skipped: gradients overflowed at loss scale %g",
+                    *m.lossScale);
+      skippedText = buf;
+    }
+    std::printf("step %lld  loss %s  %.1f examples/s  %.3f s%s\n",
                 static_cast<long long>(m.step), lossText(m.loss).c_str(),
-                m.examplesPerSecond, m.seconds);
+                m.examplesPerSecond, m.seconds, skippedText.c_str());
     if (m.evalLoss)
       std::printf("validation after step %lld  loss %s  (%lld batch%s)\n",
                   static_cast<long long>(m.step),
