@@ -171,6 +171,8 @@ size_t valueOf(const std::string &h, const char *key) {
 NpyHeader readNpyHeader(int fd, const std::string &path) {
   uint8_t pre[12];
   ssize_t n = ::pread(fd, pre, sizeof(pre), 0);
+  if (n < 0 && errno == EISDIR)
+    fail(path, "is a directory, not a .npy file");
   if (n < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
     fail(path, "not a .npy file (bad magic; expected \"\\x93NUMPY\")");
   int major = pre[6];
