@@ -169,7 +169,58 @@ SimulationResult simulateOnce(const SimulationConfig &c,
 // last pass is returned).
 static SimulationResult simulateDraw(const SimulationConfig &c);
 
+/// Pipelines of more micro-batches than this are simulated at half and at
+/// all of it and extrapolated (see simulate()).
+constexpr int kMaxSimulatedMicroBatches = 1024;
+
+static SimulationResult simulateAll(const SimulationConfig &c);
+
 SimulationResult simulate(const SimulationConfig &c) {
+  // Past the fill and the drain a pipeline repeats its steady state: each
+  // further micro-batch adds the same time, and holds the same or one more
+  // micro-batch per stage. Simulating 65536 micro-batches of 200 stages
+  // (with --shared-cores: its busy profile too) took minutes and gigabytes
+  // and then aborted out of memory; two simulations of at most 1024,
+  // extrapolated linearly, take milliseconds (Simulator
+  // ExtrapolatesLongPipelines: within 0.1% of the whole simulation). A
+  // timeline asked for is the whole one.
+  int n = c.numMicroBatches, half = kMaxSimulatedMicroBatches / 2;
+  if (c.recordTimeline || n <= kMaxSimulatedMicroBatches)
+    return simulateAll(c);
+  SimulationConfig a = c, b = c;
+  a.numMicroBatches = half;
+  b.numMicroBatches = 2 * half;
+  SimulationResult ra = simulateAll(a), rb = simulateAll(b);
+  if (!ra.ok())
+    return ra;
+  if (!rb.ok())
+    return rb;
+  double more = double(n - 2 * half) / double(half);
+  SimulationResult r = rb;
+  r.minibatchSeconds =
+      rb.minibatchSeconds + (rb.minibatchSeconds - ra.minibatchSeconds) * more;
+  for (size_t s = 0; s < r.busyFraction.size() && s < ra.busyFraction.size();
+       ++s) {
+    // Busy time grows as the step does: compute per micro-batch is fixed.
+    double busyA = ra.busyFraction[s] * ra.minibatchSeconds,
+           busyB = rb.busyFraction[s] * rb.minibatchSeconds;
+    r.busyFraction[s] =
+        r.minibatchSeconds > 0
+            ? (busyB + (busyB - busyA) * more) / r.minibatchSeconds
+            : 0;
+  }
+  r.deviations = rb.deviations + int64_t(double(rb.deviations - ra.deviations) *
+                                         more);
+  // GPipe holds every micro-batch; the others a bounded number.
+  for (size_t s = 0; s < r.inFlight.size() && s < ra.inFlight.size(); ++s)
+    r.inFlight[s] =
+        rb.inFlight[s] +
+        int64_t(std::llround(double(rb.inFlight[s] - ra.inFlight[s]) * more));
+  r.allreduceSpans.clear();
+  return r;
+}
+
+static SimulationResult simulateAll(const SimulationConfig &c) {
   bool jitter = c.link.jitterSeconds > 0;
   for (const LinkModel &l : c.links)
     jitter = jitter || l.jitterSeconds > 0;
