@@ -469,8 +469,15 @@ int launchLocalRanks(const LaunchOptions &o) {
         rankOf.empty() ? std::string()
                        : "; stopping the other " +
                              std::to_string(rankOf.size()) + " rank(s)";
+    // A SIGKILL nobody here sent: most often the kernel's out-of-memory
+    // killer (it said only "killed by signal Killed").
+    std::string why = describe(status);
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && !killed &&
+        !graceKilled)
+      why += " (by another process, or by the kernel when the machine ran "
+             "out of memory: see dmesg)";
     std::fprintf(stderr, "%s%s: error: rank %d %s%s%s%s\n", line, tool, r,
-                 describe(status).c_str(), stopSignal ? " while stopping" : "",
+                 why.c_str(), stopSignal ? " while stopping" : "",
                  others.c_str(), stopping.c_str());
     // A frozen rank is the likelier cause of a peer's failure (it timed
     // out waiting): name it too.

@@ -277,8 +277,8 @@ elif scenario in ("crash-signal", "kill-two"):
             os.kill(v, sig)
         stops_within(p, 10, str([s.name for s in sigs]))
         err = p.stderr.read()
-        named = re.findall(r"error: rank (\d+) was killed by signal (.+?)(?: too)?(?:;|$)",
-                           err, re.M)
+        named = re.findall(r"error: rank (\d+) was killed by signal ([^;(]+?)"
+                           r"(?: \(.*?\))?(?: too)?(?:;|$)", err, re.M)
         want = signal.strsignal(sigs[0])
         if (p.returncode != 1 or len(named) != len(sigs)
                 or any(s != want for _, s in named)):
