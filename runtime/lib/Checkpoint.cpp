@@ -624,6 +624,27 @@ SafetensorsFile loadSection(const CheckpointInfo &ckpt, int section) {
   return parseSafetensors(bytes->data(), bytes->size(), path);
 }
 
+PruneResult removeNewerThan(const std::string &ckptDir, int64_t step) {
+  PruneResult result;
+  std::vector<std::pair<int64_t, std::string>> steps;
+  result.error = listSteps(ckptDir, &steps);
+  if (!result.error.empty())
+    return result;
+  for (const auto &[s, path] : steps) {
+    if (s <= step)
+      continue;
+    std::string err = removeStepDir(path);
+    if (!err.empty()) {
+      result.error = err;
+      return result;
+    }
+    result.removed.push_back(path);
+  }
+  if (!result.removed.empty())
+    result.error = syncDir(ckptDir);
+  return result;
+}
+
 PruneResult keepLast(const std::string &ckptDir, int n) {
   PruneResult result;
   if (n < 1) {

@@ -307,6 +307,20 @@ void pruneCheckpoints(llvm::raw_ostream &log, const std::string &dir,
         << ": cannot remove the older checkpoints: " << r.error << "\n";
 }
 
+void tidyAfterResume(llvm::raw_ostream &log, const std::string &dir,
+                     int64_t step, int64_t keep) {
+  rt::PruneResult r = rt::removeNewerThan(dir, step);
+  for (const std::string &path : r.removed)
+    log << "varuna-run: removed '" << path
+        << "' (newer than the checkpoint resumed from: torn or damaged; "
+           "this run writes that step again)\n";
+  if (!r.error.empty())
+    log << "varuna-run: warning: cannot remove the checkpoints newer than "
+           "step "
+        << step << ": " << r.error << "\n";
+  pruneCheckpoints(log, dir, keep);
+}
+
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
                                                    llvm::raw_ostream &log) {
   rt::FindResult found = rt::findLatestComplete(dir);

@@ -1239,6 +1239,18 @@ LogicalResult varuna::trainPipeline(
       return jobError(job, "rank ") << transport.rank() << ": " << *error;
     if (!note.empty())
       log << "varuna-run: " << note << "\n";
+    if (ckpt) {
+      // Once every rank has read what it resumes from, rank 0 removes
+      // the steps this run rewrites, and prunes (CheckpointIO.h).
+      try {
+        transport.world().barrier();
+      } catch (const std::exception &e) {
+        return jobError(job, "rank ") << transport.rank() << ": " << e.what();
+      }
+      if (transport.rank() == 0)
+        tidyAfterResume(log, options.checkpointDir, first,
+                        options.checkpointKeep);
+    }
   }
   if (options.evalData)
     if (auto bad = checkValidationInputs(rank.indexRanges, *options.evalData,

@@ -819,6 +819,8 @@ LogicalResult varuna::trainReference(
                             &restored);
         llvm::errs() << "varuna-run: resumed from " << ckpt->path << " (step "
                      << first << ")\n";
+        tidyAfterResume(llvm::errs(), options.checkpointDir, first,
+                        options.checkpointKeep);
         if (first >= options.steps)
           llvm::errs() << "varuna-run: warning: "
                        << nothingToTrain(first, options.steps) << "\n";

@@ -156,6 +156,12 @@ struct PruneResult {
   std::string error;
 };
 
+/// Removes every step directory of CKPT_DIR newer than `step` (a run that
+/// resumes from `step` rewrites those steps: they are torn or damaged ones,
+/// and a full disk stayed full of them). Only when nothing else writes
+/// there: after a resume, before training.
+PruneResult removeNewerThan(const std::string &ckptDir, int64_t step);
+
 /// Keeps the newest `n` (>= 1) checkpoints that verify and deletes every step
 /// directory older than the oldest of them (complete, torn or corrupt).
 /// Directories newer than the newest good checkpoint are left alone (a write
