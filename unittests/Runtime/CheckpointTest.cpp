@@ -478,3 +478,25 @@ TEST_F(TempDir, KeepLastPrunesOlderOnly) {
   EXPECT_TRUE(p.removed.empty());
   EXPECT_TRUE(fs::exists(dir + "/step-3"));
 }
+
+// A commit's pruning checks the kept checkpoints by their files' sizes, not
+// their contents (it read every kept one whole after each commit): a bit
+// flip passes, a truncated file or a torn step does not.
+TEST_F(TempDir, KeepLastWithoutReadingFiles) {
+  std::string dir = root + "/ckpt";
+  for (int step : {1, 2, 3, 4})
+    ASSERT_EQ(writeCheckpoint(dir, step, sections(step), {}), "");
+  std::string s4 = dir + "/step-4/section-0.safetensors";
+  flipByte(s4, static_cast<std::streamoff>(fs::file_size(s4) - 5));
+  EXPECT_EQ(verifyCheckpoint(dir + "/step-4", 4, nullptr, false), "");
+  EXPECT_NE(verifyCheckpoint(dir + "/step-4", 4), "");
+  std::string s3 = dir + "/step-3/section-1.safetensors";
+  fs::resize_file(s3, fs::file_size(s3) - 3);
+  EXPECT_TRUE(contains(verifyCheckpoint(dir + "/step-3", 3, nullptr, false),
+                       "truncated"));
+  // Kept: step-4 (sizes right) and step-2 (step-3 truncated); step-1 goes.
+  PruneResult p = keepLast(dir, 2, /*readFiles=*/false);
+  EXPECT_EQ(p.error, "");
+  EXPECT_TRUE(fs::exists(dir + "/step-2") && fs::exists(dir + "/step-4"));
+  EXPECT_FALSE(fs::exists(dir + "/step-1"));
+}

@@ -300,8 +300,11 @@ void pruneCheckpoints(llvm::raw_ostream &log, const std::string &dir,
                       int64_t keep) {
   if (keep <= 0)
     return;
-  rt::PruneResult r = rt::keepLast(dir, static_cast<int>(
-                                            std::min<int64_t>(keep, INT32_MAX)));
+  // By the files' sizes: reading every kept checkpoint whole after each
+  // commit cost more than writing them (a resume reads them all anyway).
+  rt::PruneResult r =
+      rt::keepLast(dir, static_cast<int>(std::min<int64_t>(keep, INT32_MAX)),
+                   /*readFiles=*/false);
   if (!r.error.empty())
     log << "varuna-run: warning: --keep-checkpoints " << keep
         << ": cannot remove the older checkpoints: " << r.error << "\n";

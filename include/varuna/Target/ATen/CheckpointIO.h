@@ -98,9 +98,9 @@ void reportCheckpointWritten(llvm::raw_ostream &log, const std::string &dir,
 std::string dumpedParamPath(const std::string &dir, const std::string &name);
 
 /// After a checkpoint was committed, with `keep` > 0 (--keep-checkpoints):
-/// removes the step directories older than the newest `keep` checkpoints
-/// that verify (rt::keepLast: reads those once; never one newer than the
-/// newest good one). A failure to remove is a warning to `log`, naming the
+/// removes the step directories older than the newest `keep` committed
+/// checkpoints whose files have their recorded sizes (rt::keepLast without
+/// reading the files; never one newer than the newest good one). A failure to remove is a warning to `log`, naming the
 /// directory: the run goes on, its new checkpoint is committed.
 void pruneCheckpoints(llvm::raw_ostream &log, const std::string &dir,
                       int64_t keep);
