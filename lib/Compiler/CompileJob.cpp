@@ -6,6 +6,7 @@
 #include "varuna/Compiler/TrainingConfig.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
 #include "varuna/Import/ONNXImporter.h"
+#include "varuna/Plan/Partition.h"
 #include "varuna/Transforms/GraphUtils.h"
 #include "varuna/Transforms/Passes.h"
 #include "mlir/IR/AsmState.h"
@@ -339,6 +340,7 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
   PartitionOptions partOptions;
   partOptions.stages = options.stages;
   partOptions.memoryLimit = options.memoryLimit;
+  partOptions.rankBaseline = plan::kRankBaselineBytes;
   partOptions.microBatch = config.microBatchSize.value_or(1);
   partOptions.stateCopies = config.optimizer.stateCopies();
   partOptions.profile = options.profilePath;

@@ -454,11 +454,14 @@ PlanResult planSweep(const PlanInput &in) {
     }
     std::vector<double> mem = stageMemory(in, x.P, r.inFlight);
     double peak = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
-    if (in.memoryLimitBytes > 0 && peak > in.memoryLimitBytes) {
-      char buf[160];
+    if (in.memoryLimitBytes > 0 &&
+        peak + in.rankBaselineBytes > in.memoryLimitBytes) {
+      char buf[200];
       std::snprintf(buf, sizeof buf,
-                    "a stage needs %.4g MB, more than the %.4g MB limit",
-                    peak / 1e6, in.memoryLimitBytes / 1e6);
+                    "a stage needs %.4g MB (and a rank %.4g MB more for the "
+                    "runtime), more than the %.4g MB limit",
+                    peak / 1e6, in.rankBaselineBytes / 1e6,
+                    in.memoryLimitBytes / 1e6);
       res.skipped.push_back(tag + buf);
       continue;
     }

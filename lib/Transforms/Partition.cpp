@@ -135,8 +135,23 @@ struct Partition : public varuna::impl::PartitionBase<Partition> {
         sec.computeSeconds = secs;
     }
     plan::PartitionOptions options;
-    if (memoryLimit > 0)
-      options.memoryLimitBytes = static_cast<int64_t>(memoryLimit);
+    if (rankBaseline < 0) {
+      module.emitError("invalid varuna-partition options");
+      return signalPassFailure();
+    }
+    if (memoryLimit > 0) {
+      if (memoryLimit <= rankBaseline) {
+        module.emitError("the memory limit of ")
+            << static_cast<int64_t>(memoryLimit)
+            << " bytes per device is not more than the "
+            << static_cast<int64_t>(rankBaseline)
+            << " bytes a rank holds besides its stage (the runtime, "
+               "libtorch)";
+        return signalPassFailure();
+      }
+      options.memoryLimitBytes =
+          static_cast<int64_t>(memoryLimit) - static_cast<int64_t>(rankBaseline);
+    }
 
     SmallVector<Attribute> records;
     Builder b(&getContext());
@@ -167,17 +182,24 @@ struct Partition : public varuna::impl::PartitionBase<Partition> {
       }
       record(*r);
     } else {
+      std::string deepest; // why the deepest pipeline does not fit
       for (plan::PartitionResult &r : plan::partitionAll(input, k, options)) {
         if (r)
           record(*r);
         else if (r.kind() != plan::PartitionResult::ErrorKind::MemoryInfeasible) {
           module.emitError(r.error());
           return signalPassFailure();
-        }
+        } else
+          deepest = r.error();
       }
       if (records.empty()) {
-        module.emitError("no pipeline depth fits the memory limit of ")
-            << static_cast<int64_t>(memoryLimit) << " bytes per device";
+        auto diag = module.emitError("no pipeline depth fits the memory limit of ")
+                    << static_cast<int64_t>(memoryLimit) << " bytes per device";
+        if (rankBaseline > 0)
+          diag << " (" << static_cast<int64_t>(rankBaseline)
+               << " of them for the runtime each rank holds)";
+        if (!deepest.empty())
+          diag << "; the deepest: " << deepest;
         return signalPassFailure();
       }
     }

@@ -24,6 +24,7 @@
 #include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/TrainingConfig.h"
+#include "varuna/Plan/Partition.h"
 #include "varuna/Plan/Planner.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -501,6 +502,7 @@ int main(int argc, char **argv) {
     }
   };
   in.memoryLimitBytes = memory;
+  in.rankBaselineBytes = double(varuna::plan::kRankBaselineBytes);
   // What the training configuration changes in a step: the optimizer's
   // state (memory) and the global norm's all-reduce (clipping, LAMB) --
   // the run's configuration may add clipping the compiled job had not.

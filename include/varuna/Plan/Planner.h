@@ -80,6 +80,10 @@ struct PlanInput {
   int64_t microBatch = 1;
   ScheduleKind schedule = ScheduleKind::Varuna;
   double memoryLimitBytes = 0; ///< 0: unlimited
+  /// What a rank holds besides its stage (plan::kRankBaselineBytes, which
+  /// varuna-plan passes), counted against memoryLimitBytes, not in the
+  /// stage memory the table shows.
+  double rankBaselineBytes = 0;
   double stateCopies = 2;      ///< optimizer state per parameter (Adam: 2)
   /// The message latency Varuna's static order plans for, in forward times
   /// (varuna-run --schedule-latency); < 0: from the link, see configFor.

@@ -269,6 +269,9 @@ def Partition : Pass<"varuna-partition", "mlir::ModuleOp"> {
            "Only this pipeline depth (0: every P from 1 to the sections)">,
     Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
            "Bytes of device memory per stage (0: unlimited)">,
+    Option<"rankBaseline", "rank-baseline", "int64_t", /*default=*/"0",
+           "Bytes a rank holds besides its stage (the runtime, libtorch), "
+           "taken off memory-limit (varuna-compile: 256 MiB)">,
     Option<"microBatch", "micro-batch", "int64_t", /*default=*/"1",
            "Examples per micro-batch, for the stashed activations">,
     Option<"stateCopies", "state-copies", "int64_t", /*default=*/"2",
