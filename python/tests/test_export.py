@@ -1306,3 +1306,14 @@ def test_warns_training_only_branch(tmp_path, suffix):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         varuna.export(_TrainingBranch(aux=False), (x, y), tmp_path / ("b" + suffix))
+
+
+def test_onnx_large_graph_skips_onnxruntime_check_and_says_so(tmp_path, monkeypatch):
+    # onnxruntime's set-up grows faster than the graph (34 s for 24k nodes):
+    # above ORT_CHECK_NODE_LIMIT the check is skipped, with a warning.
+    vx = sys.modules["varuna.export"]  # (varuna.export is the function)
+    monkeypatch.setattr(vx, "ORT_CHECK_NODE_LIMIT", 3)
+    x, y = torch.randn(4, 4), torch.randint(0, 3, (4,))
+    with pytest.warns(UserWarning, match=r"the exported graph has \d+ nodes: not run with "
+                      r"onnxruntime to check it \(above ORT_CHECK_NODE_LIMIT = 3"):
+        varuna.export(_TrainingBranch(aux=False), (x, y), tmp_path / "m.onnx")
