@@ -185,6 +185,7 @@ private:
   std::unique_ptr<rt::Group> stageGroup; // this stage across replicas
   /// Every rank, waiting for a checkpoint's writers (checkpointing runs).
   std::unique_ptr<rt::Group> checkpointGroup;
+  double checkpointWaitSeconds = 0; ///< its waits' bound
   std::unique_ptr<rt::GradientBuckets> buckets; // D > 1
   std::optional<std::vector<plan::Task>> stageOrder; // the static order
   size_t stagePeak = 0; // its most micro-batches held at once
@@ -331,6 +332,7 @@ LogicalResult Rank::setUp() {
         std::chrono::milliseconds(
             static_cast<int64_t>(pipeline.checkpointTimeoutSeconds * 1000)));
     checkpointGroup = transport.group("checkpoint", all, wait);
+    checkpointWaitSeconds = std::chrono::duration<double>(wait).count();
   }
   return success();
 }
@@ -363,14 +365,24 @@ double Rank::saveCheckpoint(int64_t step, const rt::Optimizer &optimizer) {
   // The writers take as long as their disk does: the others wait for them
   // under the checkpoint's timeout, not the training's.
   std::vector<at::Tensor> all{entries};
+  auto waitStart = std::chrono::steady_clock::now();
   try {
     checkpointGroup->allreduceSum(all);
   } catch (const rt::Error &e) {
+    // Said as it happened: a peer gone fails the wait at once, which read
+    // as if --checkpoint-timeout had run out.
+    double waited = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - waitStart)
+                        .count();
+    bool timedOut = waited >= 0.9 * checkpointWaitSeconds;
     throw std::runtime_error(
         "checkpoint at step " + std::to_string(step) +
-        ": not every rank reached the checkpoint's commit within "
-        "--checkpoint-timeout (a writer of replica 0 still writing, or a "
-        "rank stopped or gone): " + e.what());
+        (timedOut ? ": not every rank reached the checkpoint's commit within "
+                    "--checkpoint-timeout (a writer of replica 0 still "
+                    "writing, or a rank stopped): "
+                  : ": a rank left before the checkpoint's commit (after " +
+                        std::to_string(int64_t(waited)) + " s): ") +
+        e.what());
   }
   // A writer that failed says why; every rank stops at once (before, its
   // peers learnt of it only when its process was gone).
