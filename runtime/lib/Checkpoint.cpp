@@ -19,6 +19,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -631,14 +632,15 @@ SafetensorsFile loadSection(const CheckpointInfo &ckpt, int section) {
   return parseSafetensors(bytes->data(), bytes->size(), path);
 }
 
-PruneResult removeNewerThan(const std::string &ckptDir, int64_t step) {
+/// Removes the step directories of `steps` that `doomed` picks, then syncs
+/// CKPT_DIR; stops at the first that cannot be removed.
+static PruneResult
+removeSteps(const std::string &ckptDir,
+            const std::vector<std::pair<int64_t, std::string>> &steps,
+            const std::function<bool(int64_t)> &doomed) {
   PruneResult result;
-  std::vector<std::pair<int64_t, std::string>> steps;
-  result.error = listSteps(ckptDir, &steps);
-  if (!result.error.empty())
-    return result;
-  for (const auto &[s, path] : steps) {
-    if (s <= step)
+  for (const auto &[step, path] : steps) {
+    if (!doomed(step))
       continue;
     std::string err = removeStepDir(path);
     if (!err.empty()) {
@@ -650,6 +652,15 @@ PruneResult removeNewerThan(const std::string &ckptDir, int64_t step) {
   if (!result.removed.empty())
     result.error = syncDir(ckptDir);
   return result;
+}
+
+PruneResult removeNewerThan(const std::string &ckptDir, int64_t step) {
+  PruneResult result;
+  std::vector<std::pair<int64_t, std::string>> steps;
+  result.error = listSteps(ckptDir, &steps);
+  if (!result.error.empty())
+    return result;
+  return removeSteps(ckptDir, steps, [&](int64_t s) { return s > step; });
 }
 
 PruneResult keepLast(const std::string &ckptDir, int n, bool readFiles) {
@@ -676,19 +687,8 @@ PruneResult keepLast(const std::string &ckptDir, int n, bool readFiles) {
   }
   if (!cutoff)
     return result;
-  for (const auto &[step, path] : steps) {
-    if (step >= *cutoff)
-      continue;
-    std::string err = removeStepDir(path);
-    if (!err.empty()) {
-      result.error = err;
-      return result;
-    }
-    result.removed.push_back(path);
-  }
-  if (!result.removed.empty())
-    result.error = syncDir(ckptDir);
-  return result;
+  return removeSteps(ckptDir, steps,
+                     [&](int64_t step) { return step < *cutoff; });
 }
 
 } // namespace varuna::rt
