@@ -13,6 +13,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include <cerrno>
+#include <csignal>
 #include <unistd.h>
 #ifdef VARUNA_HAVE_TORCHSCRIPT
 #include "varuna/Import/TorchScriptImporter.h"
@@ -111,11 +113,23 @@ FailureOr<std::string> makeStagingDir(MLIRContext *ctx, StringRef outputDir) {
     if (std::error_code ec = llvm::sys::fs::create_directories(parent))
       return emitError(fileLoc(ctx, outputDir))
              << "cannot create '" << parent << "': " << ec.message();
+  // Those of compiles killed before they could remove theirs go first.
+  std::string prefix = "." + llvm::sys::path::filename(out).str() +
+                       ".compiling-";
+  std::error_code listed;
+  for (llvm::sys::fs::directory_iterator
+           it(parent.empty() ? StringRef(".") : parent, listed),
+       end;
+       it != end && !listed; it.increment(listed)) {
+    StringRef name = llvm::sys::path::filename(it->path());
+    int pid = 0;
+    if (name.consume_front(prefix) && !name.getAsInteger(10, pid) &&
+        pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH)
+      llvm::sys::fs::remove_directories(it->path());
+  }
   SmallString<256> staging(parent);
-  llvm::sys::path::append(staging,
-                          "." + llvm::sys::path::filename(out).str() +
-                              ".compiling-" + std::to_string(::getpid()));
-  llvm::sys::fs::remove_directories(staging); // a killed compile's
+  llvm::sys::path::append(staging, prefix + std::to_string(::getpid()));
+  llvm::sys::fs::remove_directories(staging);
   if (std::error_code ec = llvm::sys::fs::create_directory(staging))
     return emitError(fileLoc(ctx, outputDir))
            << "cannot create '" << staging << "': " << ec.message();
