@@ -660,7 +660,15 @@ PruneResult removeNewerThan(const std::string &ckptDir, int64_t step) {
   result.error = listSteps(ckptDir, &steps);
   if (!result.error.empty())
     return result;
-  return removeSteps(ckptDir, steps, [&](int64_t s) { return s > step; });
+  // Committed ones that did not verify stay: a read error of the moment
+  // (a network file system) would otherwise delete a good checkpoint.
+  return removeSteps(ckptDir, steps, [&](int64_t s) {
+    std::error_code ec;
+    return s > step &&
+           !fs::exists(join(join(ckptDir, checkpointStepDirName(s)),
+                            kComplete),
+                       ec);
+  });
 }
 
 PruneResult keepLast(const std::string &ckptDir, int n, bool readFiles) {

@@ -315,8 +315,8 @@ void tidyAfterResume(llvm::raw_ostream &log, const std::string &dir,
   rt::PruneResult r = rt::removeNewerThan(dir, step);
   for (const std::string &path : r.removed)
     log << "varuna-run: removed '" << path
-        << "' (newer than the checkpoint resumed from: torn or damaged; "
-           "this run writes that step again)\n";
+        << "' (torn, newer than the checkpoint resumed from: this run "
+           "writes that step again)\n";
   if (!r.error.empty())
     log << "varuna-run: warning: cannot remove the checkpoints newer than "
            "step "

@@ -106,10 +106,10 @@ void pruneCheckpoints(llvm::raw_ostream &log, const std::string &dir,
                       int64_t keep);
 
 /// After resuming from `step` of `dir` (every rank has read it): removes
-/// the step directories newer than it, which the run rewrites (torn or
-/// damaged: a full disk stayed full of them, and failed again), saying
-/// so, then keeps the newest `keep` (> 0; --keep-checkpoints) as after a
-/// commit. Failures are warnings.
+/// the torn step directories newer than it, which the run rewrites (a full
+/// disk stayed full of them, and failed again), saying so, then keeps the
+/// newest `keep` (> 0; --keep-checkpoints) as after a commit. Failures are
+/// warnings.
 void tidyAfterResume(llvm::raw_ostream &log, const std::string &dir,
                      int64_t step, int64_t keep);
 

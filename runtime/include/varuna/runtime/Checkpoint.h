@@ -160,10 +160,11 @@ struct PruneResult {
   std::string error;
 };
 
-/// Removes every step directory of CKPT_DIR newer than `step` (a run that
-/// resumes from `step` rewrites those steps: they are torn or damaged ones,
-/// and a full disk stayed full of them). Only when nothing else writes
-/// there: after a resume, before training.
+/// Removes every torn (uncommitted) step directory of CKPT_DIR newer than
+/// `step` (a run that resumes from `step` rewrites those steps, and a full
+/// disk stayed full of them); committed ones that failed to verify stay (a
+/// read error of the moment must not delete a good checkpoint). Only when
+/// nothing else writes there: after a resume, before training.
 PruneResult removeNewerThan(const std::string &ckptDir, int64_t step);
 
 /// Keeps the newest `n` (>= 1) checkpoints that verify and deletes every step
