@@ -26,6 +26,7 @@ skipped on the way to an older one is a warning (UserWarning) saying why.
 import json
 import os
 import re
+import sys
 import warnings
 import zlib
 
@@ -208,5 +209,4 @@ def _main(argv):
 
 
 if __name__ == "__main__":
-    import sys
     sys.exit(_main(sys.argv[1:]))
