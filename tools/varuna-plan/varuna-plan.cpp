@@ -188,10 +188,12 @@ bytesAndSeconds(const llvm::json::Object *o, const char *series = "seconds") {
 }
 
 /// Fit of seconds = a + bytes * b over (bytes, seconds) (or another series
-/// of `o`), least squares of the relative errors: the sizes span 1 KB to
+/// of `o`), least squares weighted by 1 / seconds: the sizes span 1 KB to
 /// 64 MiB, and plain least squares let the noise of the largest set the
 /// latency (one 16 MiB sample 30% slow took it from 50 us to 571 us, above
-/// every measured time up to 1 MB).
+/// every measured time up to 1 MB); weighted by 1 / seconds^2 (relative
+/// errors) the small messages set the bandwidth too, which a rate-limited
+/// link passes in a burst (a 1 Gbit/s tbf link read as 1.18).
 static std::pair<double, double> fitLine(const llvm::json::Object *o,
                                          const char *series = "seconds") {
   auto [x, y] = bytesAndSeconds(o, series);
@@ -199,7 +201,7 @@ static std::pair<double, double> fitLine(const llvm::json::Object *o,
     return {0, 0};
   double w = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    double wi = 1.0 / std::pow(std::max(y[i], 1e-9), 2);
+    double wi = 1.0 / std::max(y[i], 1e-9);
     w += wi;
     sx += wi * x[i];
     sy += wi * y[i];
