@@ -305,6 +305,7 @@ int launchLocalRanks(const LaunchOptions &o) {
     rankOf[pid] = r;
   }
   posix_spawnattr_destroy(&attr);
+  const std::map<pid_t, int> started = rankOf;
 
   // On a terminal, the launcher's messages start a line of their own (rank
   // 0's progress bar leaves the cursor at the end of its line).
@@ -336,8 +337,10 @@ int launchLocalRanks(const LaunchOptions &o) {
       int requests = stopRequests;
       if (requests > handled && handled == 0) { // the first: ask
         stopSignal = lastStopSignal;
-        auto byRank = rankOf.find(pid_t(firstRequestFrom));
-        if (byRank != rankOf.end())
+        // (Among every rank started: the one that asked may have been
+        // reaped already, having stopped at once.)
+        auto byRank = started.find(pid_t(firstRequestFrom));
+        if (byRank != started.end())
           // (The rank said why, and has stopped: Stop.h.)
           std::fprintf(stderr,
                        "%s%s: rank %d was asked to stop while waiting for "
