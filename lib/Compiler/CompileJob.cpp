@@ -232,6 +232,32 @@ LogicalResult checkInputBatch(ModuleOp module, StringRef path) {
   return success();
 }
 
+/// Some parameter the loss reads must be trained: a model without one
+/// compiled (with a warning about cuts) and then every step of varuna-run
+/// failed in autograd ("element 0 of tensors does not require grad").
+LogicalResult checkTrainable(ModuleOp module, StringRef path) {
+  auto graph = getTrainingGraph(module);
+  if (failed(graph))
+    return failure();
+  if (!getReadParams(*graph).empty())
+    return success();
+  unsigned frozen = 0;
+  for (ParamOp p : module.getOps<ParamOp>())
+    frozen += p.getFrozen();
+  auto diag = emitError(fileLoc(module.getContext(), path))
+              << "the model has no trainable parameters, so there is "
+                 "nothing to train: ";
+  if (frozen)
+    diag << "all " << frozen
+         << " of its parameters and buffers are frozen (requires_grad="
+            "False)";
+  else
+    diag << "its forward reads no parameters";
+  diag << "; a module saved after torch.jit.freeze has its parameters "
+          "folded into constants: save it before freezing";
+  return failure();
+}
+
 } // namespace
 
 LogicalResult varuna::compileJob(MLIRContext *ctx,
@@ -291,7 +317,8 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
     opts.modelPath = std::string(absModel);
   OwningOpRef<ModuleOp> module = importModel(ctx, opts);
   if (!module || failed(checkLoss(*module, options.modelPath)) ||
-      failed(checkInputBatch(*module, options.modelPath)))
+      failed(checkInputBatch(*module, options.modelPath)) ||
+      failed(checkTrainable(*module, options.modelPath)))
     return failure();
 
   // Everything is written into a staging directory beside JOBDIR, and

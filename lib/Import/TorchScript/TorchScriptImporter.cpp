@@ -157,6 +157,21 @@ LogicalResult TSImporter::load() {
   try {
     module = torch::jit::load(path, c10::Device(c10::kCPU), extra);
   } catch (const c10::Error &e) {
+    // torch.save writes the same zip format with data.pkl but no
+    // constants.pkl; libtorch calls that "likely corrupted".
+    bool torchSave = false;
+    try {
+      caffe2::serialize::PyTorchStreamReader zip(path);
+      torchSave = zip.hasRecord("data.pkl") && !zip.hasRecord("constants.pkl");
+    } catch (const c10::Error &) {
+    }
+    if (torchSave)
+      return emitError(fileLoc)
+             << "'" << path
+             << "' was written by torch.save (a pickled tensor, state_dict "
+                "or module), not torch.jit.save: it holds no TorchScript "
+                "graph; save the model with varuna.export(model, inputs, "
+                "'model.pt') (or torch.jit.trace(model, inputs).save(...))";
     return emitError(fileLoc)
            << "cannot load TorchScript archive '" << path
            << "': " << firstLine(e.what_without_backtrace())
@@ -264,11 +279,16 @@ static LogicalResult parseShapeSpec(MLIRContext *ctx, StringRef spec,
   }
   elt = *t;
   SmallVector<StringRef> parts;
-  shape.split(parts, ',', -1, /*KeepEmpty=*/false);
+  // Empty parts are errors: "B,,4" was read as [B, 4].
+  shape.split(parts, ',', -1, /*KeepEmpty=*/true);
   if (parts.size() == 1)
-    shape.split(parts = {}, 'x', -1, false);
+    shape.split(parts = {}, 'x', -1, true);
   for (StringRef p : parts) {
     p = p.trim();
+    if (p.empty()) {
+      error = "an empty dimension";
+      return failure();
+    }
     int64_t k = 1, n = 0;
     if (p == "B" || p == "BATCH" || p == "batch") {
       dims.push_back(SymInt::batch());
@@ -306,7 +326,10 @@ LogicalResult TSImporter::addInputs() {
                               err)))
       return emitError(fileLoc) << "bad --input-shape '" << s << "': " << err
                                 << " (expected e.g. input_ids=B,16:int64)";
-    overrides[spec.name] = spec;
+    if (!overrides.emplace(spec.name, spec).second)
+      return emitError(fileLoc)
+             << "--input-shape gives '" << spec.name
+             << "' twice; give each input once";
   }
 
   std::vector<std::string> names;
@@ -367,9 +390,13 @@ static std::string tensorKey(const at::Tensor &t) {
 LogicalResult TSImporter::collectParams() {
   llvm::StringMap<at::Tensor> all;
   std::vector<std::pair<std::string, bool>> order; // (name, frozen)
+  // A parameter saved with requires_grad=False is frozen, as PyTorch
+  // leaves it (varuna.export lists those under "buffers" in varuna.json;
+  // a plain torch.jit.trace archive records only the flag, and they were
+  // trained).
   for (const auto &p : module.named_parameters(/*recurse=*/true)) {
     all[p.name] = p.value;
-    order.push_back({p.name, false});
+    order.push_back({p.name, !p.value.requires_grad()});
   }
   for (const auto &p : module.named_buffers(/*recurse=*/true)) {
     all[p.name] = p.value;
@@ -592,6 +619,18 @@ LogicalResult TSImporter::convertGraph() {
   int64_t index = 0;
   for (Node *n : graph->nodes())
     nodeIndex[n] = index++;
+  // Control flow is named first: in a scripted forward the nodes computing
+  // the condition (aten::Bool, aten::__isnot__ of F.cross_entropy's
+  // `size_average is not None`) came first and were refused as unsupported
+  // ops, as if one op were missing.
+  for (Node *n : graph->nodes())
+    if (!n->blocks().empty())
+      return error(n, nodeLocation(ctx, path, n->kind().toQualString(),
+                                   nodeIndex.lookup(n)))
+             << "control flow is not supported: the forward (or a submodule "
+                "it calls) was scripted with torch.jit.script, which keeps "
+                "its if/for statements; trace the model with torch.jit.trace "
+                "(or varuna.export), which runs them on the example inputs";
   for (Node *n : graph->nodes())
     if (failed(convertNode(n)))
       return failure();
@@ -601,9 +640,6 @@ LogicalResult TSImporter::convertGraph() {
 LogicalResult TSImporter::convertNode(Node *n) {
   std::string kind = n->kind().toQualString();
   Location loc = nodeLocation(ctx, path, kind, nodeIndex.lookup(n));
-  if (!n->blocks().empty())
-    return error(n, loc) << "control flow is not supported (trace the model "
-                            "with torch.jit.trace, which unrolls it)";
   StringRef k(kind);
   bool inplace = k.ends_with("_") && !k.ends_with("__") && !k.empty();
   StringRef functional = inplace ? k.drop_back() : k;
@@ -643,6 +679,10 @@ LogicalResult TSImporter::convertNode(Node *n) {
                   "vectors so in training mode; in eval mode they stay "
                   "fixed)";
       }
+  // A dict returned by forward: finish() takes its keys and values.
+  if (k == "prim::DictConstruct" && n->output()->uses().size() == 1 &&
+      n->output()->uses()[0].user == graph->return_node())
+    return success();
   if (!inplace && foldConstant(n, loc))
     return success();
   bool complex = touchesComplex(n);
@@ -786,18 +826,38 @@ LogicalResult TSImporter::writeBack(JitValue *target, Node *n, Location loc) {
 
 LogicalResult TSImporter::finish() {
   Location loc = FileLineColLoc::get(ctx, path, 0, 0);
+  // The outputs, flattened: a tuple's or list's elements in order (named
+  // output<i>), a dict's values (named by their keys: a traced model may
+  // return {"loss": ..., "logits": ...}, as Hugging Face's do).
   std::vector<TSValue> outs;
+  std::vector<std::string> keys;
   for (JitValue *v : graph->outputs()) {
+    Node *producer = v->node();
+    if (producer->kind() == c10::Symbol::fromQualString("prim::DictConstruct")) {
+      for (size_t k = 0; k + 1 < producer->inputs().size(); k += 2) {
+        TSValue &key = lookup(producer->input(k));
+        if (key.kind != TSValue::Kind::Str)
+          return emitError(loc) << "forward returns a dict whose keys are "
+                                   "not strings; return the loss first (a "
+                                   "tensor, or a tuple starting with it)";
+        keys.push_back(key.s);
+        outs.push_back(lookup(producer->input(k + 1)));
+      }
+      continue;
+    }
     TSValue &t = lookup(v);
     if (t.kind == TSValue::Kind::List)
       outs.insert(outs.end(), t.list.begin(), t.list.end());
     else
       outs.push_back(t);
+    keys.resize(outs.size());
   }
-  std::vector<std::pair<std::string, Value>> results;
+  std::vector<Value> values;
   for (auto [i, t] : llvm::enumerate(outs)) {
     if (t.kind != TSValue::Kind::Tensor)
-      return emitError(loc) << "forward output " << i
+      return emitError(loc) << "forward output "
+                            << (keys[i].empty() ? std::to_string(i)
+                                                : "'" + keys[i] + "'")
                             << " is not a tensor; return the loss (and "
                                "optionally other tensors)";
     Value v = t.tensor;
@@ -807,8 +867,30 @@ LogicalResult TSImporter::finish() {
         return failure();
       v = *p;
     }
-    results.push_back({i == 0 ? lossName : "output" + std::to_string(i), v});
+    values.push_back(v);
   }
+  // The loss: a dict's "loss", else the first output when it is a scalar
+  // float, else the one scalar float output (forward may return (logits,
+  // loss)). Only it is named the loss (varuna.json's name for it): the
+  // logits of (logits, loss) were named "loss", the loss "output1".
+  auto scalarFloat = [&](Value v) {
+    auto t = tensorType(v);
+    return t.getRank() == 0 && t.getElementType().isa<FloatType>();
+  };
+  int lossIndex = -1;
+  for (auto [i, v] : llvm::enumerate(values))
+    if (keys[i] == "loss" && scalarFloat(v))
+      lossIndex = i;
+  if (lossIndex < 0 && !values.empty() && scalarFloat(values[0]))
+    lossIndex = 0;
+  else if (lossIndex < 0 && llvm::count_if(values, scalarFloat) == 1)
+    lossIndex = llvm::find_if(values, scalarFloat) - values.begin();
+  std::vector<std::pair<std::string, Value>> results;
+  for (auto [i, v] : llvm::enumerate(values))
+    results.push_back({static_cast<int>(i) == lossIndex ? lossName
+                       : keys[i].empty() ? "output" + std::to_string(i)
+                                         : keys[i],
+                       v});
   // Parameters the traced forward never read (a pooler the loss does not
   // use) are still the model's: declared, so that checkpoints and
   // --dump-params hold every entry of its state_dict that is a parameter.
@@ -819,12 +901,6 @@ LogicalResult TSImporter::finish() {
     ParamInfo &p = paramsByName[name];
     if (!p.frozen && !p.declared && failed(declareParam(p)))
       return failure();
-  }
-  int lossIndex = -1;
-  if (!results.empty()) {
-    auto t = tensorType(results[0].second);
-    if (t.getRank() == 0 && t.getElementType().isa<FloatType>())
-      lossIndex = 0;
   }
   return gb.finish(results, loc, lossIndex);
 }

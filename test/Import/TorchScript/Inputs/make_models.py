@@ -384,6 +384,34 @@ class MaxNorm(nn.Module):
         return F.cross_entropy(self.emb(x).mean(1), y)
 
 
+class FrozenPlain(Plain):
+    """A parameter with requires_grad=False in a plain torch.jit.trace
+    archive: the archive records only the flag (varuna.export lists it)."""
+    def __init__(self):
+        super().__init__()
+        self.fc.weight.requires_grad_(False)
+
+
+class ScriptIf(Plain):
+    def forward(self, x, y):
+        h = self.fc(x)
+        if h.sum() > 0:
+            h = h * 2
+        return F.cross_entropy(h, y)
+
+
+class DictOut(Plain):
+    def forward(self, x, y):
+        logits = self.fc(x)
+        return {"logits": logits, "loss": F.cross_entropy(logits, y)}
+
+
+class LossSecond(Plain):
+    def forward(self, x, y):
+        logits = self.fc(x)
+        return logits, F.cross_entropy(logits, y)
+
+
 def trace_save(model, inputs, path):
     traced = torch.jit.trace(model, inputs, check_trace=False)
     traced.save(path)
@@ -460,3 +488,10 @@ np.save(os.path.join(out, "written.inputs", "x.npy"), wx.numpy())
 np.save(os.path.join(out, "written.inputs", "y.npy"), wy.numpy())
 with open(os.path.join(out, "written.expected.json"), "w") as fh:
     json.dump({"loss": written(wx, wy).item()}, fh)
+trace_save(FrozenPlain(), (x, y), os.path.join(out, "frozenplain.pt"))
+torch.jit.freeze(torch.jit.trace(Plain().eval(), (x, y))).save(os.path.join(out, "jitfrozen.pt"))
+torch.jit.script(ScriptIf()).save(os.path.join(out, "scriptif.pt"))
+torch.jit.script(Plain()).save(os.path.join(out, "scriptce.pt"))
+torch.jit.trace(DictOut(), (x, y), strict=False).save(os.path.join(out, "dictout.pt"))
+trace_save(LossSecond(), (x, y), os.path.join(out, "losssecond.pt"))
+torch.save(Plain().state_dict(), os.path.join(out, "statedict.pt"))
