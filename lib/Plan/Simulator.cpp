@@ -45,6 +45,7 @@ struct StageState {
   size_t nextBackward = 0;            // and run in order: posBs[this] next
   int64_t held = 0, peakHeld = 0;     // micro-batches between F and B; the
                                       // static order's most
+  int recomputedHeld = 0;             // recomputed sets awaiting their B
   std::vector<MicroBatch> mb;         // by micro-batch
   size_t candidateWords = 0;         // words of `candidates` ever marked
   std::vector<uint64_t> candidates; // bit per position: an R/B whose
@@ -457,6 +458,10 @@ SimulationResult simulateOnce(const SimulationConfig &c,
             (x.nextBackward >= x.posBs.size() ||
              x.posBs[x.nextBackward] != pos))
           continue;
+        // A recompute runs ahead only while the stage holds no recomputed
+        // set, as in the runtime (the static order never holds two).
+        if (x.order[pos].kind == TaskKind::Recompute && x.recomputedHeld > 0)
+          continue;
         double r = readyAt(s, x.order[pos]);
         if (r <= t)
           return pos;
@@ -548,12 +553,15 @@ SimulationResult simulateOnce(const SimulationConfig &c,
       }
     } else if (t.kind == TaskKind::Recompute) {
       x.mb[k].rEnd = end;
+      ++x.recomputedHeld;
       maybeCandidate(s, k);
     } else if (t.kind == TaskKind::Weight) {
       --x.held;
     } else {
       x.mb[k].bEnd = end;
       ++x.nextBackward;
+      if (x.mb[k].posR >= 0)
+        --x.recomputedHeld;
       if (!split(s, k))
         --x.held;
       if (s > 0) {

@@ -46,15 +46,54 @@ TEST(Simulator, HandComputedVarunaP3) {
   EXPECT_DOUBLE_EQ(r.busyFraction[2], 0.5);
 }
 
-// With the deviation, stages 0 and 1 run R1 while waiting for B0's
-// gradient; the makespan is the same, two tasks moved.
+// With the deviation, a stage waiting for a forward's activation runs a
+// ready recompute instead: stage 0's forwards take 3, so stage 1 (1 per
+// forward) runs R0 while F1's activation is on its way (strict: F0 F1 R0
+// B0 ..., 25 units; here 24).
 TEST(Simulator, DeviationRunsRecomputeEarly) {
+  SimulationConfig c = unit(ScheduleKind::Varuna, 3, 2, true);
+  c.stages[0] = StageCost{3.0, 6.0, 3.0};
+  SimulationResult r = simulate(c);
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_DOUBLE_EQ(r.minibatchSeconds, 24.0);
+  EXPECT_EQ(stageOrder(r, 1), "F0 R0 F1 B0 R1 B1");
+  EXPECT_EQ(r.deviations, 1);
+  c.deviate = false;
+  EXPECT_DOUBLE_EQ(simulate(c).minibatchSeconds, 25.0);
+}
+
+// But never a second recompute while the stage holds a recomputed set (the
+// static order never does; a stage waiting for B0's gradient ran R1 ahead,
+// and with more micro-batches R1 R2 R3: every micro-batch's activations at
+// once). P=3, Nm=2 in unit ticks keeps its static order; under jitter no
+// stage ever holds two (R(k) started, B(k) not ended).
+TEST(Simulator, DeviationHoldsOneRecomputedSet) {
   SimulationResult r = simulate(unit(ScheduleKind::Varuna, 3, 2, true));
   ASSERT_TRUE(r.ok()) << r.error;
   EXPECT_DOUBLE_EQ(r.minibatchSeconds, 12.0);
-  EXPECT_EQ(stageOrder(r, 0), "F0 F1 R0 R1 B0 B1");
-  EXPECT_EQ(stageOrder(r, 1), "F0 F1 R0 R1 B0 B1");
-  EXPECT_EQ(r.deviations, 2);
+  EXPECT_EQ(stageOrder(r, 0), "F0 F1 R0 B0 R1 B1");
+  EXPECT_EQ(stageOrder(r, 1), "F0 F1 R0 B0 R1 B1");
+  EXPECT_EQ(r.deviations, 0);
+  int deviated = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    SimulationConfig c = unit(ScheduleKind::Varuna, 4, 8, true);
+    c.link.latencySeconds = 0.5;
+    c.link.jitterSeconds = 1.0;
+    c.seed = seed;
+    SimulationResult j = simulate(c);
+    ASSERT_TRUE(j.ok()) << j.error;
+    deviated += j.deviations > 0;
+    for (int s = 0; s < 3; ++s) {
+      int held = 0, most = 0;
+      for (const SimSpan &x : j.timeline) // in start order per stage
+        if (x.stage == s && x.task.kind == TaskKind::Recompute)
+          most = std::max(most, ++held);
+        else if (x.stage == s && x.task.kind == TaskKind::Backward)
+          --held;
+      EXPECT_EQ(most, 1) << "seed " << seed << " stage " << s;
+    }
+  }
+  EXPECT_GT(deviated, 0);
 }
 
 // The executor of the static orders reproduces the generator's unit-tick
@@ -311,7 +350,10 @@ TEST(Simulator, JitterNeverHelpsOnAverage) {
         c.seed = seed;
         sum += simulate(c).minibatchSeconds;
       }
-      double slack = deviate ? 0.01 * base : 1e-9;
+      // The deviation turns a late message into work run ahead and uses an
+      // early one at once, so with it jitter can help a little (2.2% here,
+      // 0.4% before recomputes were held to one set at a time).
+      double slack = deviate ? 0.03 * base : 1e-9;
       EXPECT_GE(sum / 20, base - slack)
           << scheduleKindName(k) << (deviate ? " with deviation" : "");
     }

@@ -659,10 +659,13 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
   };
   // Varuna's run-time deviation (Varuna's schedule only): when the scheduled
   // task waits for a message that has not arrived, run the first later
-  // recompute, or the first backward left, that is ready instead; if there
-  // is none, the next forward, if its activation is here and the stage
-  // holds fewer micro-batches than the static order does at its peak (so
-  // the memory bound is the static schedule's). Forwards keep their order among
+  // recompute (only while the stage holds no recomputed set: the static
+  // order never holds two, and a stage waiting for B0's gradient ran R1 R2
+  // R3 ahead, every micro-batch's activations at once), or the first
+  // backward left, that is ready instead; if there is none, the next
+  // forward, if its activation is here and the stage holds fewer
+  // micro-batches than the static order does at its peak (so the memory
+  // bound is the static schedule's). Forwards keep their order among
   // themselves, and a recompute restores the random stream after it, so the
   // stream each forward sees does not depend on the deviation.
   auto ready = [&](const plan::Task &t) {
@@ -724,6 +727,11 @@ LogicalResult Rank::step(int64_t s, const rt::DataSource &data,
             continue;
           backwardBefore = true;
         }
+        if (remaining[j].kind == plan::TaskKind::Recompute &&
+            llvm::any_of(live, [&](auto &l) {
+              return recomputed.count(l.first) > 0;
+            }))
+          continue;
         if (ready(remaining[j])) {
           pick = j;
           break;

@@ -4,7 +4,9 @@ replica, and on each rank exactly STEPS * MICRO forward and backward spans,
 recompute spans on all but the last stage (SCHEDULE varuna, the default, or
 gpipe), W spans on all but the first stage (SCHEDULE zb/N: N per step, the
 backwards the schedule splits) and none otherwise, plus communication
-spans."""
+spans; no rank ever holds two recomputed sets (an R(k) run, its B(k) not:
+the run-time deviation ran R1 R2 R3 ahead while waiting for B0's
+gradient)."""
 import json
 import sys
 
@@ -26,6 +28,13 @@ for rank in range(P * D):
     splits = schedule == "zb" and stage > 0
     assert count("W") == (steps * int(split) if splits else 0), (rank, count("W"))
     assert any(s.startswith("allreduce") for s in spans), rank
+    held = most = 0
+    for e in sorted((e for e in t if e.get("pid") == rank and e.get("ph") == "X"
+                     and e["name"][:1] in "RB" and e["name"][1:].isdigit()),
+                    key=lambda e: e["ts"]):
+        held = held + 1 if e["name"][0] == "R" else max(held - 1, 0)
+        most = max(most, held)
+    assert most <= 1, (rank, "holds", most, "recomputed sets")
     if stage > 0:
         assert any(s.startswith("recv act") for s in spans), rank
 print(f"ok: {P * D} ranks, {len(t)} events")
