@@ -68,10 +68,22 @@ def layout(trace, width: int = 1200, steps=None) -> dict:
         raise ValueError("not a Chrome trace (an object with 'traceEvents', or an array "
                          "of events)")
     events = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X"]
-    names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
-             if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name"}
+    for e in events:
+        _check_span(e)
+    names, lanes = {}, {}
+    for e in trace["traceEvents"]:
+        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") in (
+                "process_name", "thread_name"):
+            label = e.get("args", {}).get("name") if isinstance(e.get("args"), dict) else None
+            if isinstance(label, str) and e["name"] == "process_name":
+                names[e.get("pid")] = label
+            elif isinstance(label, str):
+                lanes[(e.get("pid"), e.get("tid"))] = label
     if not events:
-        raise ValueError("the trace has no spans")
+        others = {e.get("ph") for e in trace["traceEvents"] if isinstance(e, dict)} - {"M", None}
+        raise ValueError("the trace has no complete spans (events with \"ph\": \"X\")"
+                         + (f"; its {', '.join(sorted(map(str, others)))} events are not drawn"
+                            if others else ""))
     if steps is not None:
         recorded = sorted({_step_of(e) for e in events if isinstance(_step_of(e), int)})
         if not recorded:
@@ -89,13 +101,15 @@ def layout(trace, width: int = 1200, steps=None) -> dict:
     rows = sorted({(e["pid"], e.get("tid", 0)) for e in events})
     scale = (width - LABEL_W - 10) / max(end - start, 1)
     chart = {"width": width, "height": TOP + ROW_H * len(rows) + 30,
-             "title": f"varuna-run timeline{_steps_title(steps)}: "
+             "title": f"timeline{_steps_title(steps)}: "
                       f"{(end - start) / 1000:.1f} ms; F forward, R recompute, B backward, "
-                      "W backward (weights), grey communication",
+                      "W backward (weights), grey communication, brown other (all-reduce, "
+                      "optimizer)",
              "rows": []}
     for i, (pid, tid) in enumerate(rows):
         y = TOP + i * ROW_H
-        lane = ("compute", "comm", "all-reduce")[tid] if tid < 3 else f"lane {tid}"
+        lane = lanes.get((pid, tid)) or (("compute", "comm", "all-reduce")[tid]
+                                         if 0 <= tid < 3 else f"lane {tid}")
         spans = []
         chart["rows"].append((y, f"{names.get(pid, f'rank {pid}')} {lane}", spans))
         for e in events:
@@ -107,6 +121,23 @@ def layout(trace, width: int = 1200, steps=None) -> dict:
                                    "fill": colour(e["name"], tid), "name": e["name"],
                                    "ms": e["dur"] / 1000, "inside": w > 14 and tid == 0})
     return chart
+
+
+def _check_span(e) -> None:
+    """A complete event as the format defines it: numeric ts and dur
+    (microseconds), integer pid and tid; ValueError naming the field."""
+    name = e.get("name")
+    if not isinstance(name, str):
+        raise ValueError(f"a span without a string 'name': {json.dumps(e)[:200]}")
+    for key in ("ts", "dur"):
+        v = e.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"span {name!r}: {key!r} must be a number of microseconds, "
+                             f"not {json.dumps(v)}")
+    for key in ("pid", "tid"):
+        v = e.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"span {name!r}: {key!r} must be an integer, not {json.dumps(v)}")
 
 
 def _steps_title(steps) -> str:
@@ -171,8 +202,14 @@ def main(argv=None) -> int:
     try:
         with open(args.trace) as fh:
             trace = json.load(fh)
+    except json.JSONDecodeError as e:
+        print(f"varuna.trace: error: {args.trace} is not JSON ({e}): a varuna-run --trace "
+              "or varuna-plan --timeline file", file=sys.stderr)
+        return 1
     except (OSError, ValueError) as e:
-        print(f"varuna.trace: error: {args.trace}: {e}", file=sys.stderr)
+        print(f"varuna.trace: error: {args.trace}: {e.strerror or e}"
+              if isinstance(e, OSError) else f"varuna.trace: error: {args.trace}: {e}",
+              file=sys.stderr)
         return 1
     try:
         if suffix == ".png":

@@ -25,6 +25,7 @@
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/Launch.h"
 #include "varuna/runtime/Stop.h"
+#include "varuna/runtime/Trace.h"
 #include "varuna/runtime/Transport.h"
 #include <ATen/Parallel.h>
 #include <thread>
@@ -306,6 +307,41 @@ static int fail(const llvm::Twine &msg) {
   // One write: lines of ranks sharing the terminal do not interleave.
   llvm::errs() << ("varuna-run: error: " + msg + "\n").str();
   return 1;
+}
+
+/// After a failed run: the ranks that could wrote their spans so far as
+/// TRACE.rank<r> (trainPipeline); they are merged into TRACE, a timeline up
+/// to the failure, and said so. With none, an older TRACE is said to be
+/// another run's (it looked like this run's timeline).
+static void reportFailedTrace(const std::string &trace, int worldSize,
+                              std::chrono::system_clock::time_point launched) {
+  std::vector<std::string> parts;
+  for (int r = 0; r < worldSize; ++r)
+    if (std::string part = trace + ".rank" + std::to_string(r);
+        llvm::sys::fs::exists(part))
+      parts.push_back(part);
+  if (parts.empty()) {
+    llvm::sys::fs::file_status st;
+    if (!llvm::sys::fs::status(trace, st) &&
+        st.getLastModificationTime() < launched)
+      llvm::errs() << "varuna-run: no timeline written: the run failed "
+                      "before its ranks could write one; '"
+                   << trace << "' is an earlier run's\n";
+    return;
+  }
+  try {
+    varuna::rt::mergeTraces(parts, trace);
+    for (const std::string &p : parts)
+      std::remove(p.c_str());
+    llvm::errs() << "varuna-run: the run failed; the timeline up to the "
+                    "failure, of "
+                 << parts.size() << " of its " << worldSize
+                 << " ranks, is in '" << trace << "'\n";
+  } catch (const std::exception &e) {
+    llvm::errs() << "varuna-run: the run failed, and its ranks' timelines "
+                    "could not be merged: "
+                 << e.what() << "\n";
+  }
 }
 
 int main(int argc, char **argv) {
@@ -777,9 +813,39 @@ int main(int argc, char **argv) {
   // a path that cannot take them is said now, by every process alike, not
   // after the whole run (or by one rank, its peers then blaming the
   // transport).
+  // Whether `a` and `b` name one file: the same existing file (a link to
+  // it too), or the same path once absolute.
+  auto sameFile = [](llvm::StringRef a, llvm::StringRef b) {
+    bool same = false;
+    if (!llvm::sys::fs::equivalent(a, b, same) && same)
+      return true;
+    llvm::SmallString<256> x(a), y(b);
+    llvm::sys::fs::make_absolute(x);
+    llvm::sys::fs::make_absolute(y);
+    llvm::sys::path::remove_dots(x, true);
+    llvm::sys::path::remove_dots(y, true);
+    return x == y;
+  };
+  // What a run reads and must not write over: the job's files, the
+  // configuration, the plan (--trace jobdir/manifest.json destroyed the job).
+  std::vector<std::string> inputs = {configPath, planPath};
+  for (const char *name : {"job.mlir", "manifest.json", "libstages.so",
+                           "report.md", "calibration.json"}) {
+    llvm::SmallString<256> p(jobDir);
+    llvm::sys::path::append(p, name);
+    inputs.push_back(p.str().str());
+  }
   auto outputFileProblem =
-      [](const std::string &path, const char *what,
-         const char *example) -> std::optional<std::string> {
+      [&](const std::string &path, const char *what,
+          const char *example) -> std::optional<std::string> {
+    if (path == "-")
+      return "cannot write " + std::string(what) + " to '-': give a file " +
+             "(standard output carries the step lines)";
+    for (const std::string &in : inputs)
+      if (!in.empty() && sameFile(path, in))
+        return "cannot write " + std::string(what) + " '" + path +
+               "': it is '" + in + "', which this run reads; give another " +
+               "file (e.g. '" + example + "')";
     llvm::StringRef dir = llvm::sys::path::parent_path(path);
     if (dir.empty())
       dir = ".";
@@ -797,6 +863,16 @@ int main(int argc, char **argv) {
     if (auto problem =
             outputFileProblem(tracePath, "the trace", "timeline.json"))
       return fail(*problem);
+  // The trace is written whole at the end, into a temporary file renamed
+  // over it: renamed over /dev/stdout, it replaced that.
+  if (!tracePath.empty() && llvm::sys::fs::exists(tracePath) &&
+      !llvm::sys::fs::is_regular_file(tracePath))
+    return fail("cannot write the trace '" + tracePath +
+                "': it exists and is not a regular file (the timeline is "
+                "written whole at the end of the run: give a file)");
+  if (!tracePath.empty() && !metrics.empty() && sameFile(tracePath, metrics))
+    return fail("--trace and --metrics name one file, '" + tracePath +
+                "': the trace would replace the metrics");
   if (!metrics.empty())
     if (auto problem =
             outputFileProblem(metrics, "the metrics", "metrics.jsonl"))
@@ -1010,7 +1086,11 @@ int main(int argc, char **argv) {
       launch.masterAddr = addr;
     if (const char *port = std::getenv("MASTER_PORT"))
       launch.masterPort = std::atoi(port);
-    return varuna::rt::launchLocalRanks(launch);
+    auto launched = std::chrono::system_clock::now();
+    int status = varuna::rt::launchLocalRanks(launch);
+    if (status != 0 && !tracePath.empty())
+      reportFailedTrace(tracePath, launch.worldSize, launched);
+    return status;
   }
   std::unique_ptr<varuna::rt::Transport> transport;
   try {

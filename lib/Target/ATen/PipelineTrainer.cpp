@@ -17,6 +17,7 @@
 #include "varuna/runtime/Trace.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -1176,6 +1177,23 @@ LogicalResult varuna::trainPipeline(
   if (config.needsOverflowCheck())
     rank.scaler.emplace(config.lossScale);
   rank.trace = rt::Trace(!options.tracePath.empty());
+  // A run that fails leaves this rank's spans so far as TRACE.rank<r>
+  // (best effort: its peers may be gone): varuna-run's launcher merges the
+  // parts it finds into TRACE, a timeline up to the failure. Before, a
+  // failed run wrote nothing and said nothing.
+  bool traceWritten = false;
+  auto partialTrace = llvm::make_scope_exit([&] {
+    if (options.tracePath.empty() || traceWritten)
+      return;
+    try {
+      rank.trace.write(options.tracePath + ".rank" +
+                           std::to_string(transport.rank()),
+                       transport.rank(),
+                       "stage " + std::to_string(rank.stageIndex()) +
+                           " / replica " + std::to_string(rank.replicaIndex()));
+    } catch (const std::exception &) {
+    }
+  });
   try {
     if (failed(rank.setUp()))
       return failure();
@@ -1341,7 +1359,9 @@ LogicalResult varuna::trainPipeline(
         for (const std::string &p : parts)
           std::remove(p.c_str());
       }
+      traceWritten = true;
     } catch (const std::exception &e) {
+      traceWritten = true; // this rank's part is there, or could not be
       return jobError(job, "trace: ") << e.what();
     }
   }

@@ -4,7 +4,9 @@
 
 launcher-kill: varuna-run --stages 2 launches two ranks; one of them is
   killed (SIGKILL) after a few steps; the launcher must stop the other and
-  exit 1 within 10 s, naming the rank and the signal.
+  exit 1 within 10 s, naming the rank and the signal. With --trace over an
+  earlier run's timeline: the surviving rank's spans up to the failure
+  replace it, said so (before: no trace, the old one left as if this run's).
 crash-signal:  a rank is sent SIGSEGV, then (another run) SIGABRT and SIGQUIT,
   from outside (kill(1)): it must die of it -- LLVM's stack dump alone
   returned and the rank trained on -- and the launcher exit 1 within 10 s
@@ -245,7 +247,12 @@ elif scenario == "stop-starting":
         fail(f"exit {p.returncode}: {err[-600:]}")
     print(f"SIGTERM to rank 1 while starting: all stopped, exit 143 in {time.time() - t:.0f} s")
 elif scenario == "launcher-kill":
-    p = subprocess.Popen(run + ["--steps", "100000", "--timeout", "30"],
+    import json
+    trace = job + ".killed-trace.json"
+    with open(trace, "w") as fh:
+        json.dump({"traceEvents": [{"name": "F0", "ph": "X", "pid": 7, "tid": 0,
+                                    "ts": 0, "dur": 1}]}, fh)
+    p = subprocess.Popen(run + ["--steps", "100000", "--timeout", "30", "--trace", trace],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_steps(p, random.Random(1).randint(3, 20))
     ranks = children(p.pid)
@@ -262,6 +269,13 @@ elif scenario == "launcher-kill":
                err.strip().splitlines()[-1]))
     if p.returncode != 1 or "was killed by signal" not in err:
         fail("expected exit 1 and 'rank N was killed by signal'")
+    print(next((l for l in err.splitlines() if "timeline" in l), "no line on the timeline"))
+    events = json.load(open(trace))["traceEvents"]
+    pids = sorted({e["pid"] for e in events if e.get("ph") == "X"})
+    left = [f for f in os.listdir(os.path.dirname(trace)) if ".killed-trace.json." in f]
+    print(f"partial timeline: {len(pids)} rank(s) {'but the earlier run' * (7 in pids)}, "
+          f"{sum(e['name'] == 'F0' for e in events)} F0 spans, "
+          f"parts left {left}")
 elif scenario in ("crash-signal", "kill-two"):
     trials = ([(signal.SIGSEGV,), (signal.SIGABRT,), (signal.SIGQUIT,)]
               if scenario == "crash-signal" else [(signal.SIGKILL, signal.SIGKILL)])
