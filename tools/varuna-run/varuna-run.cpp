@@ -978,10 +978,24 @@ int main(int argc, char **argv) {
                     *m.lossScale);
       skippedText = buf;
     }
-    std::printf("step %lld  loss %s  %.1f examples/s  %.3f s%s\n",
-                static_cast<long long>(m.step), lossText(m.loss).c_str(),
-                m.examplesPerSecond, m.seconds, skippedText.c_str());
-    if (m.evalLoss)
+    if (m.evalOnly) {
+      // A run that trained no step: its validation alone.
+      if (m.evalLoss)
+        std::printf("validation %s  loss %s  (%lld batch%s)\n",
+                    m.step < 0
+                        ? "of the initial parameters (no step trained)"
+                        : ("after step " + std::to_string(m.step) +
+                           " (no step trained in this run)")
+                              .c_str(),
+                    lossText(*m.evalLoss).c_str(),
+                    static_cast<long long>(m.evalBatches),
+                    m.evalBatches == 1 ? "" : "es");
+    } else {
+      std::printf("step %lld  loss %s  %.1f examples/s  %.3f s%s\n",
+                  static_cast<long long>(m.step), lossText(m.loss).c_str(),
+                  m.examplesPerSecond, m.seconds, skippedText.c_str());
+    }
+    if (m.evalLoss && !m.evalOnly)
       std::printf("validation after step %lld  loss %s  (%lld batch%s)\n",
                   static_cast<long long>(m.step),
                   lossText(*m.evalLoss).c_str(),
@@ -997,7 +1011,7 @@ int main(int argc, char **argv) {
                    m.stopCause.empty() ? ""
                                        : (" (" + m.stopCause + ")").c_str());
     }
-    if (tty && steps > 0) {
+    if (tty && steps > 0 && !m.evalOnly) {
       elapsed += m.seconds;
       if (firstStep < 0)
         firstStep = m.step; // a resumed run timed only its own steps

@@ -1245,7 +1245,7 @@ LogicalResult varuna::trainPipeline(
                             rank.scaler ? &*rank.scaler : nullptr, &restored);
         log << "varuna-run: resumed from " << ckpt->path << " (step " << first
             << ") with " << P << " x " << D << " ranks\n";
-        if (first >= options.steps)
+        if (first >= options.steps && !options.evalData) // else: validates
           log << "varuna-run: warning: " << nothingToTrain(first, options.steps)
               << "\n";
       }
@@ -1295,6 +1295,31 @@ LogicalResult varuna::trainPipeline(
                                          options.evalBatchCount(),
                                          options.globalBatch))
       return jobError(job, *bad);
+  // Validation batch b after `evalAfter` steps, its stop cause into
+  // `evalInto`.
+  int64_t evalAfter = first;
+  StepMetrics *evalInto = nullptr;
+  auto validationLoss = [&](int64_t b, bool &stop) -> FailureOr<double> {
+    StepMetrics e;
+    try {
+      if (failed(rank.step(b, *options.evalData, config, *optimizer, e,
+                           /*evaluate=*/true)))
+        return failure();
+    } catch (const std::exception &ex) {
+      return jobError(job, "rank ")
+                 << transport.rank() << ", validation batch " << b
+                 << " after step " << evalAfter - 1 << ": " << ex.what(),
+             failure();
+    }
+    stop = e.stopRequested; // every rank's request, summed
+    if (stop && evalInto)
+      evalInto->stopCause = e.stopCause;
+    return e.loss;
+  };
+  rank.trace.setStep(first);
+  if (failed(validateUntrained(options, first, validationLoss, metrics.get(),
+                               onStep)))
+    return failure();
   bool stopped = false; // on request, before the last step
   for (int64_t s = first; s < options.steps; ++s) {
     StepMetrics m;
@@ -1306,23 +1331,8 @@ LogicalResult varuna::trainPipeline(
       return jobError(job, "rank ") << transport.rank() << ", step " << s
                                     << ": " << e.what();
     }
-    auto validationLoss = [&](int64_t b, bool &stop) -> FailureOr<double> {
-      StepMetrics e;
-      try {
-        if (failed(rank.step(b, *options.evalData, config, *optimizer, e,
-                             /*evaluate=*/true)))
-          return failure();
-      } catch (const std::exception &ex) {
-        return jobError(job, "rank ")
-                   << transport.rank() << ", validation batch " << b
-                   << " after step " << s << ": " << ex.what(),
-               failure();
-      }
-      stop = e.stopRequested; // every rank's request, summed
-      if (stop)
-        m.stopCause = e.stopCause;
-      return e.loss;
-    };
+    evalAfter = s + 1;
+    evalInto = &m;
     if (failed(validate(options, s + 1, m, validationLoss)))
       return failure();
     if (metrics)

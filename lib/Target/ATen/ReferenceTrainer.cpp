@@ -473,7 +473,8 @@ varuna::MetricsWriter::open(const std::string &path, bool resume,
 }
 
 void varuna::MetricsWriter::write(const StepMetrics &m) {
-  if (resume && !started) {
+  // (A resumed run's validation alone replaces no line: it is appended.)
+  if (resume && !started && !m.evalOnly) {
     os.close();
     std::vector<std::string> earlier;
     {
@@ -533,6 +534,11 @@ std::string varuna::metricsJsonLine(const StepMetrics &m) {
     scaling += llvm::formatv(", \"deviations\": {0}", m.deviations).str();
   if (m.lr)
     scaling += llvm::formatv(", \"lr\": {0:e9}", *m.lr).str();
+  if (m.evalOnly)
+    return llvm::formatv("{{\"step\": {0}, \"eval_only\": true, "
+                         "\"eval_loss\": {1:e9}, \"eval_batches\": {2}}\n",
+                         m.step, m.evalLoss.value_or(0.0), m.evalBatches)
+        .str();
   if (m.evalLoss)
     scaling += llvm::formatv(", \"eval_loss\": {0:e9}, \"eval_batches\": {1}",
                              *m.evalLoss, m.evalBatches)
@@ -577,11 +583,10 @@ FailureOr<std::vector<rt::InputSpec>> varuna::graphInputSpecs(ModuleOp job) {
   return specs;
 }
 
-LogicalResult varuna::validate(
-    const TrainOptions &options, int64_t done, StepMetrics &m,
-    llvm::function_ref<FailureOr<double>(int64_t, bool &)> batchLoss) {
-  if (!options.evalDue(done))
-    return success();
+/// The validation pass itself (validate without the due check).
+static LogicalResult
+runValidation(const TrainOptions &options, StepMetrics &m,
+              llvm::function_ref<FailureOr<double>(int64_t, bool &)> batchLoss) {
   int64_t n = options.evalBatchCount();
   double sum = 0;
   for (int64_t b = 0; b < n; ++b) {
@@ -598,6 +603,32 @@ LogicalResult varuna::validate(
   }
   m.evalLoss = sum / double(n);
   m.evalBatches = n;
+  return success();
+}
+
+LogicalResult varuna::validate(
+    const TrainOptions &options, int64_t done, StepMetrics &m,
+    llvm::function_ref<FailureOr<double>(int64_t, bool &)> batchLoss) {
+  if (!options.evalDue(done))
+    return success();
+  return runValidation(options, m, batchLoss);
+}
+
+LogicalResult varuna::validateUntrained(
+    const TrainOptions &options, int64_t done,
+    llvm::function_ref<FailureOr<double>(int64_t, bool &)> batchLoss,
+    MetricsWriter *metrics,
+    const std::function<void(const StepMetrics &)> &onStep) {
+  if (!options.evalData || done < options.steps)
+    return success();
+  StepMetrics m;
+  m.step = done - 1;
+  m.evalOnly = true;
+  if (failed(runValidation(options, m, batchLoss)))
+    return failure();
+  if (metrics)
+    metrics->write(m);
+  onStep(m);
   return success();
 }
 
@@ -821,7 +852,7 @@ LogicalResult varuna::trainReference(
                      << first << ")\n";
         tidyAfterResume(llvm::errs(), options.checkpointDir, first,
                         options.checkpointKeep);
-        if (first >= options.steps)
+        if (first >= options.steps && !options.evalData) // else: validates
           llvm::errs() << "varuna-run: warning: "
                        << nothingToTrain(first, options.steps) << "\n";
       }
@@ -922,6 +953,9 @@ LogicalResult varuna::trainReference(
                                          options.globalBatch))
       return jobError(job, *bad);
   rt::Trace trace(!options.tracePath.empty());
+  if (failed(validateUntrained(options, first, validationLoss, metrics.get(),
+                               onStep)))
+    return failure();
   bool stopped = false; // on request, before the last step
   for (int64_t step = first; step < options.steps; ++step) {
     auto start = std::chrono::steady_clock::now();

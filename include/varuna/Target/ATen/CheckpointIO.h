@@ -139,7 +139,8 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
 
 /// What a resume from a checkpoint at step `at` says when --steps `steps`
 /// leaves nothing to train (at >= steps): the run ends at once, having
-/// trained nothing -- probably not what was meant.
+/// trained nothing -- probably not what was meant (not said with validation
+/// data: then the run validates the checkpoint, validateUntrained).
 std::string nothingToTrain(int64_t at, int64_t steps);
 
 /// The end of a resume that loaded its parameters with

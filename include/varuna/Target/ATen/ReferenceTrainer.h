@@ -131,6 +131,10 @@ struct StepMetrics {
   /// A stop request abandoned the validation after this step, after this
   /// many of its batches (-1: none was abandoned).
   int64_t evalAbandonedAfter = -1;
+  /// The validation of a run that trained no step (validateUntrained): only
+  /// `step` (the last step done, -1 before the first), the validation
+  /// fields and the stop fields mean anything.
+  bool evalOnly = false;
 };
 
 /// An error about running `job` (not about a line of its IR): reported at
@@ -221,6 +225,17 @@ mlir::LogicalResult
 validate(const TrainOptions &options, int64_t done, StepMetrics &m,
          llvm::function_ref<mlir::FailureOr<double>(int64_t, bool &stop)>
              batchLoss);
+
+/// A run that trains no step -- --steps equal to the steps done: --steps 0,
+/// or --resume of a run that finished -- with validation data validates the
+/// parameters as they are (it printed nothing): the mean of `batchLoss`
+/// over options.evalBatchCount() batches, written to `metrics` and passed
+/// to `onStep` as an evalOnly StepMetrics. Nothing to do otherwise.
+mlir::LogicalResult validateUntrained(
+    const TrainOptions &options, int64_t done,
+    llvm::function_ref<mlir::FailureOr<double>(int64_t, bool &stop)> batchLoss,
+    class MetricsWriter *metrics,
+    const std::function<void(const StepMetrics &)> &onStep);
 
 /// The graph inputs as the dataset must provide them (from the graph's
 /// argument types: element type and sample shape).
