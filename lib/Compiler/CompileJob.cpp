@@ -71,6 +71,7 @@ OwningOpRef<ModuleOp> importModel(MLIRContext *ctx,
   }
   if (ext == ".onnx") {
     ONNXImportOptions o;
+    o.forTraining = true;
     return importONNX(ctx, path, o);
   }
   if (ext == ".pt" || ext == ".pth" || ext == ".zip") {
@@ -187,10 +188,21 @@ LogicalResult checkLoss(ModuleOp module, StringRef path) {
   for (unsigned i = 0; i < graph->getNumResults(); ++i)
     if (graph->getResultAttr(i, kLossAttr))
       return success();
-  auto diag = emitError(fileLoc(module.getContext(), path))
-              << "the graph has no scalar loss result: its forward must "
-                 "return the loss (e.g. F.cross_entropy(logits, labels)); "
-                 "its outputs are:";
+  unsigned scalars = 0;
+  for (Type t : graph->getResultTypes())
+    if (auto v = dyn_cast<VTensorType>(t))
+      scalars += v.getRank() == 0 && isa<FloatType>(v.getElementType());
+  auto diag = emitError(fileLoc(module.getContext(), path));
+  if (scalars > 1)
+    diag << "the graph has " << scalars
+         << " scalar float outputs and none is named 'loss', so which is the "
+            "loss is not known: name it 'loss' (torch.onnx.export(..., "
+            "output_names=['loss', ...]); varuna.export names the first "
+            "output so); its outputs are:";
+  else
+    diag << "the graph has no scalar loss result: its forward must "
+            "return the loss (e.g. F.cross_entropy(logits, labels)); "
+            "its outputs are:";
   for (unsigned i = 0; i < graph->getNumResults(); ++i) {
     auto n = graph->getResultAttrOfType<StringAttr>(i, kNameAttr);
     diag << " '" << (n ? n.getValue() : StringRef("?")) << "' "
@@ -230,6 +242,24 @@ LogicalResult checkInputBatch(ModuleOp module, StringRef path) {
     return failure();
   }
   return success();
+}
+
+/// A graph input no operation reads is still an input: varuna-run needs its
+/// data file like any other's. Said, since nothing else shows it.
+void warnUnreadInputs(ModuleOp module, StringRef path) {
+  auto graph = getTrainingGraph(module);
+  if (failed(graph))
+    return;
+  for (BlockArgument a : graph->getArguments())
+    if (a.use_empty()) {
+      auto n = graph->getArgAttrOfType<StringAttr>(a.getArgNumber(), kNameAttr);
+      std::string name = n ? n.getValue().str() : "?";
+      emitWarning(fileLoc(module.getContext(), path))
+          << "graph input '" << name
+          << "' is read by no operation; it stays an input, so varuna-run "
+             "still needs its data ("
+          << name << ".npy): export the model without it to drop it";
+    }
 }
 
 /// Some parameter the loss reads must be trained: a model without one
@@ -320,6 +350,7 @@ LogicalResult varuna::compileJob(MLIRContext *ctx,
       failed(checkInputBatch(*module, options.modelPath)) ||
       failed(checkTrainable(*module, options.modelPath)))
     return failure();
+  warnUnreadInputs(*module, options.modelPath);
 
   // Everything is written into a staging directory beside JOBDIR, and
   // moved into JOBDIR only when the whole compile succeeded: a failed one

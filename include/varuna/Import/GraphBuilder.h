@@ -34,6 +34,10 @@ struct ImportOptions {
   std::string graphName = "forward";
   /// Fail when no output is a scalar floating-point loss.
   bool requireLoss = false;
+  /// The model is imported to be trained (varuna-compile): an export whose
+  /// parameters cannot be told from constants, or from each other, is an
+  /// error rather than a warning.
+  bool forTraining = false;
 };
 
 class GraphBuilder {

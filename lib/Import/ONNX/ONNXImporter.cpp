@@ -134,11 +134,16 @@ bool Importer::isTrainable(StringRef name) const {
     return false;
   if (trainable)
     return trainable->count(name);
-  return true;
+  return !runningStats.count(name);
 }
 
 LogicalResult Importer::readMetadata() {
   Location loc = FileLineColLoc::get(ctx, displayName, 0, 0);
+  for (const auto &n : modelFile.model().graph().node())
+    if (n.op_type() == "BatchNormalization" && n.domain().empty())
+      for (int i : {3, 4})
+        if (i < n.input_size() && !n.input(i).empty())
+          runningStats[n.input(i)] = true;
   for (const auto &kv : modelFile.model().metadata_props()) {
     if (kv.key() == "varuna.embedding_padding") {
       auto parsed = llvm::json::parse(kv.value());
@@ -216,6 +221,16 @@ LogicalResult Importer::importInputs() {
       batchDim = 0;
       shape.push_back(1);
     }
+    // torch.onnx.export(..., export_params=False) writes the parameters
+    // as graph inputs (with their fixed shapes) and no initializers.
+    if (batchDim < 0 && g.initializer_size() == 0 && !shape.empty() &&
+        g.input_size() > 1)
+      return emitError(loc)
+             << "graph input '" << in.name() << "' has a fixed shape and the "
+             << "model has no initializers: its parameters are graph inputs "
+                "(exported with export_params=False?); export the model "
+                "with its parameters (varuna.export, or torch.onnx.export's "
+                "default export_params=True)";
     if (batchDim < 0)
       return emitError(loc)
              << "graph input '" << in.name() << "' has a static batch "
@@ -263,6 +278,7 @@ LogicalResult Importer::declareParam(StringRef name,
   }
   if (failed(builder.addParam(name, type, init, frozen, loc)))
     return failure();
+  paramSources[name] = &data;
   env[name].param = name.str();
   return success();
 }
@@ -277,9 +293,42 @@ static bool isGeneratedName(StringRef name) {
   return !name.empty() && llvm::all_of(name, llvm::isDigit);
 }
 
+/// Whether torch.onnx.export(dynamo=True) wrote `m`: its nodes are named
+/// node_<op>..., the TorchScript exporter's /module/Op_n.
+static bool isDynamoExport(const onnx::ModelProto &m) {
+  if (m.producer_name() != "pytorch" || m.graph().node_size() == 0)
+    return false;
+  return llvm::all_of(m.graph().node(), [](const onnx::NodeProto &n) {
+    return StringRef(n.name()).starts_with("node_");
+  });
+}
+
 LogicalResult Importer::importInitializers() {
   const onnx::GraphProto &g = modelFile.model().graph();
   Location loc = FileLineColLoc::get(ctx, displayName, 0, 0);
+  // The dynamo exporter writes constants as float initializers (val_2: the
+  // GELU's sqrt(2), a mask's -inf) and merges initializers that start out
+  // equal (every LayerNorm's weight became blocks.0.ln.weight): without
+  // varuna's metadata the parameters cannot be told apart, and training
+  // them differed from PyTorch (22% in the loss; NaN once -inf trained).
+  // Refused for training; a forward (varuna-eval) computes the same.
+  if (!trainable && isDynamoExport(modelFile.model())) {
+    const char *what =
+        "was written by torch.onnx.export(dynamo=True), which stores "
+        "constants as initializers (val_<n>) and merges initializers that "
+        "start out equal (e.g. every LayerNorm's weight into one): which "
+        "are parameters, and which are one parameter, is lost";
+    const char *fix = "export the model with varuna.export(model, inputs, "
+                      "path) (or torch.onnx.export(..., dynamo=False))";
+    if (options.forTraining)
+      return emitError(loc) << "'" << displayName << "' " << what
+                            << ", so training it would differ from "
+                               "PyTorch: "
+                            << fix;
+    mlir::emitWarning(loc) << "'" << displayName << "' " << what
+                           << ": its forward is right, but do not train it; "
+                           << fix;
+  }
   if (!trainable) {
     // Without varuna metadata, say so when the exporter folded parameters
     // into unnamed tensors: identity and ties with the originals are lost.
@@ -434,11 +483,17 @@ LogicalResult Importer::importNodes() {
     std::string name = node.name().empty() ? node.op_type() : node.name();
     return emitError(nodeLocation(ctx, displayName, name, i))
            << "ONNX " << node.op_type() << " node '" << name
-           << "' is not supported: torch's exporter writes a loop for "
-              "nn.EmbeddingBag (over its bags) and for Python loops in "
-              "scripted code; a traced model has none. Export to "
-              "TorchScript (varuna.export(model, batch, \"model.pt\")), which "
-              "keeps embedding_bag as one op",
+           << "' is not supported: "
+           << (node.op_type() == "Loop"
+                   ? "torch's exporter writes a loop for nn.EmbeddingBag "
+                     "(over its bags) and for Python loops in scripted "
+                     "code; a traced model has none. Export to TorchScript "
+                     "(varuna.export(model, batch, \"model.pt\")), which "
+                     "keeps embedding_bag as one op"
+                   : "a Scan runs its body once per step of a sequence; "
+                     "varuna imports graphs without control flow (torch's "
+                     "exporter writes none for a traced model: export with "
+                     "varuna.export)"),
            failure();
   }
   markUsed(g, used);

@@ -167,6 +167,12 @@ public:
                                    const InitializerData &data, bool frozen,
                                    mlir::Location loc);
   bool isTrainable(llvm::StringRef name) const;
+  /// The initializer behind parameter `name` (its own, or the one an
+  /// Identity re-created it from); nullptr if none.
+  const InitializerData *paramSource(llvm::StringRef name) const {
+    auto it = paramSources.find(name);
+    return it == paramSources.end() ? nullptr : it->second;
+  }
   /// Imports the nodes of `g` (the model's graph, or the branch an `If`
   /// takes) into the current scope; `path` names the enclosing If nodes in
   /// locations.
@@ -189,6 +195,11 @@ private:
   llvm::StringMap<bool> used;
   // From the `varuna.parameters` / `varuna.buffers` metadata, if present.
   std::optional<llvm::StringMap<bool>> trainable, buffers;
+  // Without that metadata: the initializers BatchNormalization reads as its
+  // running mean and variance (inputs 3 and 4), which are never trained
+  // (they were, and the first backward failed in ATen).
+  llvm::StringMap<bool> runningStats;
+  llvm::StringMap<const InitializerData *> paramSources;
   // From `varuna.embedding_padding` ({"<weight>": padding_idx}, written by
   // varuna.export for nn.Embedding(padding_idx=...)).
   llvm::StringMap<int64_t> paddingIdx;

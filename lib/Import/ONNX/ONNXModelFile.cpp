@@ -84,6 +84,13 @@ LogicalResult ModelFile::load(StringRef data, StringRef displayName,
   if (opset < 13 || opset > 21)
     return emitError(loc) << "'" << displayName << "' uses ONNX opset "
                           << opset << "; supported opsets are 13 to 21";
+  // onnx 1.23 writes IR 14 (whatever the opset); a newer version may mean
+  // fields this reader does not know (onnxruntime refuses them too).
+  if (proto.ir_version() > 14)
+    return emitError(loc) << "'" << displayName << "' declares ONNX IR version "
+                          << proto.ir_version()
+                          << "; this importer reads IR versions up to 14 "
+                             "(onnx 1.23's)";
 
   for (const auto &init : proto.graph().initializer()) {
     InitializerData d;

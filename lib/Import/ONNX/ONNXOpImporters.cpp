@@ -161,7 +161,8 @@ static LogicalResult importIdentity(NodeContext &nc) {
   if (in.isParam() && out != in.param) {
     // The exporter de-duplicated two parameters with equal initial values
     // and re-created this one by name: it is a parameter of its own.
-    const InitializerData *d = nc.importer.file().initializer(in.param);
+    // (A chain of Identity nodes: the first one's source.)
+    const InitializerData *d = nc.importer.paramSource(in.param);
     if (!d)
       return nc.error("identity of unknown initializer '" + in.param + "'");
     if (nc.importer.graph().hasParam(out))

@@ -65,3 +65,40 @@ save("data_if", [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
                  helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g,
                                   else_branch=else_g)],
      [x], [y], [zero_f])
+
+# An initializer through a chain of Identity nodes (valid ONNX; the second
+# Identity was "identity of unknown initializer").
+save("identity_chain", [helper.make_node("Identity", ["w"], ["w1"], name="id1"),
+                        helper.make_node("Identity", ["w1"], ["w2"], name="id2"),
+                        helper.make_node("MatMul", ["x", "w2"], ["y"], name="mm")],
+     [x], [y], [w])
+# A Scan (its refusal talked about Loop and nn.EmbeddingBag).
+body = helper.make_graph([helper.make_node("Add", ["s_in", "e"], ["s_out"]),
+                          helper.make_node("Identity", ["s_out"], ["o"])], "body",
+                         [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [8]),
+                          helper.make_tensor_value_info("e", TensorProto.FLOAT, [8])],
+                         [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [8]),
+                          helper.make_tensor_value_info("o", TensorProto.FLOAT, [8])])
+init8 = numpy_helper.from_array(np.zeros(8, np.float32), "init8")
+save("scan", [helper.make_node("Scan", ["init8", "x"], ["fin", "y"], name="myscan", body=body,
+                               num_scan_inputs=1)], [x], [y], [init8])
+# An IR version newer than any onnx writes (onnxruntime refuses it).
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "ir99", [x],
+                      [y], initializer=[w])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+m.ir_version = 99
+onnx.save(m, os.path.join(out, "ir99.onnx"))
+# Two scalar float outputs, neither named loss; an input no node reads.
+lbl = helper.make_tensor_value_info("lbl", TensorProto.INT64, ["batch"])
+z = helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 2])
+two = [helper.make_node("MatMul", ["x", "w"], ["logits"], name="mm"),
+       helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "lbl"], ["ce"], name="ce",
+                        reduction="mean"),
+       helper.make_node("ReduceMean", ["logits"], ["aux"], name="aux", keepdims=0)]
+save("two_scalars", two, [x, lbl], [helper.make_tensor_value_info("aux", TensorProto.FLOAT, []),
+                                    helper.make_tensor_value_info("ce", TensorProto.FLOAT, [])],
+     [w])
+one = [two[0], helper.make_node("SoftmaxCrossEntropyLoss", ["logits", "lbl"], ["loss"],
+                                name="ce", reduction="mean")]
+save("unread_input", one, [x, lbl, z], [helper.make_tensor_value_info("loss", TensorProto.FLOAT,
+                                                                      [])], [w])
