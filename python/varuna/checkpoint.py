@@ -9,6 +9,7 @@ out of one, checked the way `varuna-run --resume` checks it:
     state = vc.load("ckpt")                  # newest complete step: {name: tensor}
     vc.load_into(model, "ckpt/step-200")     # into the nn.Module trained
     vc.latest("ckpt")                        # "ckpt/step-200"
+    vc.load_optimizer_into(opt, model, "ckpt")  # torch.optim.AdamW / SGD state
 
 Every tensor keeps the name the model gave it (the framework's parameter and
 buffer names: a `state_dict` takes them as they are). The optimizer's state
@@ -184,6 +185,74 @@ def load_into(model, path, strict=True):
                          + (f"; and {len(wrong) - 5} more" if len(wrong) > 5 else ""))
     model.load_state_dict({n: t for n, t in state.items() if n in known}, strict=False)
     return missing, unexpected
+
+
+def load_optimizer_into(optimizer, model, path):
+    """Loads the optimizer state of checkpoint `path` into `optimizer`, a
+    torch.optim.AdamW (for a run trained with "adamw") or torch.optim.SGD
+    ("sgd") over `model`'s parameters, so that training goes on in PyTorch
+    where varuna-run left it: AdamW's step count and moments, SGD's momentum
+    buffers. Load the weights first (load_into); the hyper-parameters (lr,
+    betas, weight decay, param groups) stay the optimizer's own: give them
+    as the training configuration had them. Returns the number of
+    parameters whose state was loaded. ValueError naming the problem:
+    another optimizer than the checkpoint's (LAMB has no torch.optim
+    counterpart), an optimizer parameter that is not one of `model`'s, a
+    trained parameter without state in the checkpoint, a shape that
+    differs. Nothing is loaded then."""
+    import torch
+
+    if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
+        model = model._orig_mod
+    if os.path.exists(os.path.join(path, "manifest.json")):
+        manifest = _check(path)
+    else:
+        path, manifest = _newest(path)
+    state = manifest.get("state", {})
+    kind = state.get("optimizer")
+    classes = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+    if kind not in classes:
+        raise ValueError(f"{path}: trained with optimizer {kind!r}, which has no torch.optim "
+                         "counterpart here (adamw: torch.optim.AdamW, sgd: torch.optim.SGD)")
+    if type(optimizer) is not classes[kind]:
+        raise ValueError(f"{path}: trained with {kind} ({classes[kind].__name__}); the "
+                         f"optimizer given is a {type(optimizer).__name__}")
+    steps = int(state.get("optimizer_step", manifest["step"]))
+    tensors = {n: t for n, t in load(path, optimizer_state=True).items()
+               if n.startswith("optimizer/")}
+    names = {}
+    for n, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(n)
+    wanted = ("exp_avg", "exp_avg_sq") if kind == "adamw" else ("momentum_buffer",)
+    new = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if id(p) not in names:
+                raise ValueError(f"{path}: the optimizer holds a parameter of shape "
+                                 f"{tuple(p.shape)} that is not one of the model's")
+            found = {}
+            for key in wanted:
+                for n in names[id(p)]:  # a tie's state is under one of its names
+                    t = tensors.get(f"optimizer/{key}/{n}")
+                    if t is not None:
+                        if tuple(t.shape) != tuple(p.shape):
+                            raise ValueError(f"{path}: optimizer/{key}/{n} is {tuple(t.shape)}, "
+                                             f"the parameter {tuple(p.shape)}")
+                        found[key] = t.to(device=p.device, dtype=p.dtype).clone()
+                        break
+            if kind == "adamw":
+                if not p.requires_grad:
+                    continue
+                if len(found) != 2:
+                    raise ValueError(f"{path}: no AdamW state for {names[id(p)][0]} (a "
+                                     "parameter varuna-run did not train?)")
+                found["step"] = torch.tensor(float(steps))
+            elif not found:
+                continue  # SGD without momentum keeps no state
+            new[p] = found
+    for p, st in new.items():
+        optimizer.state[p] = st
+    return len(new)
 
 
 def _main(argv):
