@@ -1047,6 +1047,15 @@ std::vector<int64_t> varuna::partitionBoundaries(ModuleOp job,
             if (auto b = d.getAs<DenseI64ArrayAttr>("boundaries"))
               return std::vector<int64_t>(b.asArrayRef().begin(),
                                           b.asArrayRef().end());
+  // One stage holds every section, whatever depths the job was compiled
+  // for (a job compiled with --stages 2 trained at 1 x 1 but not at 1 x 2).
+  if (stages == 1) {
+    int64_t sections = 0;
+    for (auto f : job.getOps<func::FuncOp>())
+      sections += f->hasAttr("varuna.section");
+    if (sections > 0)
+      return {0, sections};
+  }
   return {};
 }
 
