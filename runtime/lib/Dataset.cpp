@@ -173,6 +173,13 @@ NpyHeader readNpyHeader(int fd, const std::string &path) {
   ssize_t n = ::pread(fd, pre, sizeof(pre), 0);
   if (n < 0 && errno == EISDIR)
     fail(path, "is a directory, not a .npy file");
+  if (n < 0)
+    fail(path, std::string("cannot read: ") + std::strerror(errno));
+  if (n == 0)
+    fail(path, "is empty, not a .npy file");
+  if (n >= 4 && std::memcmp(pre, "PK\x03\x04", 4) == 0)
+    fail(path, "is a zip archive (an .npz?), not a .npy file: save each "
+               "input with np.save");
   if (n < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
     fail(path, "not a .npy file (bad magic; expected \"\\x93NUMPY\")");
   int major = pre[6];
@@ -410,6 +417,14 @@ NpyDataset::open(const std::string &dir, const std::vector<InputSpec> &specs) {
     const InputSpec &spec = specs[i];
     File f;
     f.path = dir + "/" + spec.name + ".npy";
+    // Not a regular file: a FIFO blocked the open forever (with the stop
+    // signals blocked in this thread), a device would be read as data.
+    struct stat pst;
+    if (::stat(f.path.c_str(), &pst) == 0 && S_ISDIR(pst.st_mode))
+      fail(f.path, "is a directory, not a .npy file");
+    if (::stat(f.path.c_str(), &pst) == 0 && !S_ISREG(pst.st_mode))
+      fail(f.path, "is not a regular file (a pipe or a device): rows are "
+                   "read where they lie, so give a .npy file");
     f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (f.fd < 0) {
       int err = errno;
@@ -454,10 +469,20 @@ NpyDataset::open(const std::string &dir, const std::vector<InputSpec> &specs) {
     if (samples < 0)
       samples = h.shape[0];
 
-    size_t row = dtypeSize(h.dtype);
+    // The size, checked for overflow: a header's shape of 2^57 rows wrapped
+    // to the file's size and failed steps later ("file shrank").
+    uint64_t row = dtypeSize(h.dtype), want = 0;
+    bool overflow = false;
     for (size_t d = 1; d < h.shape.size(); ++d)
-      row *= static_cast<size_t>(h.shape[d]);
-    uint64_t want = h.dataOffset + row * static_cast<uint64_t>(h.shape[0]);
+      overflow |= __builtin_mul_overflow(
+          row, static_cast<uint64_t>(h.shape[d]), &row);
+    overflow |= __builtin_mul_overflow(
+        row, static_cast<uint64_t>(h.shape[0]), &want);
+    overflow |= __builtin_add_overflow(want, uint64_t(h.dataOffset), &want);
+    if (overflow || want > (uint64_t(1) << 62))
+      fail(f.path, "shape " + formatShape(h.shape) +
+                       " is too large: its data would take more than 2^62 "
+                       "bytes (a damaged header?)");
     struct stat fst;
     if (::fstat(f.fd, &fst) != 0)
       fail(f.path, std::string("cannot stat: ") + std::strerror(errno));

@@ -205,6 +205,9 @@ int cmdDump(int argc, char **argv) {
 int cmdPrune(int argc, char **argv) {
   if (argc != 3 || std::strcmp(argv[1], "--keep") != 0)
     usage("prune takes DIR --keep N");
+  if (parseInt("--keep", argv[2]) < 1)
+    usage("--keep must be at least 1: prune keeps the newest N complete "
+          "checkpoints and removes the rest");
   PruneResult r =
       keepLast(argv[0], static_cast<int>(parseInt("--keep", argv[2])));
   for (const std::string &d : r.removed)

@@ -534,14 +534,26 @@ std::string varuna::metricsJsonLine(const StepMetrics &m) {
     scaling += llvm::formatv(", \"deviations\": {0}", m.deviations).str();
   if (m.lr)
     scaling += llvm::formatv(", \"lr\": {0:e9}", *m.lr).str();
+  // JSON has no NaN either: a non-finite validation loss is null, named
+  // beside it (it was written as nan, and the line was not JSON).
+  auto evalLossJson = [](double v) {
+    return std::isfinite(v)
+               ? llvm::formatv("{0:e9}", v).str()
+               : llvm::formatv("null, \"eval_loss_nonfinite\": \"{0}\"",
+                               std::isnan(v) ? "nan"
+                               : v > 0       ? "inf"
+                                             : "-inf")
+                     .str();
+  };
   if (m.evalOnly)
     return llvm::formatv("{{\"step\": {0}, \"eval_only\": true, "
-                         "\"eval_loss\": {1:e9}, \"eval_batches\": {2}}\n",
-                         m.step, m.evalLoss.value_or(0.0), m.evalBatches)
+                         "\"eval_loss\": {1}, \"eval_batches\": {2}}\n",
+                         m.step, evalLossJson(m.evalLoss.value_or(0.0)),
+                         m.evalBatches)
         .str();
   if (m.evalLoss)
-    scaling += llvm::formatv(", \"eval_loss\": {0:e9}, \"eval_batches\": {1}",
-                             *m.evalLoss, m.evalBatches)
+    scaling += llvm::formatv(", \"eval_loss\": {0}, \"eval_batches\": {1}",
+                             evalLossJson(*m.evalLoss), m.evalBatches)
                    .str();
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
