@@ -19,6 +19,16 @@ SimulationConfig unit(ScheduleKind kind, int P, int Nm, bool deviate) {
   return c;
 }
 
+/// unit() with Varuna's schedule and the deviation, messages of latency 0.5
+/// +/- `jitter`, drawn from `seed`.
+SimulationConfig jittered(int P, int Nm, double jitter, uint64_t seed) {
+  SimulationConfig c = unit(ScheduleKind::Varuna, P, Nm, true);
+  c.link.latencySeconds = 0.5;
+  c.link.jitterSeconds = jitter;
+  c.seed = seed;
+  return c;
+}
+
 std::string stageOrder(const SimulationResult &r, int stage) {
   std::string out;
   for (const SimSpan &s : r.timeline)
@@ -76,14 +86,10 @@ TEST(Simulator, DeviationHoldsOneRecomputedSet) {
   EXPECT_EQ(r.deviations, 0);
   int deviated = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
-    SimulationConfig c = unit(ScheduleKind::Varuna, 4, 8, true);
-    c.link.latencySeconds = 0.5;
-    c.link.jitterSeconds = 1.0;
-    c.seed = seed;
-    SimulationResult j = simulate(c);
+    SimulationResult j = simulate(jittered(4, 8, 1.0, seed));
     ASSERT_TRUE(j.ok()) << j.error;
     deviated += j.deviations > 0;
-    for (int s = 0; s < 3; ++s) {
+    for (int s = 0; s < 3; ++s) { // the stages that recompute
       int held = 0, most = 0;
       for (const SimSpan &x : j.timeline) // in start order per stage
         if (x.stage == s && x.task.kind == TaskKind::Recompute)
@@ -365,12 +371,7 @@ TEST(Simulator, JitterNeverHelpsOnAverage) {
 TEST(Simulator, DeviationKeepsBackwardOrderUnderJitter) {
   int reordered = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
-    SimulationConfig c = unit(ScheduleKind::Varuna, 3, 8, true);
-    c.link.latencySeconds = 0.5;
-    c.link.jitterSeconds = 2;
-    c.seed = seed;
-    c.recordTimeline = true;
-    SimulationResult r = simulate(c);
+    SimulationResult r = simulate(jittered(3, 8, 2.0, seed));
     ASSERT_TRUE(r.ok());
     for (int s = 0; s < 3; ++s) {
       int last = -1;

@@ -74,7 +74,8 @@ def FindCutPoints : Pass<"varuna-find-cut-points", "mlir::ModuleOp"> {
        embeddings, or a parameter of at most 64 KiB, like a gate applied
        after a few layers) -- so a cut never falls inside an attention block.
     2. Repeated blocks are found by structural hashing (the transformer layer
-       repeated N times): for each block size, the longest back-to-back run
+       repeated N times): for each block size of at least 3 ops (a Linear +
+       ReLU layer: matmul, add, relu), the longest back-to-back run
        names the block, then every occurrence of it counts, also those with
        other ops between them (a gate after some layers); the smallest block
        covering at least 90% of what the best-covering one covers is taken
