@@ -809,10 +809,6 @@ int main(int argc, char **argv) {
                  << " examples, the validation data '" << evalDataDir
                  << "' holds " << evalData->numSamples()
                  << ": some are counted more than once\n";
-  // Output files are written by one rank, the trace after the last step:
-  // a path that cannot take them is said now, by every process alike, not
-  // after the whole run (or by one rank, its peers then blaming the
-  // transport).
   // Whether `a` and `b` name one file: the same existing file (a link to
   // it too), or the same path once absolute.
   auto sameFile = [](llvm::StringRef a, llvm::StringRef b) {
@@ -835,6 +831,10 @@ int main(int argc, char **argv) {
     llvm::sys::path::append(p, name);
     inputs.push_back(p.str().str());
   }
+  // Output files are written by one rank, the trace after the last step:
+  // a path that cannot take them is said now, by every process alike, not
+  // after the whole run (or by one rank, its peers then blaming the
+  // transport).
   auto outputFileProblem =
       [&](const std::string &path, const char *what,
           const char *example) -> std::optional<std::string> {
