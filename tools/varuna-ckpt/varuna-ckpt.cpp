@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <sys/stat.h>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -170,8 +171,19 @@ int cmdLatest(int argc, char **argv) {
     return 1;
   }
   if (!r.latest) {
-    std::fprintf(stderr, "varuna-ckpt: no complete checkpoint in %s\n",
-                 argv[0]);
+    // A step directory given for the checkpoint directory, or no directory
+    // at all: said (both were just "no complete checkpoint").
+    std::string dir = argv[0], why;
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0)
+      why = ": it does not exist";
+    else if (!S_ISDIR(st.st_mode))
+      why = ": it is not a directory";
+    else if (::stat((dir + "/manifest.json").c_str(), &st) == 0)
+      why = ": it is one step's directory; give the checkpoint directory "
+            "that holds the step-<N> directories";
+    std::fprintf(stderr, "varuna-ckpt: no complete checkpoint in %s%s\n",
+                 argv[0], why.c_str());
     return 1;
   }
   std::printf("step %lld\npath %s\n", static_cast<long long>(r.latest->step),

@@ -25,6 +25,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstdio>
 
 namespace cl = llvm::cl;
@@ -128,17 +129,26 @@ int main(int argc, char **argv) {
   if (mlir::failed(results))
     return 1;
   auto names = evaluator->getResultNames();
+  // One spelling of NaN, whatever its sign bit (printf wrote "-nan").
+  auto number = [](double v) {
+    if (std::isnan(v))
+      return std::string("nan");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    return std::string(buf);
+  };
   for (auto [name, t] : llvm::zip(names, *results)) {
     if (t.dim() == 0) {
       double v = t.to(at::kDouble).item<double>();
-      std::printf("%s = %.9g\n", name.c_str(), v);
+      std::printf("%s = %s\n", name.c_str(), number(v).c_str());
     } else {
       double sum = t.to(at::kDouble).sum().item<double>();
       std::string shape = "[";
       for (int64_t i = 0; i < t.dim(); ++i)
         shape += (i ? ", " : "") + std::to_string(t.size(i));
-      std::printf("%s = %s] %s sum %.9g\n", name.c_str(), shape.c_str(),
-                  varuna::dtypeName(t.scalar_type()).c_str(), sum);
+      std::printf("%s = %s] %s sum %s\n", name.c_str(), shape.c_str(),
+                  varuna::dtypeName(t.scalar_type()).c_str(),
+                  number(sum).c_str());
     }
   }
   return 0;
