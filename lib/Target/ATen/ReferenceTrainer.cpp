@@ -520,40 +520,32 @@ std::string varuna::metricsJsonLine(const StepMetrics &m) {
                             scale, m.skipped ? "true" : "false")
                   .str();
   }
-  // JSON has no infinities or NaN: such a loss is null, and what it was
-  // ("inf", "-inf", "nan") is named beside it.
-  std::string loss =
-      std::isfinite(m.loss)
-          ? llvm::formatv("{0:e9}", m.loss).str()
-          : llvm::formatv("null, \"loss_nonfinite\": \"{0}\"",
-                          std::isnan(m.loss) ? "nan"
-                          : m.loss > 0       ? "inf"
-                                             : "-inf")
-                .str();
-  if (m.deviations >= 0)
-    scaling += llvm::formatv(", \"deviations\": {0}", m.deviations).str();
-  if (m.lr)
-    scaling += llvm::formatv(", \"lr\": {0:e9}", *m.lr).str();
-  // JSON has no NaN either: a non-finite validation loss is null, named
-  // beside it (it was written as nan, and the line was not JSON).
-  auto evalLossJson = [](double v) {
+  // JSON has no infinities or NaN: such a loss (training or validation) is
+  // null, and what it was ("inf", "-inf", "nan") is named beside it, as
+  // <field>_nonfinite (a validation loss was written as nan: not JSON).
+  auto lossJson = [](double v, const char *field) {
     return std::isfinite(v)
                ? llvm::formatv("{0:e9}", v).str()
-               : llvm::formatv("null, \"eval_loss_nonfinite\": \"{0}\"",
+               : llvm::formatv("null, \"{0}_nonfinite\": \"{1}\"", field,
                                std::isnan(v) ? "nan"
                                : v > 0       ? "inf"
                                              : "-inf")
                      .str();
   };
+  std::string loss = lossJson(m.loss, "loss");
+  if (m.deviations >= 0)
+    scaling += llvm::formatv(", \"deviations\": {0}", m.deviations).str();
+  if (m.lr)
+    scaling += llvm::formatv(", \"lr\": {0:e9}", *m.lr).str();
   if (m.evalOnly)
     return llvm::formatv("{{\"step\": {0}, \"eval_only\": true, "
                          "\"eval_loss\": {1}, \"eval_batches\": {2}}\n",
-                         m.step, evalLossJson(m.evalLoss.value_or(0.0)),
+                         m.step, lossJson(m.evalLoss.value_or(0.0), "eval_loss"),
                          m.evalBatches)
         .str();
   if (m.evalLoss)
     scaling += llvm::formatv(", \"eval_loss\": {0}, \"eval_batches\": {1}",
-                             evalLossJson(*m.evalLoss), m.evalBatches)
+                             lossJson(*m.evalLoss, "eval_loss"), m.evalBatches)
                    .str();
   return llvm::formatv("{{\"step\": {0}, \"loss\": {1}, "
                        "\"examples_per_s\": {2:f3}, \"step_seconds\": "
