@@ -171,8 +171,6 @@ size_t valueOf(const std::string &h, const char *key) {
 NpyHeader readNpyHeader(int fd, const std::string &path) {
   uint8_t pre[12];
   ssize_t n = ::pread(fd, pre, sizeof(pre), 0);
-  if (n < 0 && errno == EISDIR)
-    fail(path, "is a directory, not a .npy file");
   if (n < 0)
     fail(path, std::string("cannot read: ") + std::strerror(errno));
   if (n == 0)
@@ -420,11 +418,11 @@ NpyDataset::open(const std::string &dir, const std::vector<InputSpec> &specs) {
     // Not a regular file: a FIFO blocked the open forever (with the stop
     // signals blocked in this thread), a device would be read as data.
     struct stat pst;
-    if (::stat(f.path.c_str(), &pst) == 0 && S_ISDIR(pst.st_mode))
-      fail(f.path, "is a directory, not a .npy file");
     if (::stat(f.path.c_str(), &pst) == 0 && !S_ISREG(pst.st_mode))
-      fail(f.path, "is not a regular file (a pipe or a device): rows are "
-                   "read where they lie, so give a .npy file");
+      fail(f.path, S_ISDIR(pst.st_mode)
+                       ? "is a directory, not a .npy file"
+                       : "is not a regular file (a pipe or a device): rows "
+                         "are read where they lie, so give a .npy file");
     f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (f.fd < 0) {
       int err = errno;
