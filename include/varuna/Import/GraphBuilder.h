@@ -40,6 +40,9 @@ struct ImportOptions {
   bool forTraining = false;
 };
 
+/// Whether `v` is a 0-d floating-point tensor: what a loss must be.
+bool isScalarFloat(mlir::Value v);
+
 class GraphBuilder {
 public:
   GraphBuilder(mlir::MLIRContext *ctx, llvm::StringRef sourcePath,

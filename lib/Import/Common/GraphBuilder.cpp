@@ -81,7 +81,7 @@ Value GraphBuilder::getParam(StringRef name, Location loc) {
   return v;
 }
 
-static bool isScalarFloat(Value v) {
+bool varuna::isScalarFloat(Value v) {
   auto t = v.getType().dyn_cast<VTensorType>();
   return t && t.getRank() == 0 && t.getElementType().isa<FloatType>();
 }

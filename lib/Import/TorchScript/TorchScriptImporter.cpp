@@ -873,18 +873,14 @@ LogicalResult TSImporter::finish() {
   // float, else the one scalar float output (forward may return (logits,
   // loss)). Only it is named the loss (varuna.json's name for it): the
   // logits of (logits, loss) were named "loss", the loss "output1".
-  auto scalarFloat = [&](Value v) {
-    auto t = tensorType(v);
-    return t.getRank() == 0 && t.getElementType().isa<FloatType>();
-  };
   int lossIndex = -1;
   for (auto [i, v] : llvm::enumerate(values))
-    if (keys[i] == "loss" && scalarFloat(v))
+    if (keys[i] == "loss" && isScalarFloat(v))
       lossIndex = i;
-  if (lossIndex < 0 && !values.empty() && scalarFloat(values[0]))
+  if (lossIndex < 0 && !values.empty() && isScalarFloat(values[0]))
     lossIndex = 0;
-  else if (lossIndex < 0 && llvm::count_if(values, scalarFloat) == 1)
-    lossIndex = llvm::find_if(values, scalarFloat) - values.begin();
+  else if (lossIndex < 0 && llvm::count_if(values, isScalarFloat) == 1)
+    lossIndex = llvm::find_if(values, isScalarFloat) - values.begin();
   std::vector<std::pair<std::string, Value>> results;
   for (auto [i, v] : llvm::enumerate(values))
     results.push_back({static_cast<int>(i) == lossIndex ? lossName
