@@ -258,7 +258,7 @@ Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels,
                      int64_t ignoreIndex, bool logInput) {
   return guarded("cross_entropy", [&] {
     return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
-                                  ignoreIndex, logInput, &ctx.lossCount);
+                                  ignoreIndex, logInput, ctx.countLoss ? &ctx.lossCount : nullptr);
   });
 }
 
@@ -269,7 +269,7 @@ Tensor cross_entropy_weighted(Context &ctx, const Tensor &logits,
                               double smoothing) {
   return guarded("cross_entropy", [&] {
     return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
-                                  ignoreIndex, logInput, &ctx.lossCount,
+                                  ignoreIndex, logInput, ctx.countLoss ? &ctx.lossCount : nullptr,
                                   smoothing, T(weight));
   });
 }
@@ -281,7 +281,7 @@ Tensor cross_entropy_smoothed(Context &ctx, const Tensor &logits,
   return guarded("cross_entropy", [&] {
     return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
                                   ignoreIndex, /*logInput=*/false,
-                                  &ctx.lossCount, smoothing);
+                                  ctx.countLoss ? &ctx.lossCount : nullptr, smoothing);
   });
 }
 

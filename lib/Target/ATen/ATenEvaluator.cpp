@@ -260,6 +260,7 @@ ATenOpContext ATenEvaluator::makeContext(int64_t batch) {
   ATenOpContext ctx;
   ctx.batch = batch;
   ctx.generator = generator;
+  ctx.countLoss = static_cast<bool>(options.onLossCount);
   ctx.getParam = [this](ParamOp p) { return loadParam(p); };
   return ctx;
 }
@@ -451,7 +452,9 @@ ATenEvaluator::runCompiled(unsigned k, func::FuncOp func,
     for (ParamOp p : ops)
       params.push_back(loadParam(p));
     std::vector<at::Tensor> out = compiled.run(k, args, params, ctx.batch,
-                                               ctx.generator, ctx.lossCount);
+                                               ctx.generator,
+                                               ctx.countLoss ? &ctx.lossCount
+                                                             : nullptr);
     if (ctx.lossCount >= 0 && options.onLossCount)
       options.onLossCount(ctx.lossCount);
     ctx.lossCount = -1;

@@ -123,7 +123,7 @@ unsigned CompiledSections::numBodies() const { return table->numBodies; }
 std::vector<at::Tensor>
 CompiledSections::run(unsigned k, llvm::ArrayRef<at::Tensor> args,
                       llvm::ArrayRef<at::Tensor> params, int64_t batch,
-                      at::Generator &generator, double &lossCount) const {
+                      at::Generator &generator, double *lossCount) const {
   const stage::SectionEntry &e = table->sections[k];
   std::vector<stage::Tensor> a, p, r(e.numResults);
   a.reserve(args.size());
@@ -135,14 +135,15 @@ CompiledSections::run(unsigned k, llvm::ArrayRef<at::Tensor> args,
   stage::Context ctx;
   ctx.batch = batch;
   ctx.generator = &generator;
+  ctx.countLoss = lossCount != nullptr;
   try {
     e.fn(ctx, a.data(), p.data(), r.data());
   } catch (const std::exception &ex) {
     throw std::runtime_error("generated @" + std::string(e.name) + " (" +
                              path + "): " + ex.what());
   }
-  if (ctx.lossCount >= 0)
-    lossCount = ctx.lossCount;
+  if (lossCount && ctx.lossCount >= 0)
+    *lossCount = ctx.lossCount;
   std::vector<at::Tensor> out;
   out.reserve(r.size());
   for (const stage::Tensor &t : r)

@@ -79,8 +79,13 @@ struct ATenOpContext {
   at::Generator generator;    ///< for dropout and random
   /// Returns the current value of a parameter (loaded on first use).
   std::function<at::Tensor(ParamOp)> getParam;
-  /// Set by a cross_entropy with reduction mean: the number of labels the
-  /// loss averages over (labels != ignore_index); -1 if none ran.
+  /// Whether a cross_entropy with reduction mean counts its labels into
+  /// `lossCount` (set when the caller weighs micro-batches by that count,
+  /// ATenEvalOptions::onLossCount). A counted mean over no label is 0, which
+  /// the count weighs by 0; uncounted, it is PyTorch's 0/0 (NaN).
+  bool countLoss = false;
+  /// Set by a counted cross_entropy with reduction mean: the number of labels
+  /// the loss averages over (labels != ignore_index); -1 if none ran.
   double lossCount = -1;
 };
 

@@ -48,13 +48,14 @@ public:
     return paramNames[k];
   }
 
-  /// Runs section `k` at micro-batch size `batch`. `lossCount` receives the
-  /// count a mean cross-entropy averaged over (unchanged if none ran).
+  /// Runs section `k` at micro-batch size `batch`. `lossCount`, if not
+  /// null, receives the count a mean cross-entropy averaged over (unchanged
+  /// if none ran; ATenOpContext::countLoss says what counting changes).
   /// Throws std::runtime_error naming the section on failure.
   std::vector<at::Tensor> run(unsigned k, llvm::ArrayRef<at::Tensor> args,
                               llvm::ArrayRef<at::Tensor> params, int64_t batch,
                               at::Generator &generator,
-                              double &lossCount) const;
+                              double *lossCount) const;
 
 private:
   const stage::JobTable *table = nullptr;

@@ -87,9 +87,13 @@ struct IntList {
 struct Context {
   int64_t batch = 1;          ///< the micro-batch size B
   void *generator = nullptr;  ///< at::Generator* for dropout and random
-  /// Set by cross_entropy with reduction mean: how many labels the loss
-  /// averages over (labels != ignore_index); -1 if none ran.
+  /// Set by cross_entropy with reduction mean when `countLoss`: how many
+  /// labels the loss averages over (labels != ignore_index); -1 if none ran.
   double lossCount = -1;
+  /// Whether a mean cross_entropy counts into `lossCount` (a counted mean
+  /// over no label is 0; uncounted it is 0/0, as PyTorch's). Last, so that
+  /// libraries generated before it (which read only `batch`) still work.
+  bool countLoss = false;
 };
 
 // --- Constants and factories --------------------------------------------
