@@ -1,9 +1,9 @@
 //===- Dataset.cpp - Training data: .npy directories and synthetic --------===//
 //
-// NpyDataset reads only the .npy header when it opens a file (the element
-// type is parsed with Npy.h's parseDtypeDescr) and then pread(2)s the rows a
-// batch needs. SyntheticDataset derives every row from a counter-based hash
-// of (seed, input name, sample index), so rows need no state and no order.
+// NpyDataset reads only the .npy header when it opens a file (Npy.h's
+// readNpyHeader) and then pread(2)s the rows a batch needs. SyntheticDataset
+// derives every row from a counter-based hash of (seed, input name, sample
+// index), so rows need no state and no order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -140,110 +140,6 @@ std::string unusedFiles(const std::string &dir,
   for (const InputSpec &s : specs)
     inputs += (inputs.empty() ? "" : ", ") + s.name;
   return out + ", named for no input (the inputs: " + inputs + ")";
-}
-
-//===----------------------------------------------------------------------===//
-// .npy header (just enough to locate the rows; see Npy.cpp for the format)
-//===----------------------------------------------------------------------===//
-
-struct NpyHeader {
-  DType dtype;
-  std::vector<int64_t> shape;
-  uint64_t dataOffset;
-};
-
-/// The position just after `'key':` in the header dict, or npos.
-size_t valueOf(const std::string &h, const char *key) {
-  for (char q : {'\'', '"'}) {
-    std::string k = std::string(1, q) + key + q;
-    size_t p = h.find(k);
-    if (p == std::string::npos)
-      continue;
-    p += k.size();
-    while (p < h.size() && h[p] == ' ')
-      ++p;
-    if (p < h.size() && h[p] == ':')
-      return p + 1;
-  }
-  return std::string::npos;
-}
-
-NpyHeader readNpyHeader(int fd, const std::string &path) {
-  uint8_t pre[12];
-  ssize_t n = ::pread(fd, pre, sizeof(pre), 0);
-  if (n < 0)
-    fail(path, std::string("cannot read: ") + std::strerror(errno));
-  if (n == 0)
-    fail(path, "is empty, not a .npy file");
-  if (n >= 4 && std::memcmp(pre, "PK\x03\x04", 4) == 0)
-    fail(path, "is a zip archive (an .npz?), not a .npy file: save each "
-               "input with np.save");
-  if (n < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
-    fail(path, "not a .npy file (bad magic; expected \"\\x93NUMPY\")");
-  int major = pre[6];
-  if (major < 1 || major > 3)
-    fail(path, "unsupported .npy format version " + std::to_string(major) +
-                   "." + std::to_string(pre[7]) +
-                   " (supported: 1.0, 2.0, 3.0)");
-  size_t preLen = major == 1 ? 10 : 12;
-  if (static_cast<size_t>(n) < preLen)
-    fail(path, "truncated .npy header");
-  uint32_t len = pre[8] | (pre[9] << 8);
-  if (major > 1)
-    len |= (static_cast<uint32_t>(pre[10]) << 16) |
-           (static_cast<uint32_t>(pre[11]) << 24);
-  if (len > (1u << 24))
-    fail(path, "implausible .npy header length " + std::to_string(len));
-  std::string h(len, '\0');
-  if (::pread(fd, h.data(), len, static_cast<off_t>(preLen)) !=
-      static_cast<ssize_t>(len))
-    fail(path, "truncated .npy header");
-
-  NpyHeader out;
-  out.dataOffset = preLen + len;
-  size_t p = valueOf(h, "descr");
-  size_t q = p == std::string::npos ? p : h.find_first_of("'\"", p);
-  size_t e = q == std::string::npos ? q : h.find(h[q], q + 1);
-  if (e == std::string::npos)
-    fail(path, "malformed .npy header (no 'descr'): " + h);
-  std::string descr = h.substr(q + 1, e - q - 1);
-  std::optional<DType> dtype = parseDtypeDescr(descr);
-  if (!dtype)
-    fail(path, "unsupported dtype '" + descr +
-                   "' (supported: little-endian f2 f4 f8 i1 u1 i2 u2 i4 u4 i8 b1)");
-  out.dtype = *dtype;
-
-  p = valueOf(h, "shape");
-  q = p == std::string::npos ? p : h.find('(', p);
-  e = q == std::string::npos ? q : h.find(')', q);
-  if (e == std::string::npos)
-    fail(path, "malformed .npy header (no 'shape'): " + h);
-  std::string dims = h.substr(q + 1, e - q - 1);
-  for (size_t i = 0; i < dims.size();) {
-    if (dims[i] == ' ' || dims[i] == ',' || dims[i] == 'L') {
-      ++i;
-      continue;
-    }
-    if (dims[i] < '0' || dims[i] > '9')
-      fail(path, "malformed .npy header (bad 'shape'): " + h);
-    int64_t v = 0;
-    for (; i < dims.size() && dims[i] >= '0' && dims[i] <= '9'; ++i) {
-      if (v > (INT64_MAX - 9) / 10)
-        fail(path, "malformed .npy header (dimension too large): " + h);
-      v = v * 10 + (dims[i] - '0');
-    }
-    out.shape.push_back(v);
-  }
-
-  p = valueOf(h, "fortran_order");
-  if (p == std::string::npos)
-    fail(path, "malformed .npy header (no 'fortran_order'): " + h);
-  while (p < h.size() && h[p] == ' ')
-    ++p;
-  if (h.compare(p, 4, "True") == 0 && out.shape.size() > 1)
-    fail(path, "Fortran-order arrays are not supported (save a C-order "
-               "array: np.ascontiguousarray)");
-  return out;
 }
 
 //===----------------------------------------------------------------------===//
@@ -467,20 +363,7 @@ NpyDataset::open(const std::string &dir, const std::vector<InputSpec> &specs) {
     if (samples < 0)
       samples = h.shape[0];
 
-    // The size, checked for overflow: a header's shape of 2^57 rows wrapped
-    // to the file's size and failed steps later ("file shrank").
-    uint64_t row = dtypeSize(h.dtype), want = 0;
-    bool overflow = false;
-    for (size_t d = 1; d < h.shape.size(); ++d)
-      overflow |= __builtin_mul_overflow(
-          row, static_cast<uint64_t>(h.shape[d]), &row);
-    overflow |= __builtin_mul_overflow(
-        row, static_cast<uint64_t>(h.shape[0]), &want);
-    overflow |= __builtin_add_overflow(want, uint64_t(h.dataOffset), &want);
-    if (overflow || want > (uint64_t(1) << 62))
-      fail(f.path, "shape " + formatShape(h.shape) +
-                       " is too large: its data would take more than 2^62 "
-                       "bytes (a damaged header?)");
+    uint64_t want = h.dataOffset + h.dataBytes;
     struct stat fst;
     if (::fstat(f.fd, &fst) != 0)
       fail(f.path, std::string("cannot stat: ") + std::strerror(errno));

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <map>
 #include <sstream>
 
@@ -88,6 +89,13 @@ private:
     skipSpace();
     return pos < text.size() ? text[pos] : '\0';
   }
+  /// At a '[' that opens a list of tuples: a structured dtype's fields.
+  bool startsFieldList() {
+    size_t keep = pos++;
+    bool fields = peek() == '(';
+    pos = keep;
+    return fields;
+  }
   void expect(char c) {
     if (peek() != c)
       bad(std::string("expected '") + c + "'");
@@ -111,8 +119,12 @@ private:
       ++pos;
     if (start == pos)
       bad("expected a non-negative integer");
+    int64_t v = 0;
+    for (size_t i = start; i < pos; ++i)
+      if (__builtin_mul_overflow(v, int64_t(10), &v) ||
+          __builtin_add_overflow(v, int64_t(text[i] - '0'), &v))
+        bad("dimension too large");
     // numpy may write Python 2 longs as "3L".
-    int64_t v = std::stoll(std::string(text.substr(start, pos - start)));
     if (pos < text.size() && text[pos] == 'L')
       ++pos;
     return v;
@@ -130,6 +142,9 @@ private:
     } else if (text.substr(pos, 5) == "False") {
       v.kind = HeaderValue::Bool;
       pos += 5;
+    } else if (c == '[' && startsFieldList()) {
+      bad("a list of fields: structured dtypes are not supported, save each "
+          "field as its own array");
     } else if (c == '(' || c == '[') {
       char close = c == '(' ? ')' : ']';
       ++pos;
@@ -154,6 +169,82 @@ uint32_t readLE(const uint8_t *p, int bytes) {
   for (int i = bytes - 1; i >= 0; --i)
     v = (v << 8) | p[i];
   return v;
+}
+
+/// Where a .npy file's header dict lies.
+struct Preamble {
+  size_t dictOffset;
+  size_t dictLen;
+};
+
+/// The magic, version and header length among the first `n` bytes of a file
+/// (at least the 12 a preamble can take, or the whole file if shorter).
+Preamble parsePreamble(const uint8_t *p, size_t n, const std::string &name) {
+  if (n == 0)
+    fail(name, "is empty, not a .npy file");
+  if (n >= 4 && std::memcmp(p, "PK\x03\x04", 4) == 0)
+    fail(name, "is a zip archive (an .npz?), not a .npy file: save each "
+               "array with np.save");
+  if (n < kMagicLen + 2 || std::memcmp(p, kMagic, kMagicLen) != 0)
+    fail(name, "not a .npy file (bad magic; expected \"\\x93NUMPY\")");
+  int major = p[6], minor = p[7];
+  size_t lenBytes;
+  if (major == 1)
+    lenBytes = 2;
+  else if (major == 2 || major == 3)
+    lenBytes = 4;
+  else
+    fail(name, "unsupported .npy format version " + std::to_string(major) +
+                   "." + std::to_string(minor) + " (supported: 1.0, 2.0, 3.0)");
+  size_t pre = kMagicLen + 2 + lenBytes;
+  if (n < pre)
+    fail(name, "truncated .npy file (" + std::to_string(n) +
+                   " bytes: the header length is missing)");
+  size_t len = readLE(p + kMagicLen + 2, static_cast<int>(lenBytes));
+  if (len > (size_t(1) << 24))
+    fail(name, "implausible .npy header length " + std::to_string(len));
+  return {pre, len};
+}
+
+/// The header's fields from its dict (numpy's rules: a repeated key's last
+/// value counts).
+NpyHeader parseDict(std::string_view header, const Preamble &pre,
+                    const std::string &name) {
+  auto dict = HeaderParser(header, name).parseDict();
+  auto descrIt = dict.find("descr");
+  auto orderIt = dict.find("fortran_order");
+  auto shapeIt = dict.find("shape");
+  if (descrIt == dict.end() || orderIt == dict.end() || shapeIt == dict.end())
+    fail(name, "malformed .npy header (needs 'descr', 'fortran_order' and "
+               "'shape'): " + std::string(header));
+  if (descrIt->second.kind != HeaderValue::Str ||
+      orderIt->second.kind != HeaderValue::Bool ||
+      shapeIt->second.kind != HeaderValue::Tuple)
+    fail(name, "malformed .npy header: " + std::string(header));
+
+  NpyHeader out;
+  std::optional<DType> dtype = parseDtypeDescr(descrIt->second.str);
+  if (!dtype)
+    fail(name, "unsupported dtype '" + descrIt->second.str +
+                   "' (supported: little-endian f2 f4 f8 i1 u1 i2 u2 i4 u4 i8 b1)");
+  out.dtype = *dtype;
+  out.shape = shapeIt->second.tuple;
+  if (orderIt->second.boolean && out.shape.size() > 1)
+    fail(name, "Fortran-order arrays are not supported (save a C-order "
+               "array: np.ascontiguousarray)");
+  out.dataOffset = pre.dictOffset + pre.dictLen;
+  // Checked for overflow: a damaged header's 2^57 rows wrapped to the
+  // file's size.
+  uint64_t bytes = dtypeSize(out.dtype);
+  bool overflow = false;
+  for (int64_t d : out.shape)
+    overflow |= __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes);
+  if (overflow || bytes > (uint64_t(1) << 62))
+    fail(name, "shape " + formatShape(out.shape) +
+                   " is too large: its data would take more than 2^62 bytes "
+                   "(a damaged header?)");
+  out.dataBytes = bytes;
+  return out;
 }
 
 } // namespace
@@ -285,64 +376,43 @@ std::string formatShape(const std::vector<int64_t> &shape) {
 
 NpyArray parseNpy(const void *bytes, size_t size, const std::string &name) {
   const auto *p = static_cast<const uint8_t *>(bytes);
-  if (size < kMagicLen + 2 || std::memcmp(p, kMagic, kMagicLen) != 0)
-    fail(name, "not a .npy file (bad magic; expected \"\\x93NUMPY\")");
-  int major = p[6], minor = p[7];
-  size_t lenBytes;
-  if (major == 1)
-    lenBytes = 2;
-  else if (major == 2 || major == 3)
-    lenBytes = 4;
-  else
-    fail(name, "unsupported .npy format version " + std::to_string(major) +
-                   "." + std::to_string(minor) + " (supported: 1.0, 2.0, 3.0)");
-  size_t pre = kMagicLen + 2 + lenBytes;
-  if (size < pre)
-    fail(name, "truncated .npy file (" + std::to_string(size) +
-                   " bytes: the header length is missing)");
-  size_t headerLen = readLE(p + kMagicLen + 2, static_cast<int>(lenBytes));
-  if (size < pre + headerLen)
+  Preamble pre = parsePreamble(p, size, name);
+  if (size < pre.dictOffset + pre.dictLen)
     fail(name, "truncated .npy header (file has " + std::to_string(size) +
                    " bytes, header ends at byte " +
-                   std::to_string(pre + headerLen) + ")");
-  std::string_view header(reinterpret_cast<const char *>(p + pre), headerLen);
-  auto dict = HeaderParser(header, name).parseDict();
-
-  auto descrIt = dict.find("descr");
-  auto orderIt = dict.find("fortran_order");
-  auto shapeIt = dict.find("shape");
-  if (descrIt == dict.end() || orderIt == dict.end() || shapeIt == dict.end())
-    fail(name, "malformed .npy header (needs 'descr', 'fortran_order' and "
-               "'shape'): " + std::string(header));
-  if (descrIt->second.kind != HeaderValue::Str)
-    fail(name, "unsupported dtype (structured arrays are not supported)");
-  if (orderIt->second.kind != HeaderValue::Bool ||
-      shapeIt->second.kind != HeaderValue::Tuple)
-    fail(name, "malformed .npy header: " + std::string(header));
-
-  NpyArray out;
-  std::optional<DType> dtype = parseDtypeDescr(descrIt->second.str);
-  if (!dtype)
-    fail(name, "unsupported dtype '" + descrIt->second.str +
-                   "' (supported: little-endian f2 f4 f8 i1 u1 i2 u2 i4 u4 i8 b1)");
-  out.dtype = *dtype;
-  out.shape = shapeIt->second.tuple;
-  if (orderIt->second.boolean && out.shape.size() > 1)
-    fail(name, "Fortran-order arrays are not supported (save a C-order "
-               "array: np.ascontiguousarray)");
-
-  size_t want = static_cast<size_t>(out.numElements()) * dtypeSize(out.dtype);
-  size_t have = size - pre - headerLen;
-  if (have < want)
-    fail(name, "truncated .npy data: shape " + formatShape(out.shape) + " of " +
-                   dtypeName(out.dtype) + " needs " + std::to_string(want) +
-                   " bytes, the file has " + std::to_string(have));
-  if (have > want)
+                   std::to_string(pre.dictOffset + pre.dictLen) + ")");
+  std::string_view dict(reinterpret_cast<const char *>(p + pre.dictOffset),
+                        pre.dictLen);
+  NpyHeader h = parseDict(dict, pre, name);
+  uint64_t have = size - h.dataOffset;
+  if (have < h.dataBytes)
+    fail(name, "truncated .npy data: shape " + formatShape(h.shape) + " of " +
+                   dtypeName(h.dtype) + " needs " +
+                   std::to_string(h.dataBytes) + " bytes, the file has " +
+                   std::to_string(have));
+  if (have > h.dataBytes)
     fail(name, "trailing bytes after the .npy data (" + std::to_string(have) +
-                   " bytes, expected " + std::to_string(want) + ")");
-  const uint8_t *data = p + pre + headerLen;
-  out.data.assign(data, data + want);
+                   " bytes, expected " + std::to_string(h.dataBytes) + ")");
+  NpyArray out;
+  out.dtype = h.dtype;
+  out.shape = std::move(h.shape);
+  const uint8_t *data = p + h.dataOffset;
+  out.data.assign(data, data + h.dataBytes);
   return out;
+}
+
+NpyHeader readNpyHeader(int fd, const std::string &path) {
+  uint8_t head[12];
+  ssize_t n = ::pread(fd, head, sizeof head, 0);
+  if (n < 0)
+    fail(path, std::string("cannot read: ") + std::strerror(errno));
+  Preamble pre = parsePreamble(head, static_cast<size_t>(n), path);
+  std::string dict(pre.dictLen, '\0');
+  if (::pread(fd, dict.data(), pre.dictLen,
+              static_cast<off_t>(pre.dictOffset)) !=
+      static_cast<ssize_t>(pre.dictLen))
+    fail(path, "truncated .npy header");
+  return parseDict(dict, pre, path);
 }
 
 std::vector<uint8_t> readFileBytes(const std::string &path) {

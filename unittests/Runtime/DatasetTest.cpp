@@ -269,6 +269,61 @@ TEST_F(DatasetTest, TruncatedAndScalarFiles) {
   EXPECT_TRUE(contains(err, dir + "/junk.npy: not a .npy file")) << err;
 }
 
+/// A version 1.0 .npy file with `dict` as its header, then `dataBytes` zero
+/// bytes.
+static void writeRawNpy(const std::string &path, std::string dict,
+                        size_t dataBytes) {
+  while ((10 + dict.size() + 1) % 64)
+    dict += ' ';
+  dict += '\n';
+  std::ofstream out(path, std::ios::binary);
+  out.write("\x93NUMPY\x01\x00", 8);
+  char len[2] = {static_cast<char>(dict.size() & 0xff),
+                 static_cast<char>(dict.size() >> 8)};
+  out.write(len, 2);
+  out << dict << std::string(dataBytes, '\0');
+}
+
+// Both readers (the dataset's header-only one and readNpy) read a header the
+// same way: numpy's rules, one parser.
+TEST_F(DatasetTest, HeadersReadAsNumpyDoes) {
+  auto bothErrors = [&](const std::string &dict, size_t bytes) {
+    writeRawNpy(dir + "/x.npy", dict, bytes);
+    std::string viaRead;
+    try {
+      readNpy(dir + "/x.npy");
+    } catch (const DataError &e) {
+      viaRead = e.what();
+    }
+    return std::make_pair(openError({{"x", DType::F32, {2}}}), viaRead);
+  };
+  // A repeated key: the last value counts (Python's dict literal).
+  auto [open1, read1] = bothErrors(
+      "{'descr': '<i8', 'fortran_order': False, 'shape': (3, 2), "
+      "'descr': '<f4', }", 24);
+  EXPECT_EQ(open1, "") << open1;
+  EXPECT_EQ(read1, "") << read1;
+  EXPECT_EQ(readNpy(dir + "/x.npy").dtype, DType::F32);
+  // A structured dtype is named as such (it was "unsupported dtype 'a'").
+  auto [open2, read2] = bothErrors(
+      "{'descr': [('a', '<f4'), ('b', '<f4')], 'fortran_order': False, "
+      "'shape': (3,), }", 24);
+  for (const std::string &e : {open2, read2})
+    EXPECT_TRUE(contains(e, "structured dtypes are not supported")) << e;
+  // A dimension past int64 (std::stoll threw out_of_range in readNpy).
+  auto [open3, read3] = bothErrors(
+      "{'descr': '<f4', 'fortran_order': False, "
+      "'shape': (99999999999999999999, 2), }", 0);
+  for (const std::string &e : {open3, read3})
+    EXPECT_TRUE(contains(e, "dimension too large")) << e;
+  // A size past 2^62 bytes, refused before any data is read.
+  auto [open4, read4] = bothErrors(
+      "{'descr': '<f4', 'fortran_order': False, "
+      "'shape': (1152921504606846976, 2), }", 0);
+  for (const std::string &e : {open4, read4})
+    EXPECT_TRUE(contains(e, "is too large")) << e;
+}
+
 TEST(SyntheticDataset, DeterministicAndSliceConsistent) {
   std::vector<InputSpec> s = {{"input_ids", DType::I64, {8}, 50},
                               {"pixels", DType::F32, {4}},

@@ -53,8 +53,23 @@ struct NpyArray {
   size_t numBytes() const { return data.size(); }
 };
 
-/// Reads `path`. Throws DataError on a missing file, bad magic, truncated
-/// header or data, Fortran order, big-endian or unsupported dtypes.
+/// What a .npy header says: the element type, the shape and where the data
+/// starts. Its data's size is checked not to overflow (at most 2^62 bytes).
+struct NpyHeader {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t dataOffset = 0; ///< bytes before the data
+  uint64_t dataBytes = 0;  ///< elements x dtypeSize
+};
+
+/// Reads and checks the header of the .npy file open on `fd` (with pread:
+/// the file position is left alone; the data is not read). Throws DataError
+/// naming `path` as readNpy does for a bad header.
+NpyHeader readNpyHeader(int fd, const std::string &path);
+
+/// Reads `path`. Throws DataError on a missing file, an empty file, a zip
+/// archive (.npz), bad magic, truncated header or data, Fortran order,
+/// big-endian, structured or unsupported dtypes.
 NpyArray readNpy(const std::string &path);
 
 /// Parses an in-memory .npy image; `name` is used in error messages.
