@@ -297,16 +297,31 @@ std::string removeStepDir(const std::string &stepDir) {
   return "";
 }
 
-/// Removes what killed writers left in a complete step directory: their
-/// temporary files (writeFileAtomically's `.<name>.tmp.<pid>.<n>`). Once
-/// its marker is written no writer of the step is left, so any such file
-/// is garbage. Best effort: a file that cannot be removed stays.
-void removeLeftovers(const std::string &stepDir) {
+/// Removes what earlier writers left in a complete step directory: the
+/// temporary files of killed ones (writeFileAtomically's
+/// `.<name>.tmp.<pid>.<n>`), and section files its manifest does not list
+/// (a torn write of the step with more sections, written again with
+/// fewer). Once its marker is written no writer of the step is left, so
+/// any such file is garbage. Best effort: a file that cannot be removed
+/// stays.
+void removeLeftovers(const std::string &stepDir,
+                     const std::vector<CheckpointFile> &listed) {
+  std::set<std::string> names;
+  for (const CheckpointFile &f : listed)
+    names.insert(f.name);
   std::error_code ec;
   for (const fs::directory_entry &e : fs::directory_iterator(stepDir, ec)) {
     std::string name = e.path().filename().string();
-    if (name.size() > 1 && name[0] == '.' &&
-        name.find(".tmp.") != std::string::npos)
+    const std::string pre = "section-", post = ".safetensors";
+    bool sectionFile =
+        name.size() > pre.size() + post.size() &&
+        name.compare(0, pre.size(), pre) == 0 &&
+        name.compare(name.size() - post.size(), post.size(), post) == 0 &&
+        name.find_first_not_of("0123456789", pre.size()) ==
+            name.size() - post.size();
+    if ((name.size() > 1 && name[0] == '.' &&
+         name.find(".tmp.") != std::string::npos) ||
+        (sectionFile && !names.count(name)))
       fs::remove(e.path(), ec);
   }
 }
@@ -485,7 +500,7 @@ std::string commitCheckpoint(const std::string &ckptDir, int64_t step,
       completeMarkerText(step, crc32Of(manifest.data(), manifest.size()));
   err = writeFileAtomically(stepDir, kComplete, marker.data(), marker.size());
   if (err.empty())
-    removeLeftovers(stepDir);
+    removeLeftovers(stepDir, files);
   return err;
 }
 
@@ -685,9 +700,10 @@ PruneResult keepLast(const std::string &ckptDir, int n, bool readFiles) {
   int good = 0;
   std::optional<int64_t> cutoff;
   for (const auto &[step, path] : steps) {
-    if (!verifyCheckpoint(path, step, nullptr, readFiles).empty())
+    CheckpointManifest manifest;
+    if (!verifyCheckpoint(path, step, &manifest, readFiles).empty())
       continue;
-    removeLeftovers(path);
+    removeLeftovers(path, manifest.files);
     if (++good == n) {
       cutoff = step;
       break;

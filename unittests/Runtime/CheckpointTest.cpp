@@ -456,6 +456,22 @@ TEST_F(TempDir, CommitRemovesKilledWritersTempFiles) {
   EXPECT_TRUE(fs::exists(torn));
 }
 
+// A torn write of a step with three sections, written again with two and
+// committed: the third section's file, which the manifest does not list,
+// goes (it stayed, looking like part of the checkpoint).
+TEST_F(TempDir, CommitRemovesSectionFilesItDoesNotList) {
+  std::string dir = root + "/ckpt";
+  auto secs = sections(3); // two sections
+  for (int k = 0; k < 3; ++k)
+    ASSERT_EQ(writeCheckpointSection(dir, 4, k, secs[k % 2]), "");
+  std::ofstream(dir + "/step-4/notes.txt") << "the user's";
+  ASSERT_EQ(writeCheckpoint(dir, 4, secs, {}), "");
+  EXPECT_TRUE(fs::exists(dir + "/step-4/section-1.safetensors"));
+  EXPECT_FALSE(fs::exists(dir + "/step-4/section-2.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/step-4/notes.txt"));
+  EXPECT_EQ(verifyCheckpoint(dir + "/step-4", 4), "");
+}
+
 TEST_F(TempDir, KeepLastPrunesOlderOnly) {
   std::string dir = root + "/ckpt";
   for (int step : {1, 2, 3, 4, 5})
