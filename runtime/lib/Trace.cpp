@@ -29,7 +29,7 @@ static std::string escape(const std::string &s) {
 
 void Trace::span(const std::string &name, Lane lane, Clock::time_point start,
                  Clock::time_point end, const std::string &args) {
-  if (!enabled)
+  if (!enabled || (step >= 0 && (step < keepFirst || step > keepLast)))
     return;
   auto us = [](Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::microseconds>(

@@ -177,6 +177,13 @@ static cl::opt<std::string>
                        "JSON, every rank's spans) to this file"),
               cl::cat(toolOptions));
 
+static cl::opt<std::string> traceSteps(
+    "trace-steps",
+    cl::desc("Record only these training steps in --trace: N, or A-B "
+             "(0-based, inclusive; a trace holds some KB per step and rank, "
+             "in memory until the run ends)"),
+    cl::value_desc("N|A-B"), cl::cat(toolOptions));
+
 static cl::opt<int> threads(
     "compute-threads", cl::init(0),
     cl::desc("Compute threads per rank (default: the machine's cores shared "
@@ -870,6 +877,28 @@ int main(int argc, char **argv) {
     return fail("cannot write the trace '" + tracePath +
                 "': it exists and is not a regular file (the timeline is "
                 "written whole at the end of the run: give a file)");
+  if (!traceSteps.empty()) {
+    if (tracePath.empty())
+      return fail("--trace-steps needs --trace FILE");
+    llvm::StringRef text(traceSteps);
+    auto [a, b] = text.split('-');
+    int64_t first = -1, last = -1;
+    bool range = text.contains('-');
+    if (a.getAsInteger(10, first) || (range && b.getAsInteger(10, last)))
+      first = -1;
+    if (!range)
+      last = first;
+    if (first < 0 || last < first)
+      return fail("--trace-steps '" + traceSteps +
+                  "': expected N or A-B with 0 <= A <= B (training steps, "
+                  "0-based)");
+    if (first >= steps)
+      return fail("--trace-steps '" + traceSteps + "': the run's last step "
+                  "is " + llvm::Twine(steps - 1) + " (--steps " +
+                  llvm::Twine(steps) + "), so the trace would hold no step");
+    options.traceFirstStep = first;
+    options.traceLastStep = last;
+  }
   if (!tracePath.empty() && !metrics.empty() && sameFile(tracePath, metrics))
     return fail("--trace and --metrics name one file, '" + tracePath +
                 "': the trace would replace the metrics");

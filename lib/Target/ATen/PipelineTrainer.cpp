@@ -1186,6 +1186,7 @@ LogicalResult varuna::trainPipeline(
   if (config.needsOverflowCheck())
     rank.scaler.emplace(config.lossScale);
   rank.trace = rt::Trace(!options.tracePath.empty());
+  rank.trace.keepSteps(options.traceFirstStep, options.traceLastStep);
   // A run that fails leaves this rank's spans so far as TRACE.rank<r>
   // (best effort: its peers may be gone): varuna-run's launcher merges the
   // parts it finds into TRACE, a timeline up to the failure. Before, a

@@ -957,6 +957,7 @@ LogicalResult varuna::trainReference(
                                          options.globalBatch))
       return jobError(job, *bad);
   rt::Trace trace(!options.tracePath.empty());
+  trace.keepSteps(options.traceFirstStep, options.traceLastStep);
   if (failed(validateUntrained(options, first, validationLoss, metrics.get(),
                                onStep)))
     return failure();

@@ -101,6 +101,8 @@ struct TrainOptions {
   /// Chrome-trace / Perfetto timeline of the run (runtime/Trace.h): the
   /// spans of every rank merged into this file.
   std::string tracePath;
+  /// The training steps the trace records (rt::Trace::keepSteps).
+  int64_t traceFirstStep = 0, traceLastStep = INT64_MAX;
 };
 
 /// One training step's numbers.

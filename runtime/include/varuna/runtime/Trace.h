@@ -35,6 +35,14 @@ public:
   /// `python -m varuna.trace --steps` selects by. Negative: none.
   void setStep(int64_t s) { step = s; }
 
+  /// Records only the spans of steps `first`..`last` (inclusive) from now
+  /// on (and those of no step): a long run's trace grows by some KB per
+  /// step and rank, in memory until the end.
+  void keepSteps(int64_t first, int64_t last) {
+    keepFirst = first;
+    keepLast = last;
+  }
+
   /// Records [start, end) on `lane`; `args` is a JSON object body or empty.
   void span(const std::string &name, Lane lane, Clock::time_point start,
             Clock::time_point end, const std::string &args = "");
@@ -75,6 +83,7 @@ private:
   };
   bool enabled;
   int64_t step = -1;
+  int64_t keepFirst = 0, keepLast = INT64_MAX;
   std::vector<Event> events;
 };
 
