@@ -60,10 +60,12 @@ def predict(calibration, P, D, m, s):
 
 def measure(P, D, m, s):
     metrics = os.path.join(work, "m.jsonl")
+    # One stage has no schedule (varuna-run warns about --schedule there).
+    schedule = ["--schedule", s] if P > 1 else []
     subprocess.run([benchlib.tool(args, "varuna-run"), job, "--stages", str(P), "--replicas",
-                    str(D), "--batch", str(args.batch), "--micro-batch", str(m), "--schedule",
-                    s, "--steps", str(args.steps), "--synthetic", "--synthetic-vocab",
-                    str(args.vocab), "--metrics", metrics], check=True,
+                    str(D), "--batch", str(args.batch), "--micro-batch", str(m)] + schedule
+                   + ["--steps", str(args.steps), "--synthetic", "--synthetic-vocab",
+                      str(args.vocab), "--metrics", metrics], check=True,
                    stdout=subprocess.DEVNULL)
     return statistics.median(json.loads(line)["step_seconds"] for line in open(metrics))
 
