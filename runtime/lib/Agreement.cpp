@@ -47,6 +47,15 @@ void checkSameSettings(Group &world, const std::vector<Setting> &settings) {
   }
 }
 
+int64_t valueOfRankZero(Group &world, int64_t value) {
+  if (world.size() < 2)
+    return value;
+  std::vector<at::Tensor> sum{at::full(
+      {1}, world.rank() == 0 ? static_cast<double>(value) : 0.0, at::kDouble)};
+  world.allreduceSum(sum);
+  return static_cast<int64_t>(sum[0].item<double>());
+}
+
 std::vector<int64_t> gatherHashes(Group &world, const std::string &value) {
   at::Tensor all = at::zeros({world.size()}, at::kDouble);
   all[world.rank()] = static_cast<double>(hash31(value));

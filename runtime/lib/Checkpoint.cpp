@@ -627,6 +627,18 @@ FindResult findLatestComplete(const std::string &ckptDir) {
   return result;
 }
 
+std::string openCheckpoint(const std::string &ckptDir, int64_t step,
+                           CheckpointInfo *out) {
+  std::string path = join(ckptDir, checkpointStepDirName(step));
+  CheckpointManifest manifest;
+  std::string why = verifyCheckpoint(path, step, &manifest,
+                                     /*readFiles=*/false);
+  if (!why.empty())
+    return path + ": " + why;
+  *out = CheckpointInfo{step, path, std::move(manifest)};
+  return "";
+}
+
 SafetensorsFile loadSection(const CheckpointInfo &ckpt, int section) {
   const CheckpointFile *f = ckpt.sectionFile(section);
   if (!f)

@@ -472,6 +472,32 @@ TEST_F(TempDir, CommitRemovesSectionFilesItDoesNotList) {
   EXPECT_EQ(verifyCheckpoint(dir + "/step-4", 4), "");
 }
 
+// openCheckpoint (the ranks other than 0 on resume) checks the marker,
+// the manifest and the sizes, and reads no section file: a flipped byte is
+// found by loadSection when the file is read.
+TEST_F(TempDir, OpenCheckpointReadsNoSectionFile) {
+  std::string dir = root + "/ckpt";
+  ASSERT_EQ(writeCheckpoint(dir, 5, sections(1), {}), "");
+  CheckpointInfo info;
+  EXPECT_EQ(openCheckpoint(dir, 5, &info), "");
+  EXPECT_EQ(info.step, 5);
+  EXPECT_EQ(info.manifest.files.size(), 2u);
+  std::string err = openCheckpoint(dir, 6, &info);
+  EXPECT_TRUE(contains(err, dir + "/step-6: torn")) << err;
+  flipByte(dir + "/step-5/section-1.safetensors", 20);
+  EXPECT_EQ(openCheckpoint(dir, 5, &info), "");
+  EXPECT_NO_THROW(loadSection(info, 0));
+  try {
+    loadSection(info, 1);
+    ADD_FAILURE() << "a flipped byte was loaded";
+  } catch (const DataError &e) {
+    EXPECT_TRUE(contains(e.what(), "checksum mismatch")) << e.what();
+  }
+  fs::resize_file(dir + "/step-5/section-0.safetensors", 10);
+  err = openCheckpoint(dir, 5, &info);
+  EXPECT_TRUE(contains(err, "section-0.safetensors truncated")) << err;
+}
+
 TEST_F(TempDir, KeepLastPrunesOlderOnly) {
   std::string dir = root + "/ckpt";
   for (int step : {1, 2, 3, 4, 5})

@@ -2,6 +2,7 @@
 
 #include "varuna/Target/ATen/CheckpointIO.h"
 #include "varuna/Dialect/Varuna/IR/VarunaOps.h"
+#include "varuna/runtime/Agreement.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/STLExtras.h"
@@ -335,6 +336,25 @@ std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
     log << "varuna-run: no complete checkpoint in '" << dir
         << "'; starting from step 0\n";
   return found.latest;
+}
+
+std::optional<rt::CheckpointInfo>
+agreedLatestCheckpoint(rt::Group &world, const std::string &dir,
+                       llvm::raw_ostream &log) {
+  std::optional<rt::CheckpointInfo> ckpt;
+  int64_t step = -1;
+  if (world.rank() == 0 && (ckpt = latestCheckpoint(dir, log)))
+    step = ckpt->step;
+  step = rt::valueOfRankZero(world, step);
+  if (world.rank() == 0 || step < 0)
+    return ckpt;
+  rt::CheckpointInfo info;
+  std::string why = rt::openCheckpoint(dir, step, &info);
+  if (!why.empty())
+    throw std::runtime_error("rank 0 resumes from step " +
+                             std::to_string(step) + ", which this rank "
+                             "cannot: " + why);
+  return info;
 }
 
 int64_t restoreFrom(const rt::CheckpointInfo &ckpt,

@@ -1242,7 +1242,8 @@ LogicalResult varuna::trainPipeline(
     std::set<std::string> restored;
     std::optional<rt::CheckpointInfo> ckpt;
     try {
-      if ((ckpt = latestCheckpoint(options.checkpointDir, log))) {
+      if ((ckpt = agreedLatestCheckpoint(transport.world(),
+                                         options.checkpointDir, log))) {
         for (const std::string &w :
              resumeWarnings(*ckpt, rank.run, *optimizer))
           log << "varuna-run: warning: " << w << "\n";

@@ -18,6 +18,7 @@
 #include "varuna/runtime/Checkpoint.h"
 #include "varuna/runtime/LossScaler.h"
 #include "varuna/runtime/Optimizer.h"
+#include "varuna/runtime/Transport.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -117,6 +118,18 @@ void tidyAfterResume(llvm::raw_ostream &log, const std::string &dir,
 /// are reported to `log` as warnings), or nullopt (reported too).
 std::optional<rt::CheckpointInfo> latestCheckpoint(const std::string &dir,
                                                    llvm::raw_ostream &log);
+
+/// latestCheckpoint for the ranks of `world`, which share `dir` (the
+/// checkpoint directory check makes sure): rank 0 verifies the checkpoints
+/// (reads every file) and chooses; the others open its choice by marker,
+/// manifest and sizes (rt::openCheckpoint; the files a rank loads are
+/// checked as it reads them). Every rank reading every file read P x D
+/// times the checkpoint (8 GB for a 1.34 GB one at P = 4). A collective on
+/// `world`. Throws std::runtime_error when this rank cannot open rank 0's
+/// choice.
+std::optional<rt::CheckpointInfo>
+agreedLatestCheckpoint(rt::Group &world, const std::string &dir,
+                       llvm::raw_ostream &log);
 
 /// Copies the checkpointed values into `params` (read from their homes'
 /// files; every one must be there) and `buffers` (state that is not

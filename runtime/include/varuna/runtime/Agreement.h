@@ -40,6 +40,10 @@ void checkSameSettings(Group &world, const std::vector<Setting> &settings);
 /// rank order, on every rank: one all-reduce. A collective on `world`.
 std::vector<int64_t> gatherHashes(Group &world, const std::string &value);
 
+/// Rank 0's `value` (|value| < 2^53), on every rank: one all-reduce. A
+/// collective on `world`.
+int64_t valueOfRankZero(Group &world, int64_t value);
+
 /// What tells this host apart from another: the kernel's boot id, the
 /// network namespace and the host name (so that ranks in their own network
 /// namespaces, scripts/netns.sh, count as hosts of their own, talking over

@@ -151,6 +151,13 @@ std::optional<int64_t> newestCommittedStep(const std::string &ckptDir);
 /// is not an error (no checkpoint yet).
 FindResult findLatestComplete(const std::string &ckptDir);
 
+/// The committed checkpoint CKPT_DIR/step-<step>, checked by its marker,
+/// manifest and file sizes only (no file is read: loadSection checks each
+/// file it reads). Returns "" and fills `out`, or why not (as
+/// verifyCheckpoint's, after the directory's path).
+std::string openCheckpoint(const std::string &ckptDir, int64_t step,
+                           CheckpointInfo *out);
+
 /// Reads section `k` of a verified checkpoint, checking its size and CRC
 /// against the manifest again. Throws DataError naming the file.
 SafetensorsFile loadSection(const CheckpointInfo &ckpt, int section);
