@@ -1226,5 +1226,12 @@ int main(int argc, char **argv) {
       });
   if (mlir::failed(result))
     return 1;
-  return stoppedAfter >= 0 ? sayStopped(rank0) : 0;
+  if (stoppedAfter < 0)
+    return 0;
+  // A rank started by hand (torchrun, srun) ends as a shell reports its
+  // signal (130 for Ctrl-C), as it does when stopped before training; one
+  // started by varuna-run exits kStoppedExitStatus for its launcher.
+  int status = sayStopped(rank0);
+  return std::getenv("VARUNA_LAUNCHER_PID") ? status
+                                            : oneProcessStopStatus(status);
 }
