@@ -377,11 +377,7 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
         files.insert(k);
   rt::OptimizerState state;
   std::set<std::string> restored, kinds;
-  for (int k : files) {
-    if (!ckpt.sectionFile(k))
-      throw std::runtime_error("checkpoint '" + ckpt.path +
-                               "' has no file for section " +
-                               std::to_string(k));
+  auto load = [&](int k) {
     rt::SafetensorsFile file = rt::loadSection(ckpt, k);
     for (const rt::TensorBytes &b : file.tensors) {
       llvm::StringRef name(b.name);
@@ -409,7 +405,21 @@ int64_t restoreFrom(const rt::CheckpointInfo &ckpt,
       it->second->copy_(t);
       restored.insert(name.str());
     }
-  }
+  };
+  std::set<int> loaded;
+  for (int k : files)
+    if (ckpt.sectionFile(k) && loaded.insert(k).second)
+      load(k);
+  // A job compiled again with other cut points numbers its sections
+  // otherwise than the one that wrote the checkpoint: what is not in its
+  // home section's file is looked for in the checkpoint's other files, read
+  // only then (it said the checkpoint held 7 of 13 parameters, or had no
+  // file for section 4).
+  bool allFound = llvm::all_of(
+      byName, [&](const auto &entry) { return restored.count(entry.first); });
+  for (const rt::CheckpointFile &f : ckpt.manifest.files)
+    if (!allFound && f.section >= 0 && loaded.insert(f.section).second)
+      load(f.section);
   size_t restoredParams = 0;
   std::string missing;
   for (auto &[name, t] : params) {
