@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "varuna/Compiler/TrainingConfig.h"
+#include "varuna/Support/JSON.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -281,13 +282,18 @@ std::optional<std::string> findDuplicateKey(StringRef text) {
   for (size_t i = 0, e = text.size(); i < e; ++i) {
     char c = text[i];
     if (c == '"') {
-      // Keys are compared as written (escapes not decoded).
-      size_t start = ++i;
+      size_t start = i++;
       while (i < e && text[i] != '"')
         i += text[i] == '\\' ? 2 : 1;
       if (!stack.empty() && stack.back().isObject && stack.back().expectKey) {
         Level &l = stack.back();
-        l.key = text.slice(start, i).str();
+        // Keys are compared decoded: "preci\u0073ion" is "precision".
+        Expected<json::Value> key = json::parse(text.slice(start, i + 1));
+        std::optional<StringRef> str =
+            key ? key->getAsString() : std::optional<StringRef>();
+        l.key = str ? str->str() : text.slice(start + 1, i).str();
+        if (!key)
+          llvm::consumeError(key.takeError());
         l.expectKey = false;
         if (!l.keys.insert(l.key).second)
           return pathOf(l.key);
@@ -371,6 +377,12 @@ Expected<double> ConfigParser::getNumber(const json::Value &v, StringRef path,
   if (!d || !std::isfinite(*d) || !range.contains(*d))
     return error(path,
                  "expected a number " + range.str() + ", got " + describe(v));
+  // Training computes in fp32: an lr of 1e39 failed in the first step, in
+  // ATen's words ("cannot be converted to type float without overflow").
+  if (*d > double(std::numeric_limits<float>::max()))
+    return error(path, "expected at most 3.4028235e38 (the largest fp32 "
+                       "number: training computes in fp32), got " +
+                           describe(v));
   return *d;
 }
 
@@ -597,16 +609,12 @@ Error ConfigParser::parseLossScale(const json::Value &v,
       *f.dest = *d;
     }
   }
-  // The scale is an fp32 number, as GradScaler keeps it.
+  // The scale is an fp32 number, as GradScaler keeps it (at most fp32's
+  // largest, as every number: getNumber).
   if (out.initial < double(std::numeric_limits<float>::min()))
     return error(child(path, "initial"),
                  "expected at least 1.1754944e-38 (the smallest normal fp32 "
                  "number: the scale is kept in fp32), got " +
-                     formatShort(out.initial));
-  if (!(out.initial <= double(std::numeric_limits<float>::max())))
-    return error(child(path, "initial"),
-                 "expected at most 3.4028235e38 (the largest fp32 number: "
-                 "the scale is kept in fp32), got " +
                      formatShort(out.initial));
   if (const json::Value *x = obj.get("growth_interval")) {
     Expected<int64_t> i =
@@ -619,7 +627,7 @@ Error ConfigParser::parseLossScale(const json::Value &v,
 }
 
 Expected<TrainingConfig> ConfigParser::parse(StringRef text) {
-  Expected<json::Value> root = json::parse(text);
+  Expected<json::Value> root = parseUserJSON(text);
   if (!root) {
     // json::ParseError logs as "[line:col, byte=N]: message"; turn that into
     // the compiler-style "file:line:col: invalid JSON: message".

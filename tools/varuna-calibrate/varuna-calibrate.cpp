@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "varuna/Support/ByteSize.h"
+#include "varuna/Support/JSON.h"
 #include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Dialect/Varuna/IR/VarunaDialect.h"
@@ -307,7 +308,7 @@ static llvm::Expected<llvm::json::Object> readObject(const std::string &path) {
     return llvm::createStringError(buf.getError(), "cannot read '" + path +
                                                        "': " +
                                                        buf.getError().message());
-  auto v = llvm::json::parse((*buf)->getBuffer());
+  auto v = varuna::parseUserJSON((*buf)->getBuffer());
   if (!v)
     return llvm::createStringError(
         std::make_error_code(std::errc::invalid_argument),

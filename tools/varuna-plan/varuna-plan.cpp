@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "varuna/Support/ByteSize.h"
+#include "varuna/Support/JSON.h"
 #include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/TrainingConfig.h"
@@ -378,7 +379,7 @@ int main(int argc, char **argv) {
                   (llvm::sys::fs::is_directory(calPath)
                        ? std::string("it is a directory")
                        : cbuf.getError().message()));
-    auto parsed = llvm::json::parse((*cbuf)->getBuffer());
+    auto parsed = varuna::parseUserJSON((*cbuf)->getBuffer());
     if (!parsed)
       return fail("'" + calPath + "': " + llvm::toString(parsed.takeError()));
     const llvm::json::Object *co = parsed->getAsObject();

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "varuna/Support/JSON.h"
 #include "varuna/Support/JobDigest.h"
 #include "varuna/Support/ToolInit.h"
 #include "varuna/Compiler/TrainingConfig.h"
@@ -378,7 +379,7 @@ int main(int argc, char **argv) {
                   (llvm::sys::fs::is_directory(planPath)
                        ? std::string("it is a directory")
                        : buf.getError().message()));
-    auto plan = llvm::json::parse((*buf)->getBuffer());
+    auto plan = varuna::parseUserJSON((*buf)->getBuffer());
     if (!plan)
       return fail("the plan '" + planPath +
                   "' is not JSON: " + llvm::toString(plan.takeError()));
@@ -1118,6 +1119,17 @@ int main(int argc, char **argv) {
   // launcher: it starts the ranks on this machine (each is this program
   // again, with the rendezvous variables set) and waits for them.
   if (!std::getenv("RANK")) {
+    // Each rank reads the files again after this launcher: a pipe
+    // (--config <(...), /dev/stdin) is empty by then, and every rank said
+    // its JSON was invalid.
+    for (auto [option, path] : {std::pair{"--config", &configPath.getValue()},
+                                std::pair{"--plan", &planPath.getValue()}})
+      if (!path->empty() && !llvm::sys::fs::is_regular_file(*path))
+        return fail(llvm::Twine(option) + " '" + *path +
+                    "' is not a regular file (a pipe?): each of the " +
+                    llvm::Twine(stages * replicas) +
+                    " ranks reads it again after the launcher; write it "
+                    "to a file");
     varuna::rt::LaunchOptions launch;
     launch.argv.assign(argv, argv + argc);
     launch.argv[0] = llvm::sys::fs::getMainExecutable(argv[0],

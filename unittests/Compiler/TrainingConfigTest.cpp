@@ -161,6 +161,40 @@ TEST(TrainingConfigErrors, DuplicateKeys) {
                "\"adamw\", \"lamb\", got \"lr,{\\\"type\\\"\"");
 }
 
+// A key written with an escape is the same key ("preci\u0073ion" was taken
+// as another, and its value silently won).
+TEST(TrainingConfigErrors, DuplicateKeysAreComparedDecoded) {
+  EXPECT_ERROR(R"({"precision": "fp32", "preci\u0073ion": "bf16"})",
+               "train.json: precision: duplicate key");
+  EXPECT_ERROR(R"({"optimizer": {"lr": 0.5, "\u006cr": 0.001}})",
+               "train.json: optimizer.lr: duplicate key");
+}
+
+// llvm::json's parser recurses per level: 50000 nested arrays overflowed the
+// stack (a segfault); refused before parsing.
+TEST(TrainingConfigErrors, DeepNestingIsRefused) {
+  std::string deep =
+      "{\"optimizer\": " + std::string(50000, '[') + std::string(50000, ']') + "}";
+  EXPECT_ERROR(deep, "train.json: invalid JSON: arrays and objects nest 50001 "
+                     "deep, more than 64");
+  // Brackets in strings do not count.
+  EXPECT_ERROR("{\"optimizer\": {\"type\": \"" + std::string(100, '[') + "\"}}",
+               "train.json: optimizer.type: expected one of \"sgd\", "
+               "\"adamw\", \"lamb\", got \"" + std::string(100, '[') + "\"");
+}
+
+// Training computes in fp32: an lr of 1e39 passed here and failed in the
+// first step in ATen's words, naming no field.
+TEST(TrainingConfigErrors, NumbersPastFp32AreRefused) {
+  EXPECT_ERROR(R"({"optimizer": {"lr": 1e39}})",
+               "train.json: optimizer.lr: expected at most 3.4028235e38 (the "
+               "largest fp32 number: training computes in fp32), got 1e+39");
+  EXPECT_NE(errorOf(R"({"optimizer": {"lr": 0.1, "weight_decay": 1e39}})")
+                .find("optimizer.weight_decay: expected at most 3.4028235e38"),
+            std::string::npos);
+  parseOK(R"({"optimizer": {"lr": 3e38}})");
+}
+
 TEST(TrainingConfigErrors, TopLevelNotAnObject) {
   EXPECT_ERROR("[1, 2]", "train.json: expected a JSON object at the top level, "
                          "got an array");
@@ -186,7 +220,7 @@ TEST(TrainingConfigErrors, UnknownKeys) {
                "kept in fp32), got 1e-46");
   EXPECT_ERROR(R"({"precision": "fp16", "loss_scale": {"initial": 1e39}})",
                "train.json: loss_scale.initial: expected at most 3.4028235e38 "
-               "(the largest fp32 number: the scale is kept in fp32), got "
+               "(the largest fp32 number: training computes in fp32), got "
                "1e+39");
   EXPECT_ERROR(R"({"precision": "fp16", "loss_scale": {"init": 2}})",
                "train.json: loss_scale: unknown key 'init' (expected one of: "
