@@ -372,6 +372,9 @@ int main(int argc, char **argv) {
   // zb's cost of a split backward (plan/Schedule.h TimingModel): the
   // plan's, measured by the calibration it was made with, else the default.
   int64_t splitCostPercent = varuna::plan::TimingModel().splitCostPercent;
+  // Where --batch and --micro-batch came from (the command line, a plan, the
+  // training configuration), as the messages about them name them.
+  std::string batchSource, microSource;
   if (!planPath.empty()) {
     auto buf = llvm::MemoryBuffer::getFile(planPath);
     if (!buf)
@@ -448,7 +451,11 @@ int main(int argc, char **argv) {
     };
     take(stages, *field("stages"), "stages");
     take(replicas, *field("replicas"), "replicas");
-    take(microBatch, *field("micro_batch"), "micro_batch");
+    if (take(microBatch, *field("micro_batch"), "micro_batch") &&
+        !microBatch.getNumOccurrences())
+      microSource = "--micro-batch " + std::to_string(microBatch) +
+                    " (the micro_batch of the plan '" + planPath +
+                    "': plan again for this batch)";
     take(scheduleName, schedule->str(), "schedule");
     take(scheduleLatency, field("schedule_latency").value_or(0),
          "schedule_latency");
@@ -463,8 +470,11 @@ int main(int argc, char **argv) {
     // What it was planned for (plans written since these were recorded):
     // another batch or job still runs, but not as planned.
     if (auto planned = field("batch")) {
-      if (!batch.getNumOccurrences())
+      if (!batch.getNumOccurrences()) {
         batch = *planned;
+        batchSource = "--batch " + std::to_string(batch) +
+                      " (the batch of the plan '" + planPath + "')";
+      }
       else if (batch != *planned && speaksForTheRun())
         llvm::errs() << "varuna-run: warning: the plan '" << planPath
                      << "' was made for --batch " << *planned
@@ -582,19 +592,30 @@ int main(int argc, char **argv) {
                                ? "the job's configuration"
                                : "the configuration '" + configPath + "'";
   auto fromConfig = [&](auto &opt, std::optional<int64_t> value,
-                        const char *key, const char *flag) {
+                        const char *key, const char *flag,
+                        std::string &source) {
     if (!value)
       return;
-    if (opt == 0)
+    if (opt == 0) {
       opt = *value;
-    else if (opt != *value && speaksForTheRun())
+      source = std::string(key) + " " + std::to_string(*value) + " (of " +
+               configName + ")";
+    } else if (opt != *value && speaksForTheRun()) {
       llvm::errs() << "varuna-run: warning: " << configName << " has " << key
-                   << " " << *value << "; this run has " << flag << " "
-                   << opt << "\n";
+                   << " " << *value << "; this run has "
+                   << (source.empty() ? flag + (" " + std::to_string(opt))
+                                      : source)
+                   << "\n";
+    }
   };
-  fromConfig(batch, config.globalBatchSize, "global_batch_size", "--batch");
+  fromConfig(batch, config.globalBatchSize, "global_batch_size", "--batch",
+             batchSource);
   fromConfig(microBatch, config.microBatchSize, "micro_batch_size",
-             "--micro-batch");
+             "--micro-batch", microSource);
+  if (batchSource.empty())
+    batchSource = "--batch " + std::to_string(batch);
+  if (microSource.empty())
+    microSource = "--micro-batch " + std::to_string(microBatch);
   if (batch == 0)
     return fail("give --batch (or --plan, or global_batch_size in the "
                 "training configuration)");
@@ -602,15 +623,18 @@ int main(int argc, char **argv) {
     return fail("give --micro-batch (or --plan, or micro_batch_size in the "
                 "training configuration)");
   if (batch < 1 || microBatch < 1 || batch % microBatch)
-    return fail("--batch " + llvm::Twine(batch) +
-                " is not a positive multiple of --micro-batch " +
-                llvm::Twine(microBatch) +
-                (planPath.empty() || microBatch.getNumOccurrences()
-                     ? ""
-                     : " (the micro_batch of the plan '" + planPath +
-                           "': plan again for this batch)"));
+    return fail(batchSource + " is not a positive multiple of " +
+                microSource);
+  // A step keeps a few schedule entries per micro-batch: a --batch of 2^62
+  // in micro-batches of 2 died of an allocation failure ("LLVM ERROR: out
+  // of memory") before the first step.
+  constexpr int64_t kMaxMicroBatches = int64_t(1) << 20;
+  if (batch / microBatch > kMaxMicroBatches)
+    return fail(batchSource + " has " + llvm::Twine(batch / microBatch) +
+                " micro-batches of " + llvm::Twine(microBatch) +
+                ", more than 2^20 in one step (make the micro-batch larger)");
   if (batch / microBatch < replicas)
-    return fail("--batch " + llvm::Twine(batch) + " has " +
+    return fail(batchSource + " has " +
                 llvm::Twine(batch / microBatch) + " micro-batches of " +
                 llvm::Twine(microBatch) + ", fewer than the " +
                 llvm::Twine(replicas) + " replicas");
@@ -739,6 +763,29 @@ int main(int argc, char **argv) {
   auto specs = varuna::graphInputSpecs(*job);
   if (mlir::failed(specs))
     return 1;
+  // A micro-batch's inputs alone must fit in this machine's memory (its
+  // activations take far more): a --micro-batch of 10^12 died of an
+  // allocation failure before the first step.
+  {
+    double exampleBytes = 0;
+    for (const varuna::rt::InputSpec &s : *specs) {
+      double n = double(varuna::rt::dtypeSize(s.dtype));
+      for (int64_t d : s.sampleShape)
+        n *= double(std::max<int64_t>(d, 1));
+      exampleBytes += n;
+    }
+    double memory = double(::sysconf(_SC_PHYS_PAGES)) *
+                    double(::sysconf(_SC_PAGESIZE));
+    auto gb = [](double bytes) {
+      std::string t;
+      llvm::raw_string_ostream(t) << llvm::format("%.3g GB", bytes / 1e9);
+      return t;
+    };
+    if (memory > 0 && double(microBatch) * exampleBytes > memory)
+      return fail(microSource + ": its examples' inputs alone take " +
+                  gb(double(microBatch) * exampleBytes) +
+                  ", more than this machine's " + gb(memory) + " of memory");
+  }
   std::unique_ptr<varuna::rt::DataSource> data, evalData;
   try {
     if (synthetic) {
