@@ -155,6 +155,7 @@ rt::TrainingState trainingState(int64_t step, const rt::Optimizer &optimizer,
   meta["seed"] = std::to_string(run.seed);
   if (run.microBatch > 0)
     meta["micro_batch"] = std::to_string(run.microBatch);
+  meta["shape"] = run.shape;
   if (!run.trainingConfig.empty())
     meta["training_config"] = run.trainingConfig;
   if (scaler) {
@@ -255,6 +256,27 @@ std::vector<std::string> resumeWarnings(const rt::CheckpointInfo &ckpt,
                   "(batch norm, statistics over the batch), so it trains "
                   "differently from here on (--micro-batch " + it->second +
                   " continues it exactly)");
+  // Random ops draw per (step, stage, replica) and micro-batch by micro-
+  // batch: under another shape they draw otherwise (a prober saw a 2 x 2
+  // run with dropout resumed under 1 x 1 leave the uninterrupted run's
+  // losses with no word).
+  auto shape = meta.find("shape");
+  auto micro = meta.find("micro_batch");
+  bool otherShape = shape != meta.end() && shape->second != run.shape;
+  bool otherMicro = micro != meta.end() && run.microBatch > 0 &&
+                    micro->second != std::to_string(run.microBatch);
+  if (run.randomOps && (otherShape || otherMicro)) {
+    std::string theirs =
+        (shape != meta.end() ? shape->second : run.shape) + " ranks" +
+        (micro != meta.end() ? " in micro-batches of " + micro->second : "");
+    out.push_back("'" + ckpt.path + "' was written by a run of " + theirs +
+                  "; this one has " + run.shape + " ranks in micro-batches "
+                  "of " + std::to_string(run.microBatch) +
+                  ": the model's dropout (or other random ops) draws per "
+                  "stage, replica and micro-batch, so it draws otherwise "
+                  "from here on and the losses leave the interrupted run's "
+                  "(" + theirs + " continues it exactly)");
+  }
   it = meta.find("training_config");
   if (it != meta.end() && !run.trainingConfig.empty() &&
       it->second != run.trainingConfig)

@@ -1183,6 +1183,7 @@ LogicalResult varuna::trainPipeline(
   Rank rank(job, *evaluator, options, pipeline, transport);
   rank.countSink = &count;
   rank.run = runSettingsFor(job, options, config);
+  rank.run.shape = std::to_string(P) + " x " + std::to_string(D);
   if (config.needsOverflowCheck())
     rank.scaler.emplace(config.lossScale);
   rank.trace = rt::Trace(!options.tracePath.empty());

@@ -283,6 +283,12 @@ RunSettings varuna::runSettingsFor(ModuleOp job, const TrainOptions &options,
   func::FuncOp graph = findTrainingGraph(job);
   run.microBatchMatters = bool(batchNormOverExamples(sectionsOrGraph(job))) ||
                           (graph && batchStatistic(graph));
+  job.walk([&](Operation *op) {
+    if (auto d = dyn_cast<DropoutOp>(op))
+      run.randomOps |= d.getRatio().convertToDouble() > 0;
+    else if (isa<RandomOp>(op))
+      run.randomOps = true;
+  });
   std::string text;
   llvm::raw_string_ostream(text) << config.toJSON();
   run.trainingConfig = text;

@@ -64,6 +64,11 @@ struct RunSettings {
   /// The training configuration, normalized (TrainingConfig::toJSON):
   /// another one (lr, schedule, clipping, precision, ...) is warned.
   std::string trainingConfig;
+  /// "P x D": each rank draws its random ops from (seed, step, stage,
+  /// replica), so with `randomOps` (dropout, random noise) another shape,
+  /// or another micro-batch, draws otherwise: warned.
+  std::string shape = "1 x 1";
+  bool randomOps = false;
 };
 
 /// step, optimizer_step and the generator's state, for the manifest; with
