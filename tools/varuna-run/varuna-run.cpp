@@ -1127,7 +1127,18 @@ int main(int argc, char **argv) {
   };
   if (threads < 0)
     return fail("--compute-threads must be positive");
+  auto worldMismatch = [&](long long worldSize) {
+    return fail("WORLD_SIZE is " + llvm::Twine(worldSize) + ", but --stages " +
+                llvm::Twine(stages) + " x --replicas " + llvm::Twine(replicas) +
+                " needs " + llvm::Twine(stages * replicas) +
+                (stages * replicas == 1 ? " rank" : " ranks"));
+  };
   if (!distributed) {
+    // A rank started by torchrun or srun for a job of one rank: each of
+    // them trained the whole model alone, racing on its checkpoints.
+    if (const char *ws = std::getenv("WORLD_SIZE");
+        std::getenv("RANK") && ws && std::atoll(ws) > 1)
+      return worldMismatch(std::atoll(ws));
     if (threads > 0)
       at::set_num_threads(threads);
     auto result = varuna::trainReference(
@@ -1201,10 +1212,7 @@ int main(int argc, char **argv) {
         static_cast<int64_t>(timeoutSeconds * 1000));
     topts.describeTag = varuna::describePipelineTag;
     if (topts.worldSize != stages * replicas)
-      return fail("WORLD_SIZE is " + llvm::Twine(topts.worldSize) +
-                  ", but --stages " + llvm::Twine(stages) + " x --replicas " +
-                  llvm::Twine(replicas) + " needs " +
-                  llvm::Twine(stages * replicas) + " ranks");
+      return worldMismatch(topts.worldSize);
     // Share the cores among the ranks of this machine: LOCAL_WORLD_SIZE of
     // them (torchrun, srun and varuna-run's launcher set it), else counted
     // once connected -- ranks started by hand without it each took every
