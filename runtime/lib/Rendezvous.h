@@ -170,6 +170,7 @@ connectStore(const TransportOptions &o, const char *library) {
       setupLimit(o.timeout));
   c10::intrusive_ptr<c10d::Store> store;
   int64_t joined = 0;
+  std::string theirs; // rank 0's WORLD_SIZE, at the other ranks
   try {
     store = c10::make_intrusive<c10d::TCPStore>(o.masterAddr, so);
     if (!attemptPrefix.empty())
@@ -177,6 +178,18 @@ connectStore(const TransportOptions &o, const char *library) {
     // Each rank joins once: a second process with the same RANK would
     // take the first one's place in the groups' address exchange.
     joined = store->add("varuna/joined/rank" + std::to_string(o.rank), 1);
+    // Every rank is started with rank 0's WORLD_SIZE: a rank with another
+    // one met the others here and failed a timeout later in words about
+    // groups (or, WORLD_SIZE 4 against rank 0's 2, half the ranks trained
+    // alone).
+    const std::string key = "varuna/world_size";
+    if (o.rank == 0) {
+      std::string mine = std::to_string(o.worldSize);
+      store->set(key, std::vector<uint8_t>(mine.begin(), mine.end()));
+    } else {
+      std::vector<uint8_t> v = store->get(key);
+      theirs.assign(v.begin(), v.end());
+    }
   } catch (const std::exception &e) {
     throw Error(library, "rendezvous at " + where,
                 messageOf(e) + " (rank " + std::to_string(o.rank) + " of " +
@@ -191,6 +204,12 @@ connectStore(const TransportOptions &o, const char *library) {
                     "as rank " + std::to_string(o.rank) + " of " +
                     std::to_string(o.worldSize) +
                     " (each process needs its own RANK)",
+                __FILE__, __LINE__);
+  if (o.rank != 0 && theirs != std::to_string(o.worldSize))
+    throw Error(library, "rendezvous at " + where,
+                "WORLD_SIZE is " + std::to_string(o.worldSize) +
+                    " here (rank " + std::to_string(o.rank) + "), " + theirs +
+                    " at rank 0: start every rank with the same WORLD_SIZE",
                 __FILE__, __LINE__);
   return store;
 }
