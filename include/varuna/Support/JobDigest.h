@@ -1,8 +1,9 @@
 //===- JobDigest.h - Which compiled job a file belongs to -------*- C++ -*-===//
 //
-// A digest of a job's job.mlir (xxHash64 of its bytes, 16 hex digits), so
-// that what is measured or decided for one job -- a calibration, the
-// settings the ranks of a run compare -- is not taken for another's.
+// A digest of a job's job.mlir (xxHash64 of its bytes but the path of the
+// model file it was compiled from, 16 hex digits), so that what is measured
+// or decided for one job -- a calibration, the settings the ranks of a run
+// compare -- is not taken for another's.
 //
 //===----------------------------------------------------------------------===//
 
