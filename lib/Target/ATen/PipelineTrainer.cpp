@@ -1212,19 +1212,20 @@ LogicalResult varuna::trainPipeline(
     return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
   try {
-    if (!options.checkpointDir.empty())
-      if (std::string why = unsharedDirectory(transport, options.checkpointDir);
-          !why.empty())
-        return jobError(job, "rank ") << transport.rank()
-                                      << ": the checkpoint directory: " << why;
-    if (!options.tracePath.empty()) {
-      llvm::StringRef dir = llvm::sys::path::parent_path(options.tracePath);
-      if (std::string why =
-              unsharedDirectory(transport, dir.empty() ? "." : dir.str());
-          !why.empty())
-        return jobError(job, "rank ") << transport.rank()
-                                      << ": the trace's directory: " << why;
-    }
+    // The --dump-params directory too: each stage's ranks write theirs, and
+    // per-host directories each held part of the model, with no word.
+    llvm::StringRef traceDir = llvm::sys::path::parent_path(options.tracePath);
+    std::pair<const char *, std::string> dirs[] = {
+        {"the checkpoint directory", options.checkpointDir},
+        {"the trace's directory",
+         options.tracePath.empty() ? ""
+                                   : traceDir.empty() ? "." : traceDir.str()},
+        {"the --dump-params directory", options.dumpParamsDir}};
+    for (const auto &[what, dir] : dirs)
+      if (!dir.empty())
+        if (std::string why = unsharedDirectory(transport, dir); !why.empty())
+          return jobError(job, "rank ")
+                 << transport.rank() << ": " << what << ": " << why;
   } catch (const std::exception &e) {
     return jobError(job, "rank ") << transport.rank() << ": " << e.what();
   }
