@@ -123,25 +123,23 @@ long long leadingNumber(const char *text) {
 }
 
 /// The first host of a SLURM node list: "a[01-03,7],b" -> "a01", "x,y" ->
-/// "x", "n[1-2]-ib" -> "n1-ib"; "" when it cannot be read.
+/// "x", "n[1-2]-ib" -> "n1-ib", "rack[1-2]-node[01-04]" -> "rack1-node01"
+/// (every bracket group gives its first number); "" when it cannot be read.
 std::string firstSlurmHost(const std::string &list) {
-  size_t end = 0;
-  while (end < list.size() && list[end] != ',' && list[end] != '[')
-    ++end;
-  std::string host = list.substr(0, end);
-  if (end < list.size() && list[end] == '[') {
-    size_t stop = list.find_first_of("-,]", end + 1);
-    size_t close = list.find(']', end + 1);
-    if (stop == std::string::npos || stop == end + 1 ||
+  std::string host;
+  size_t i = 0;
+  while (i < list.size() && list[i] != ',') {
+    if (list[i] != '[') {
+      host += list[i++];
+      continue;
+    }
+    size_t stop = list.find_first_of("-,]", i + 1);
+    size_t close = list.find(']', i + 1);
+    if (stop == std::string::npos || stop == i + 1 ||
         close == std::string::npos)
       return "";
-    host += list.substr(end + 1, stop - end - 1);
-    // What follows the brackets up to the next host ("n[1-2]-ib" gives
-    // n1-ib).
-    size_t next = list.find(',', close + 1);
-    host += list.substr(close + 1, next == std::string::npos
-                                       ? std::string::npos
-                                       : next - close - 1);
+    host += list.substr(i + 1, stop - i - 1);
+    i = close + 1;
   }
   return host;
 }
