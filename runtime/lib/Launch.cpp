@@ -42,7 +42,8 @@ int pickFreePort() {
   return port;
 }
 
-std::string checkLocalRendezvous(const std::string &addr, int port) {
+std::string checkLocalRendezvous(const std::string &addr, int port,
+                                 bool launcher) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -71,13 +72,19 @@ std::string checkLocalRendezvous(const std::string &addr, int port) {
       problem = "MASTER_PORT " + std::to_string(port) +
                 " is in use on this machine (by another program, or another "
                 "run): rank 0 serves the rendezvous there; choose another "
-                "port, or unset MASTER_PORT to take a free one";
+                "port" + (launcher ? ", or unset MASTER_PORT to take a free one"
+                                   : " for every rank");
     else if (errno == EADDRNOTAVAIL && problem.empty())
-      problem = "MASTER_ADDR '" + addr +
-                "' is not an address of this machine: varuna-run starts "
-                "every rank here, and rank 0 serves the rendezvous at "
-                "MASTER_ADDR; unset it (127.0.0.1), or start the ranks of a "
-                "job across machines with torchrun or srun";
+      problem = "MASTER_ADDR '" + addr + "' is not an address of this " +
+                (launcher ? "machine: varuna-run starts every rank here, and "
+                            "rank 0 serves the rendezvous at MASTER_ADDR; "
+                            "unset it (127.0.0.1), or start the ranks of a "
+                            "job across machines with torchrun or srun"
+                          : "machine, and rank 0 serves the rendezvous at "
+                            "MASTER_ADDR: start rank 0 on that host, or give "
+                            "every rank this host's address (unless it "
+                            "reaches this host through NAT or a service "
+                            "address)");
     ::close(fd);
   }
   ::freeaddrinfo(found);

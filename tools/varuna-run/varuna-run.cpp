@@ -1213,6 +1213,20 @@ int main(int argc, char **argv) {
     topts.describeTag = varuna::describePipelineTag;
     if (topts.worldSize != stages * replicas)
       return worldMismatch(topts.worldSize);
+    // A rank 0 started by hand serves the rendezvous (unless torchrun's
+    // agent does): at an address not this host's it timed out in c10d's
+    // words, or named a nonsense address; a port in use likewise. The
+    // address only warns: NAT or a service address may reach this host.
+    const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (topts.rank == 0 && !std::getenv("VARUNA_LAUNCHER_PID") &&
+        !(agentStore && llvm::StringRef(agentStore) == "True"))
+      if (std::string why = varuna::rt::checkLocalRendezvous(
+              topts.masterAddr, topts.masterPort, /*launcher=*/false);
+          !why.empty()) {
+        if (!llvm::StringRef(why).starts_with("MASTER_ADDR"))
+          return fail(why);
+        llvm::errs() << "varuna-run: warning: rank 0: " << why << "\n";
+      }
     // Share the cores among the ranks of this machine: LOCAL_WORLD_SIZE of
     // them (torchrun, srun and varuna-run's launcher set it), else counted
     // once connected -- ranks started by hand without it each took every

@@ -51,7 +51,11 @@ int pickFreePort();
 /// wrong -- `addr` does not resolve, is not an address of this machine
 /// (the ranks would time out connecting to another machine), or `port` is
 /// in use here -- naming MASTER_ADDR / MASTER_PORT and what to do.
-std::string checkLocalRendezvous(const std::string &addr, int port);
+/// `launcher`: the advice is the launcher's (it starts every rank here);
+/// else it is a rank 0 started by hand (torchrun without its agent's store,
+/// a script), which serves the rendezvous and so must run at MASTER_ADDR.
+std::string checkLocalRendezvous(const std::string &addr, int port,
+                                 bool launcher = true);
 
 /// Ranks started by SLURM's srun, which sets SLURM_PROCID,
 /// SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE,
