@@ -1289,7 +1289,9 @@ LogicalResult varuna::trainPipeline(
                                           ckpt ? &*ckpt : nullptr, note))
       return jobError(job, "rank ") << transport.rank() << ": " << *error;
     if (!note.empty())
-      log << "varuna-run: " << note << "\n";
+      // Rank 0 speaks for its own parameters (the count was taken for the
+      // job's: 13 where all 25 did).
+      log << "varuna-run: rank 0: " << note << "\n";
     if (ckpt) {
       // Once every rank has read what it resumes from, rank 0 removes
       // the steps this run rewrites, and prunes (CheckpointIO.h).
