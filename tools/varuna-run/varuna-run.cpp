@@ -454,8 +454,7 @@ int main(int argc, char **argv) {
     if (take(microBatch, *field("micro_batch"), "micro_batch") &&
         !microBatch.getNumOccurrences())
       microSource = "--micro-batch " + std::to_string(microBatch) +
-                    " (the micro_batch of the plan '" + planPath +
-                    "': plan again for this batch)";
+                    " (the micro_batch of the plan '" + planPath + "')";
     take(scheduleName, schedule->str(), "schedule");
     take(scheduleLatency, field("schedule_latency").value_or(0),
          "schedule_latency");
