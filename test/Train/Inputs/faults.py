@@ -383,8 +383,8 @@ elif scenario == "port-in-use":
                        capture_output=True, text=True, timeout=60)
     print(f"rank 0 exited {r.returncode}")
     print(r.stderr.strip()[:300])
-    if r.returncode != 1 or "rendezvous at 127.0.0.1:" not in r.stderr:
-        fail("expected exit 1 and a rendezvous error naming the address")
+    if r.returncode != 1 or "MASTER_PORT " + env["MASTER_PORT"] + " is in use" not in r.stderr:
+        fail("expected exit 1 and an error naming the port in use")
 elif scenario == "silent-store":
     # Something on MASTER_PORT accepts connections and never answers.
     s, env = squatter(rank=1)
