@@ -42,15 +42,16 @@ int pickFreePort() {
   return port;
 }
 
-std::string checkLocalRendezvous(const std::string &addr, int port,
-                                 bool launcher) {
+RendezvousProblem checkLocalRendezvous(const std::string &addr, int port,
+                                       bool launcher) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo *found = nullptr;
   if (int err = ::getaddrinfo(addr.c_str(), nullptr, &hints, &found))
-    return "MASTER_ADDR '" + addr + "' does not resolve: " + gai_strerror(err);
-  std::string problem;
+    return {true, "MASTER_ADDR '" + addr +
+                      "' does not resolve: " + gai_strerror(err)};
+  RendezvousProblem problem;
   bool local = false;
   for (addrinfo *a = found; a && !local; a = a->ai_next) {
     int fd = ::socket(a->ai_family, SOCK_STREAM, 0);
@@ -69,13 +70,13 @@ std::string checkLocalRendezvous(const std::string &addr, int port,
     if (::bind(fd, reinterpret_cast<sockaddr *>(&where), a->ai_addrlen) == 0)
       local = true;
     else if (errno == EADDRINUSE)
-      problem = "MASTER_PORT " + std::to_string(port) +
+      problem.message = "MASTER_PORT " + std::to_string(port) +
                 " is in use on this machine (by another program, or another "
                 "run): rank 0 serves the rendezvous there; choose another "
                 "port" + (launcher ? ", or unset MASTER_PORT to take a free one"
                                    : " for every rank");
-    else if (errno == EADDRNOTAVAIL && problem.empty())
-      problem = "MASTER_ADDR '" + addr + "' is not an address of this " +
+    else if (errno == EADDRNOTAVAIL && problem.message.empty())
+      problem = {true, "MASTER_ADDR '" + addr + "' is not an address of this " +
                 (launcher ? "machine: varuna-run starts every rank here, and "
                             "rank 0 serves the rendezvous at MASTER_ADDR; "
                             "unset it (127.0.0.1), or start the ranks of a "
@@ -84,11 +85,11 @@ std::string checkLocalRendezvous(const std::string &addr, int port,
                             "MASTER_ADDR: start rank 0 on that host, or give "
                             "every rank this host's address (unless it "
                             "reaches this host through NAT or a service "
-                            "address)");
+                            "address)")};
     ::close(fd);
   }
   ::freeaddrinfo(found);
-  return local ? std::string() : problem;
+  return local ? RendezvousProblem() : problem;
 }
 
 static std::string describe(int status) {
@@ -250,9 +251,9 @@ int launchLocalRanks(const LaunchOptions &o) {
   int port = o.masterPort ? o.masterPort : pickFreePort();
   // Checked here, at once: the ranks would find out after their --timeout
   // (another machine's address) or in c10d's words (a port in use).
-  if (std::string wrong = checkLocalRendezvous(o.masterAddr, port);
-      !wrong.empty()) {
-    std::fprintf(stderr, "%s: error: %s\n", tool, wrong.c_str());
+  if (RendezvousProblem wrong = checkLocalRendezvous(o.masterAddr, port);
+      !wrong.message.empty()) {
+    std::fprintf(stderr, "%s: error: %s\n", tool, wrong.message.c_str());
     return 1;
   }
   // The parent's environment without the variables we set per rank.

@@ -1219,12 +1219,12 @@ int main(int argc, char **argv) {
     const char *agentStore = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
     if (topts.rank == 0 && !std::getenv("VARUNA_LAUNCHER_PID") &&
         !(agentStore && llvm::StringRef(agentStore) == "True"))
-      if (std::string why = varuna::rt::checkLocalRendezvous(
+      if (varuna::rt::RendezvousProblem why = varuna::rt::checkLocalRendezvous(
               topts.masterAddr, topts.masterPort, /*launcher=*/false);
-          !why.empty()) {
-        if (!llvm::StringRef(why).starts_with("MASTER_ADDR"))
-          return fail(why);
-        llvm::errs() << "varuna-run: warning: rank 0: " << why << "\n";
+          !why.message.empty()) {
+        if (!why.address)
+          return fail(why.message);
+        llvm::errs() << "varuna-run: warning: rank 0: " << why.message << "\n";
       }
     // Share the cores among the ranks of this machine: LOCAL_WORLD_SIZE of
     // them (torchrun, srun and varuna-run's launcher set it), else counted

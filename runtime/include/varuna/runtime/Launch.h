@@ -47,15 +47,22 @@ struct LaunchOptions {
 int pickFreePort();
 
 /// Whether the launcher's ranks can meet at `addr`:`port`, checked by
-/// binding there as rank 0's store will: "" when they can; else what is
-/// wrong -- `addr` does not resolve, is not an address of this machine
+/// binding there as rank 0's store will: no message when they can; else
+/// what is wrong -- `addr` does not resolve, is not an address of this machine
 /// (the ranks would time out connecting to another machine), or `port` is
 /// in use here -- naming MASTER_ADDR / MASTER_PORT and what to do.
 /// `launcher`: the advice is the launcher's (it starts every rank here);
 /// else it is a rank 0 started by hand (torchrun without its agent's store,
 /// a script), which serves the rendezvous and so must run at MASTER_ADDR.
-std::string checkLocalRendezvous(const std::string &addr, int port,
-                                 bool launcher = true);
+struct RendezvousProblem {
+  /// The address: it does not resolve, or is not this machine's (for a
+  /// rank 0 started by hand only a warning: NAT or a service address may
+  /// reach it); else the port is in use.
+  bool address = false;
+  std::string message; ///< empty: none
+};
+RendezvousProblem checkLocalRendezvous(const std::string &addr, int port,
+                                       bool launcher = true);
 
 /// Ranks started by SLURM's srun, which sets SLURM_PROCID,
 /// SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_STEP_TASKS_PER_NODE,
