@@ -360,7 +360,11 @@ Error ConfigParser::checkKeys(const json::Object &obj, StringRef path,
   }
   if (!unknown)
     return Error::success();
-  return error(path, "unknown key '" + *unknown + "' (expected one of: " +
+  // Control characters escaped: a NUL ("precision\u0000x") cut the message.
+  std::string shown;
+  llvm::raw_string_ostream os(shown);
+  llvm::printEscapedString(*unknown, os);
+  return error(path, "unknown key '" + os.str() + "' (expected one of: " +
                          llvm::join(allowed, ", ") + ")");
 }
 

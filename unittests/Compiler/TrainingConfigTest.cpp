@@ -170,6 +170,16 @@ TEST(TrainingConfigErrors, DuplicateKeysAreComparedDecoded) {
                "train.json: optimizer.lr: duplicate key");
 }
 
+// A control character in an unknown key is escaped (a NUL cut the
+// message there).
+TEST(TrainingConfigErrors, UnknownKeyWithControlCharacters) {
+  std::string err = errorOf(R"({"precision\u0000x": "fp32"})");
+  EXPECT_EQ(err.find('\0'), std::string::npos);
+  EXPECT_NE(err.find("unknown key 'precision\\00x' (expected one of:"),
+            std::string::npos)
+      << err;
+}
+
 // llvm::json's parser recurses per level: 50000 nested arrays overflowed the
 // stack (a segfault); refused before parsing.
 TEST(TrainingConfigErrors, DeepNestingIsRefused) {

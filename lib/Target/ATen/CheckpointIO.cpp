@@ -185,16 +185,24 @@ static std::string configDifferences(const std::string &thereText,
     return "unreadable";
   }
   std::vector<std::string> parts;
-  auto text = [](const llvm::json::Value *v) {
-    if (!v)
-      return std::string("none");
-    std::string s;
-    if (std::optional<double> d = v->getAsNumber(); d && !v->getAsInteger())
-      llvm::raw_string_ostream(s) << llvm::format("%.10g", *d); // 0.003
-    else
-      llvm::raw_string_ostream(s) << *v;
-    return s;
-  };
+  // Numbers as people write them (0.003), in arrays too: betas printed as
+  // [0.90000000000000002,0.999].
+  std::function<std::string(const llvm::json::Value *)> text =
+      [&](const llvm::json::Value *v) {
+        if (!v)
+          return std::string("none");
+        std::string s;
+        if (const llvm::json::Array *a = v->getAsArray()) {
+          for (const llvm::json::Value &e : *a)
+            s += (s.empty() ? "" : ",") + text(&e);
+          return "[" + s + "]";
+        }
+        if (std::optional<double> d = v->getAsNumber(); d && !v->getAsInteger())
+          llvm::raw_string_ostream(s) << llvm::format("%.10g", *d);
+        else
+          llvm::raw_string_ostream(s) << *v;
+        return s;
+      };
   std::function<void(const std::string &, const llvm::json::Value *,
                      const llvm::json::Value *)>
       walk = [&](const std::string &path, const llvm::json::Value *a,
