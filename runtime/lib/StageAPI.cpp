@@ -253,12 +253,19 @@ Tensor pool(Pool kind, const Tensor &x, IntList kernel, IntList strides,
                           ia(dilations), ceilMode, countIncludePad);
   });
 }
+
+/// Where a mean cross_entropy counts: the context's lossCount when it
+/// counts, else nowhere (rt::crossEntropyKernel's `lossCount`).
+static double *lossCountSink(Context &ctx) {
+  return ctx.countLoss ? &ctx.lossCount : nullptr;
+}
+
 Tensor cross_entropy(Context &ctx, const Tensor &logits, const Tensor &labels,
                      LossReduction reduction, bool hasIgnore,
                      int64_t ignoreIndex, bool logInput) {
   return guarded("cross_entropy", [&] {
     return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
-                                  ignoreIndex, logInput, ctx.countLoss ? &ctx.lossCount : nullptr);
+                                  ignoreIndex, logInput, lossCountSink(ctx));
   });
 }
 
@@ -269,7 +276,7 @@ Tensor cross_entropy_weighted(Context &ctx, const Tensor &logits,
                               double smoothing) {
   return guarded("cross_entropy", [&] {
     return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
-                                  ignoreIndex, logInput, ctx.countLoss ? &ctx.lossCount : nullptr,
+                                  ignoreIndex, logInput, lossCountSink(ctx),
                                   smoothing, T(weight));
   });
 }
@@ -281,7 +288,7 @@ Tensor cross_entropy_smoothed(Context &ctx, const Tensor &logits,
   return guarded("cross_entropy", [&] {
     return rt::crossEntropyKernel(T(logits), T(labels), reduction, hasIgnore,
                                   ignoreIndex, /*logInput=*/false,
-                                  ctx.countLoss ? &ctx.lossCount : nullptr, smoothing);
+                                  lossCountSink(ctx), smoothing);
   });
 }
 

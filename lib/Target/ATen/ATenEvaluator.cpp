@@ -453,8 +453,7 @@ ATenEvaluator::runCompiled(unsigned k, func::FuncOp func,
       params.push_back(loadParam(p));
     std::vector<at::Tensor> out = compiled.run(k, args, params, ctx.batch,
                                                ctx.generator,
-                                               ctx.countLoss ? &ctx.lossCount
-                                                             : nullptr);
+                                               ctx.lossCountSink());
     if (ctx.lossCount >= 0 && options.onLossCount)
       options.onLossCount(ctx.lossCount);
     ctx.lossCount = -1;

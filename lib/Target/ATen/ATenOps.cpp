@@ -270,7 +270,7 @@ at::Tensor evaluateOp(Operation *op, Tensors in, ATenOpContext &ctx) {
         return rt::crossEntropyKernel(
             in[0], in[1], code<rt::LossReduction>(o.getReduction()),
             ignore.has_value(), ignore ? static_cast<int64_t>(*ignore) : 0,
-            o.getLogInput(), ctx.countLoss ? &ctx.lossCount : nullptr,
+            o.getLogInput(), ctx.lossCountSink(),
             o.getLabelSmoothing() ? o.getLabelSmoothing()->convertToDouble()
                                   : 0.0,
             o.getWeight() ? in[2] : at::Tensor());

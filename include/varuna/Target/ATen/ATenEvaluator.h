@@ -87,6 +87,9 @@ struct ATenOpContext {
   /// Set by a counted cross_entropy with reduction mean: the number of labels
   /// the loss averages over (labels != ignore_index); -1 if none ran.
   double lossCount = -1;
+  /// Where a mean cross_entropy counts: `lossCount` when counting, else
+  /// nowhere (rt::crossEntropyKernel's `lossCount`).
+  double *lossCountSink() { return countLoss ? &lossCount : nullptr; }
 };
 
 /// Evaluates one varuna op (not func.return) on its operand tensors, in
