@@ -627,6 +627,20 @@ FindResult findLatestComplete(const std::string &ckptDir) {
   return result;
 }
 
+std::string listCheckpoints(const std::string &ckptDir, bool readFiles,
+                            std::vector<StepDirectory> *out) {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  std::string err = listSteps(ckptDir, &steps);
+  if (!err.empty())
+    return err;
+  for (const auto &[step, path] : steps) {
+    StepDirectory d{step, path, "", {}};
+    d.problem = verifyCheckpoint(path, step, &d.manifest, readFiles);
+    out->push_back(std::move(d));
+  }
+  return "";
+}
+
 std::string openCheckpoint(const std::string &ckptDir, int64_t step,
                            CheckpointInfo *out) {
   std::string path = join(ckptDir, checkpointStepDirName(step));

@@ -3,12 +3,16 @@
 //   varuna-ckpt write DIR --step N [--demo K] [--state KEY=VALUE]...
 //               [--section K --tensor NAME=FILE.npy...]...
 //   varuna-ckpt latest DIR
+//   varuna-ckpt list DIR
+//   varuna-ckpt verify DIR [--step N]
 //   varuna-ckpt dump FILE.safetensors
 //   varuna-ckpt prune DIR --keep N
 //
 // `write` stores .npy arrays (or K demo sections) as a checkpoint with the
 // runtime's writer; `latest` prints the newest complete checkpoint and, on
-// stderr, why each newer one was skipped. See docs/checkpoints.md.
+// stderr, why each newer one was skipped; `list` shows every step directory
+// and what is wrong with it (by the files' sizes), `verify` reads every file
+// and checks its CRC. See docs/checkpoints.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +36,8 @@ const char *kUsage =
     "usage: varuna-ckpt write DIR --step N [--demo K] [--state KEY=VALUE]...\n"
     "                         [--section K --tensor NAME=FILE.npy...]...\n"
     "       varuna-ckpt latest DIR\n"
+    "       varuna-ckpt list DIR\n"
+    "       varuna-ckpt verify DIR [--step N]\n"
     "       varuna-ckpt dump FILE.safetensors\n"
     "       varuna-ckpt prune DIR --keep N\n"
     "       varuna-ckpt --version\n";
@@ -160,6 +166,21 @@ int cmdWrite(int argc, char **argv) {
   return 0;
 }
 
+/// Why DIR holds no step directory, as ": ..." to follow its name, or "":
+/// a step directory given for the checkpoint directory, or no directory at
+/// all (both were just "no complete checkpoint").
+std::string whyNoSteps(const std::string &dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    return ": it does not exist";
+  if (!S_ISDIR(st.st_mode))
+    return ": it is not a directory";
+  if (::stat((dir + "/manifest.json").c_str(), &st) == 0)
+    return ": it is one step's directory; give the checkpoint directory "
+           "that holds the step-<N> directories";
+  return "";
+}
+
 int cmdLatest(int argc, char **argv) {
   if (argc != 1)
     usage("latest takes exactly one DIR");
@@ -171,19 +192,8 @@ int cmdLatest(int argc, char **argv) {
     return 1;
   }
   if (!r.latest) {
-    // A step directory given for the checkpoint directory, or no directory
-    // at all: said (both were just "no complete checkpoint").
-    std::string dir = argv[0], why;
-    struct stat st;
-    if (::stat(dir.c_str(), &st) != 0)
-      why = ": it does not exist";
-    else if (!S_ISDIR(st.st_mode))
-      why = ": it is not a directory";
-    else if (::stat((dir + "/manifest.json").c_str(), &st) == 0)
-      why = ": it is one step's directory; give the checkpoint directory "
-            "that holds the step-<N> directories";
     std::fprintf(stderr, "varuna-ckpt: no complete checkpoint in %s%s\n",
-                 argv[0], why.c_str());
+                 argv[0], whyNoSteps(argv[0]).c_str());
     return 1;
   }
   std::printf("step %lld\npath %s\n", static_cast<long long>(r.latest->step),
@@ -200,6 +210,86 @@ int cmdLatest(int argc, char **argv) {
     else
       std::printf("state %s=%s\n", k.c_str(), v.c_str());
   return 0;
+}
+
+/// The step directories of DIR, each checked (`readFiles`: by CRC, else
+/// by size); exits with an error when DIR holds none.
+std::vector<StepDirectory> stepsOf(const std::string &dir, bool readFiles) {
+  std::vector<StepDirectory> steps;
+  std::string err = listCheckpoints(dir, readFiles, &steps);
+  if (!err.empty()) {
+    std::fprintf(stderr, "varuna-ckpt: error: %s\n", err.c_str());
+    std::exit(1);
+  }
+  if (steps.empty()) {
+    std::fprintf(stderr, "varuna-ckpt: no checkpoint in %s%s\n", dir.c_str(),
+                 whyNoSteps(dir).c_str());
+    std::exit(1);
+  }
+  return steps;
+}
+
+/// One line per step directory, newest first: "step-N complete, K sections,
+/// B bytes, shape S" or "step-N bad: why". A torn directory newer than the
+/// newest good one may be a write in progress. Exit 0 whatever it finds.
+int cmdList(int argc, char **argv) {
+  if (argc != 1)
+    usage("list takes exactly one DIR");
+  for (const StepDirectory &d : stepsOf(argv[0], /*readFiles=*/false)) {
+    std::string name = checkpointStepDirName(d.step);
+    if (!d.problem.empty()) {
+      std::printf("%s bad: %s\n", name.c_str(), d.problem.c_str());
+      continue;
+    }
+    uint64_t bytes = 0;
+    int sections = 0;
+    for (const CheckpointFile &f : d.manifest.files) {
+      bytes += f.bytes;
+      sections += f.section >= 0;
+    }
+    std::string shape;
+    auto it = d.manifest.state.find("shape");
+    if (it != d.manifest.state.end() && !it->second.empty())
+      shape = ", shape " + it->second;
+    std::printf("%s complete, %d section%s, %llu bytes%s\n", name.c_str(),
+                sections, sections == 1 ? "" : "s",
+                static_cast<unsigned long long>(bytes), shape.c_str());
+  }
+  return 0;
+}
+
+/// Reads every file of every step directory (or of step N) and checks its
+/// size and CRC: "step-N ok" or "step-N bad: why"; exit 1 if any is bad.
+int cmdVerify(int argc, char **argv) {
+  if (argc != 1 && !(argc == 3 && std::strcmp(argv[1], "--step") == 0))
+    usage("verify takes DIR [--step N]");
+  int64_t only = argc == 3 ? parseInt("--step", argv[2]) : -1;
+  std::vector<StepDirectory> steps;
+  if (only >= 0) {
+    // One step: checked alone, not after reading all the others.
+    std::string path =
+        std::string(argv[0]) + "/" + checkpointStepDirName(only);
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      std::fprintf(stderr, "varuna-ckpt: error: no step %lld in %s%s\n",
+                   static_cast<long long>(only), argv[0],
+                   whyNoSteps(argv[0]).c_str());
+      return 1;
+    }
+    steps.push_back(StepDirectory{only, path, verifyCheckpoint(path, only), {}});
+  } else {
+    steps = stepsOf(argv[0], /*readFiles=*/true);
+  }
+  int bad = 0;
+  for (const StepDirectory &d : steps) {
+    std::string name = checkpointStepDirName(d.step);
+    if (d.problem.empty())
+      std::printf("%s ok\n", name.c_str());
+    else
+      std::printf("%s bad: %s\n", name.c_str(), d.problem.c_str());
+    bad += !d.problem.empty();
+  }
+  return bad ? 1 : 0;
 }
 
 int cmdDump(int argc, char **argv) {
@@ -250,6 +340,10 @@ int main(int argc, char **argv) {
       return cmdWrite(argc - 2, argv + 2);
     if (cmd == "latest")
       return cmdLatest(argc - 2, argv + 2);
+    if (cmd == "list")
+      return cmdList(argc - 2, argv + 2);
+    if (cmd == "verify")
+      return cmdVerify(argc - 2, argv + 2);
     if (cmd == "dump")
       return cmdDump(argc - 2, argv + 2);
     if (cmd == "prune")

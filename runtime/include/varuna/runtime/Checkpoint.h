@@ -151,6 +151,21 @@ std::optional<int64_t> newestCommittedStep(const std::string &ckptDir);
 /// is not an error (no checkpoint yet).
 FindResult findLatestComplete(const std::string &ckptDir);
 
+/// One step directory of CKPT_DIR as listCheckpoints found it.
+struct StepDirectory {
+  int64_t step = 0;
+  std::string path;            ///< CKPT_DIR/step-<N>
+  std::string problem;         ///< "" if it verified, else verifyCheckpoint's
+  CheckpointManifest manifest; ///< filled only when it verified
+};
+
+/// Every step directory of CKPT_DIR, newest first, each checked by
+/// verifyCheckpoint (`readFiles` as its: false checks the files' sizes only).
+/// Returns "" (a missing CKPT_DIR lists nothing) or why CKPT_DIR cannot be
+/// listed. What `varuna-ckpt list` and `verify` print.
+std::string listCheckpoints(const std::string &ckptDir, bool readFiles,
+                            std::vector<StepDirectory> *out);
+
 /// The committed checkpoint CKPT_DIR/step-<step>, checked by its marker,
 /// manifest and file sizes only (no file is read: loadSection checks each
 /// file it reads). Returns "" and fills `out`, or why not (as
