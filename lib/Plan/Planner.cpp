@@ -499,10 +499,16 @@ PlanResult planSchedules(const PlanInput &in,
     PlanInput one = in;
     one.schedule = k;
     PlanResult r = planSweep(one);
-    for (const std::string &s : r.skipped)
-      all.skipped.push_back(kinds.size() > 1
+    // One stage runs no pipeline schedule: its skip is the same under each
+    // (said once, without a schedule's name).
+    for (const std::string &s : r.skipped) {
+      bool oneStage = s.rfind("P=1: ", 0) == 0;
+      if (oneStage && k != kinds.front())
+        continue;
+      all.skipped.push_back(kinds.size() > 1 && !oneStage
                                 ? std::string(scheduleKindName(k)) + " " + s
                                 : s);
+    }
     if (!r.ok())
       lastError = r.error;
     // One stage runs no pipeline schedule: its rows are the same under each

@@ -215,6 +215,19 @@ TEST(Planner, AllSchedules) {
   for (const std::string &s : fit.skipped)
     named |= s.rfind("zb P=2: a stage needs", 0) == 0;
   EXPECT_TRUE(named);
+  // One stage, too big under every schedule, is skipped once, without a
+  // schedule's name (it was once per schedule).
+  PlanInput small = in;
+  small.memoryLimitBytes =
+      row(all, ScheduleKind::Varuna, 1).peakStageBytes * 0.99;
+  PlanResult pipelined = planSchedules(small, kinds);
+  ASSERT_TRUE(pipelined.ok()) << pipelined.error;
+  size_t oneStageSkips = 0;
+  for (const std::string &s : pipelined.skipped)
+    oneStageSkips += s.find("P=1: ") != std::string::npos;
+  EXPECT_EQ(oneStageSkips, 1u);
+  EXPECT_EQ(pipelined.skipped.front().rfind("P=1: a stage needs", 0), 0u)
+      << pipelined.skipped.front();
   EXPECT_FALSE(planSchedules(in, {}).ok());
 }
 
