@@ -68,7 +68,8 @@ void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
                           (collective
                                ? ": a rank of the group did not take part "
                                  "in time (stopped, gone, or cut off from "
-                                 "this host)"
+                                 "this host), or the link is too slow to "
+                                 "carry it in that time (raise --timeout)"
                                : "")
                     : m,
                 __FILE__, __LINE__);
@@ -134,7 +135,10 @@ public:
       stopWatching();
       throw Error("Gloo", what,
                   "Timed out waiting for the message (timeout " +
-                      detail::seconds(timeout) + ")",
+                      detail::seconds(timeout) +
+                      "): the sender stopped or is cut off from this host, "
+                      "or the link is too slow to carry it in that time "
+                      "(raise --timeout)",
                   __FILE__, __LINE__);
     }
     watcher.join();
