@@ -13,6 +13,11 @@
 The model's ``forward(*example_inputs)`` must return the scalar loss (or a
 tuple whose first element is the loss).
 
+The model is exported in training mode; a submodule the user put in eval
+mode inside a model in training mode (``model.train(); model.bn.eval()``: a
+frozen batch norm, a dropout turned off) is exported in eval mode, as PyTorch
+trains it.
+
 Exporting runs the model (tracing); any buffer it mutates in place (e.g.
 BatchNorm running statistics) is restored afterwards, and the exported file
 holds the buffer values from *before* the call. The global RNG state is not
@@ -101,6 +106,7 @@ class _Adapted(torch.nn.Module):
         self._buffers = model._buffers
         self._modules = model._modules
         self._names = list(names) if names is not None else None
+        self.training = model.training  # its modules' modes are the model's
 
     def train(self, mode: bool = True):
         super().train(mode)
@@ -440,8 +446,14 @@ def _preserved_state(model: torch.nn.Module, training: bool):
     """Run with the model in train/eval mode, RNG forked, and buffers restored."""
     snapshot = {n: b.detach().clone() for n, b in model.named_buffers()}
     modes = [(m, m.training) for m in model.modules()]  # per module: modes may be mixed
+    # Submodules the user put in eval mode inside a model in training mode (a
+    # frozen batch norm, dropout turned off: fine-tuning) stay so in the
+    # training graph, as PyTorch trains them.
+    held = [m for m, mode in modes if not mode] if training and model.training else []
     with torch.random.fork_rng(devices=[]):
         model.train(training)
+        for m in held:
+            m.training = False
         try:
             yield snapshot
         finally:
@@ -818,6 +830,10 @@ def _export_onnx(model, inputs, path, *, input_names, loss_name, opset, batch_di
     with tempfile.TemporaryDirectory(prefix=".varuna-export-", dir=out_dir) as tmp:
         tmp_path = os.path.join(tmp, "model.onnx")
         with _preserved_state(model, training) as snapshot:
+            if training and not all(m.training for m in model.modules()):
+                # TRAINING would set every module training: modules held in
+                # eval mode (_preserved_state) are exported as they run.
+                mode = torch.onnx.TrainingMode.PRESERVE
             _torch_onnx_export(model, inputs, tmp_path, input_names=input_names,
                                output_names=[loss_name], opset=opset,
                                dynamic_axes=dynamic_axes, training=mode,

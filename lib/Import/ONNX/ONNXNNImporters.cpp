@@ -234,12 +234,57 @@ LogicalResult importLayerNorm(NodeContext &nc) {
                                               nc.b().getF64FloatAttr(eps)));
 }
 
+/// BatchNormalization in inference mode (training_mode = 0: a batch norm
+/// the user put in eval mode inside a training model, a frozen batch norm
+/// of fine-tuning): (x - mean) * rsqrt(var + eps) * scale + B with the
+/// running statistics as they are (never updated), scale and B trained.
+LogicalResult importFrozenBatchNorm(NodeContext &nc) {
+  if (!nc.hasInput(3) || !nc.hasInput(4))
+    return nc.error("batch normalization in inference mode without its "
+                    "mean and variance inputs");
+  SmallVector<Value> in;
+  for (size_t i = 0; i < 5; ++i) {
+    auto v = nc.runtime(i);
+    if (failed(v))
+      return failure();
+    in.push_back(*v);
+  }
+  VTensorType t = typeOf(in[0]);
+  int64_t rank = t.getRank();
+  if (rank < 2 || !t.getDim(1).isStatic())
+    return nc.error("input must be [N, C, ...] with a static C");
+  SmallVector<SymInt> cdims{t.getDim(1)};
+  for (int64_t i = 2; i < rank; ++i)
+    cdims.push_back(1);
+  SmallVector<Value> c; // scale, B, mean, var as [C, 1, ...]
+  for (size_t i = 1; i < 5; ++i) {
+    auto v = reshapeTo(nc, in[i], cdims);
+    if (failed(v))
+      return failure();
+    c.push_back(*v);
+  }
+  auto epsC = scalarConstant(nc, typeOf(c[3]).getElementType(),
+                             nc.floatAttr("epsilon").value_or(1e-5f));
+  if (failed(epsC))
+    return failure();
+  auto shifted = nc.create<AddOp>(c[3], *epsC);
+  if (failed(shifted))
+    return failure();
+  Value inv = nc.b().create<UnaryOp>(nc.loc, typeOf(*shifted),
+                                     UnaryKind::rsqrt, *shifted);
+  auto factor = nc.create<MulOp>(inv, c[0]);
+  auto centered = nc.create<SubOp>(in[0], c[2]);
+  if (failed(factor) || failed(centered))
+    return failure();
+  auto scaled = nc.create<MulOp>(*centered, *factor);
+  if (failed(scaled))
+    return failure();
+  return setResult(nc, nc.create<AddOp>(*scaled, c[1]));
+}
+
 LogicalResult importBatchNorm(NodeContext &nc) {
   if (!nc.intAttr("training_mode").value_or(0))
-    return nc.error("batch normalization in inference mode (training_mode "
-                    "= 0) cannot be trained: export the model in training "
-                    "mode (torch.onnx.export(..., training="
-                    "torch.onnx.TrainingMode.TRAINING); varuna.export does)");
+    return importFrozenBatchNorm(nc);
   // Running statistics are the model's buffers (initializers) when it has
   // them. Computed or constant ones (torch exports F.batch_norm(w, None,
   // None, training=True) -- BiT's weight standardization -- with means of

@@ -109,7 +109,8 @@ varuna.export(model, example, os.path.join(
 model, _ = build()
 if args.dict:
     model = model.m
-model.train()
+if not model.training:  # (modules built in eval mode, e.g. a frozen batch norm, stay so)
+    model.train()
 
 lr = 1e-3 if args.optimizer == "adamw" else 1e-2
 config = {"optimizer": {"type": args.optimizer, "lr": lr, "weight_decay": 0.01}}

@@ -2292,3 +2292,33 @@ class DenseGAT(nn.Module):
 
 def dense_gat():
     return DenseGAT(), (torch.randn(2, 5, 8), torch.randint(0, 3, (2,)))
+
+
+class HeldEval(nn.Module):
+    """Fine-tuning as usually written: model.train(), then a batch norm
+    frozen (its running statistics, set away from 0 and 1 here, normalize;
+    its scale and shift still train) and a dropout turned off with .eval().
+    A second batch norm trains as usual."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(4, D)
+        self.frozen = nn.BatchNorm1d(D)
+        self.off = nn.Dropout(0.5)
+        self.norm = nn.BatchNorm1d(D)
+        self.l2 = nn.Linear(D, C)
+        with torch.no_grad():
+            self.frozen.running_mean.uniform_(-0.5, 0.5)
+            self.frozen.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x, labels):
+        h = self.off(torch.relu(self.frozen(self.l1(x))))
+        return F.cross_entropy(self.l2(torch.relu(self.norm(h))), labels)
+
+
+def held_eval():
+    m = HeldEval()
+    m.train()
+    m.frozen.eval()
+    m.off.eval()
+    return m, (torch.randn(2, 4), torch.randint(0, C, (2,)))
