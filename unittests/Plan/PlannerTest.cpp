@@ -109,6 +109,38 @@ TEST(Planner, FewerReplicasWhenTheRingCostsMore) {
   EXPECT_LE(best.seconds, few.rows.front().seconds * 1.01);
 }
 
+// A measured ring of 4 much slower than the ring of 2 scaled (what a
+// loaded machine measures): the closed-form estimate keeps D = 4, and the
+// best plan for 4 (and 9) devices was slower than for 3 (and 8), whose D
+// still fits. Up to 16 replicas every smaller D is simulated.
+TEST(Planner, MoreDevicesNeverSlowerWithASlowMeasuredRing) {
+  struct Case {
+    double latency, slower;
+    int batch;
+  };
+  for (Case c : {Case{1e-3, 1, 16}, Case{1e-3, 2, 64}, Case{1e-3, 8, 512},
+                 Case{1e-2, 8, 512}}) {
+    double previous = 1e30;
+    for (int G = 1; G <= 12; ++G) {
+      PlanInput in = gpt(G);
+      for (PlanSection &s : in.sections) { // a small model
+        s.paramBytes /= 1000;
+        s.forwardSeconds /= 100;
+        s.backwardSeconds /= 100;
+      }
+      in.globalBatch = c.batch;
+      in.allreduceRings = {{2, 100e-6, in.link.bytesPerSecond},
+                           {4, c.latency, in.link.bytesPerSecond / c.slower}};
+      PlanResult r = planSweep(in);
+      ASSERT_TRUE(r.ok()) << r.error;
+      EXPECT_LE(r.rows.front().seconds, previous * (1 + 1e-12))
+          << "G=" << G << ", ring of 4: " << c.latency << " s, "
+          << c.slower << " x slower, batch " << c.batch;
+      previous = r.rows.front().seconds;
+    }
+  }
+}
+
 // The sweep's rows do not depend on how many threads simulate them.
 TEST(Planner, ThreadsDoNotChangeTheResult) {
   PlanInput in = gpt(24);
