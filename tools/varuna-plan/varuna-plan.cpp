@@ -30,6 +30,7 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -268,9 +269,9 @@ static std::string calibrationProblem(const llvm::json::Object &co,
   int64_t last = 0;
   for (const llvm::json::Value &v : *ms) {
     std::optional<int64_t> m = v.getAsInteger();
-    if (!m || *m <= last)
-      return "'micro_batches' must be increasing positive integers (run "
-             "varuna-calibrate again)";
+    if (!m || *m <= last || *m > (int64_t(1) << 30))
+      return "'micro_batches' must be increasing positive integers up to "
+             "2^30 (run varuna-calibrate again)";
     last = *m;
   }
   const llvm::json::Array *cs = co.getArray("sections");
@@ -278,6 +279,11 @@ static std::string calibrationProblem(const llvm::json::Object &co,
     const llvm::json::Object *c = (*cs)[k].getAsObject();
     if (!c)
       return "sections[" + std::to_string(k) + "] is not an object";
+    if (const llvm::json::Value *i = c->get("index");
+        i && i->getAsInteger() != std::optional<int64_t>(k))
+      return "sections[" + std::to_string(k) + "] has 'index' " +
+             llvm::formatv("{0}", *i).str() + ": the sections must be in "
+             "order, each with its own index";
     for (auto [key, optional] :
          {std::pair<const char *, bool>{"forward_seconds", false},
           {"backward_seconds", false},
@@ -297,29 +303,94 @@ static std::string calibrationProblem(const llvm::json::Object &co,
                "]: 'optimizer_seconds' must be a finite non-negative number";
     }
   }
-  for (const char *comm : {"send", "allreduce", "allreduce_concurrent"}) {
-    const llvm::json::Value *v = co.get(comm);
-    if (!v)
-      continue;
-    const llvm::json::Object *o = v->getAsObject();
-    if (!o)
-      return "'" + std::string(comm) + "' is not an object";
+  // A message measurement: "bytes" and "seconds" (and "cpu_seconds") of
+  // the same count, the sizes increasing, the times growing with them
+  // (a fit without a positive bandwidth read as an 8 Tbit/s link).
+  auto measurement = [&](const llvm::json::Object *o) -> std::string {
     const llvm::json::Array *b = o->getArray("bytes");
     for (const char *key : {"bytes", "seconds"})
       if (std::string why = series(o, key, b ? b->size() : 0, false);
           !why.empty())
-        return std::string(comm) + ": " + why;
+        return why;
     if (std::string why = series(o, "cpu_seconds", b->size(), true);
         !why.empty())
-      return std::string(comm) + ": " + why;
-    // A latency and a bandwidth need two sizes at least (one size, or all
-    // 0, gave "6861 us + 8000000 Gbit/s").
-    std::set<double> sizes;
-    for (const llvm::json::Value &x : *b)
-      sizes.insert(x.getAsNumber().value_or(0));
-    if (sizes.size() < 2)
-      return std::string(comm) +
-             ": 'bytes' must hold at least 2 different message sizes";
+      return why;
+    std::vector<double> bytes = doubles(b);
+    for (size_t i = 1; i < bytes.size(); ++i)
+      if (bytes[i] <= bytes[i - 1])
+        return "'bytes' must be increasing message sizes (run "
+               "varuna-calibrate again)";
+    if (fitLine(o).second <= 1e-15)
+      return "'seconds' do not grow with 'bytes' (the fit has no "
+             "bandwidth): measure again";
+    return "";
+  };
+  auto comm = [&](const llvm::json::Object &parent, const std::string &prefix,
+                  const char *key) -> std::string {
+    const llvm::json::Value *v = parent.get(key);
+    if (!v)
+      return "";
+    const llvm::json::Object *o = v->getAsObject();
+    if (!o)
+      return "'" + prefix + key + "' is not an object";
+    if (std::string why = measurement(o); !why.empty())
+      return prefix + key + ": " + why;
+    return "";
+  };
+  // Measured rings: [{"ranks": R >= 2, bytes, seconds}, ...].
+  auto rings = [&](const llvm::json::Object &parent,
+                   const std::string &prefix) -> std::string {
+    const llvm::json::Value *v = parent.get("allreduce_rings");
+    if (!v)
+      return "";
+    const llvm::json::Array *a = v->getAsArray();
+    if (!a)
+      return "'" + prefix + "allreduce_rings' is not an array";
+    for (size_t i = 0; i < a->size(); ++i) {
+      std::string at = prefix + "allreduce_rings[" + std::to_string(i) + "]";
+      const llvm::json::Object *r = (*a)[i].getAsObject();
+      if (!r)
+        return at + " is not an object";
+      std::optional<int64_t> R = r->getInteger("ranks");
+      if (!R || *R < 2 || *R > (1 << 20))
+        return at + ": 'ranks' must be an integer in [2, 2^20]";
+      if (std::string why = measurement(r); !why.empty())
+        return at + ": " + why;
+    }
+    return "";
+  };
+  for (const char *key : {"send", "allreduce", "allreduce_concurrent"})
+    if (std::string why = comm(co, "", key); !why.empty())
+      return why;
+  if (std::string why = rings(co, ""); !why.empty())
+    return why;
+  if (const llvm::json::Value *v = co.get("across_hosts")) {
+    const llvm::json::Object *a = v->getAsObject();
+    if (!a)
+      return "'across_hosts' is not an object";
+    if (!a->get("send"))
+      return "across_hosts: 'send' is missing";
+    if (std::string why = comm(*a, "across_hosts.", "send"); !why.empty())
+      return why;
+    if (std::string why = rings(*a, "across_hosts."); !why.empty())
+      return why;
+  }
+  if (const llvm::json::Value *v = co.get("oversubscribed")) {
+    const llvm::json::Object *o = v->getAsObject();
+    std::optional<double> d = o ? o->getNumber("slowdown") : std::nullopt;
+    if (!d || !std::isfinite(*d) || *d <= 0 || *d > 1000)
+      return "oversubscribed: 'slowdown' must be a number in (0, 1000]";
+  }
+  if (const llvm::json::Value *v = co.get("threads")) {
+    std::optional<int64_t> t = v->getAsInteger();
+    if (!t || *t < 1 || *t > 4096)
+      return "'threads' must be an integer in [1, 4096] (the compute "
+             "threads a rank was measured with)";
+  }
+  if (const llvm::json::Value *v = co.get("engine")) {
+    std::optional<llvm::StringRef> e = v->getAsString();
+    if (!e || (*e != "generated" && *e != "reference"))
+      return "'engine' must be \"generated\" or \"reference\"";
   }
   return "";
 }
