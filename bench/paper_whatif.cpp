@@ -35,6 +35,7 @@
 #include "varuna/Plan/Planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,9 +114,20 @@ double examplesPerGpu(PlanInput in, int P, int D, ScheduleKind kind) {
 int main(int argc, char **argv) {
   double gbps = 10;
   for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--gbps") && i + 1 < argc)
-      gbps = std::atof(argv[++i]);
-    else {
+    if (!std::strcmp(argv[i], "--gbps") && i + 1 < argc) {
+      // (atof took "abc" as 0 and planned for a 0 Gbit/s network.)
+      char *end = nullptr;
+      const char *text = argv[++i];
+      gbps = std::strtod(text, &end);
+      if (end == text || *end || !std::isfinite(gbps) || gbps <= 0 ||
+          gbps > 1e6) {
+        std::fprintf(stderr,
+                     "paper-whatif: --gbps must be a number of Gbit/s in "
+                     "(0, 1e6], not '%s'\n",
+                     text);
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "usage: paper-whatif [--gbps G]\n");
       return 2;
     }
@@ -139,7 +151,10 @@ int main(int argc, char **argv) {
     in.memoryLimitBytes = kDeviceMemory;
     PlanResult plan = planSweep(in);
     if (!plan.ok()) {
-      std::fprintf(stderr, "paper-whatif: %s\n", plan.error.c_str());
+      for (const std::string &why : plan.skipped)
+        std::fprintf(stderr, "  skipped %s\n", why.c_str());
+      std::fprintf(stderr, "paper-whatif: %d GPUs: %s\n", G,
+                   plan.error.c_str());
       return 1;
     }
     int smallest = 1;
