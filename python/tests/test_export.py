@@ -871,9 +871,12 @@ def test_torchscript_roundtrip(tmp_path, name):
         assert info["inputs"][0]["dtype"] == "float32"
 
 
-def test_torchscript_explicit_format_any_suffix(tmp_path):
+def test_torchscript_explicit_format_pth_suffix(tmp_path):
+    # .pth is the other suffix every varuna tool reads as TorchScript (a
+    # suffix they do not read, such as .bin, is refused:
+    # test_error_path_suffix_varuna_compile_would_misread).
     model, inputs, _ = models.make("gpt")
-    path = tmp_path / "model.bin"
+    path = tmp_path / "model.pth"
     varuna.export(model, inputs, path, format="torchscript", input_names=["ids", "tgt"],
                   loss_name="nll")
     _, info = _ts_info(path)
@@ -1342,3 +1345,204 @@ def test_onnx_large_graph_skips_onnxruntime_check_and_says_so(tmp_path, monkeypa
     with pytest.warns(UserWarning, match=r"the exported graph has \d+ nodes: not run with "
                       r"onnxruntime to check it \(above ORT_CHECK_NODE_LIMIT = 3"):
         varuna.export(_TrainingBranch(aux=False), (x, y), tmp_path / "m.onnx")
+
+
+# ---------------------------------------------------------------------------
+# arguments the tester found unchecked
+# ---------------------------------------------------------------------------
+
+class _TopParam(nn.Module):
+    """A parameter named as forward's argument `y` (and a buffer `scale`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.y = nn.Parameter(torch.ones(3))
+        self.register_buffer("scale", torch.ones(3))
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.lin(x) * self.y * self.scale, y)
+
+
+@pytest.mark.parametrize("suffix", ["onnx", "pt"])
+@pytest.mark.parametrize("case,match", [
+    ("input", r"input name 'lin.weight' is also the name of a parameter.*'lin.weight.1'"),
+    ("loss", r"loss_name 'lin.bias' is also the name of a parameter.*pass another loss_name"),
+    ("buffer", r"input name 'scale' is also the name of a buffer"),
+    ("dict", r"input name 'y' is also the name of a parameter.*rename forward's argument"),
+])
+def test_error_input_or_loss_name_is_a_state_name(tmp_path, suffix, case, match):
+    # torch's ONNX exporter renamed the initializer ("l1.weight.1"), after
+    # which the run's checkpoint did not load into the model.
+    x, y = pair_inputs()
+    path = tmp_path / f"p.{suffix}"
+    with pytest.raises(ValueError, match=match):
+        if case == "input":
+            varuna.export(_TopParam(), (x, y), path, input_names=["lin.weight", "t"])
+        elif case == "loss":
+            varuna.export(_TopParam(), (x, y), path, input_names=["x", "t"],
+                          loss_name="lin.bias")
+        elif case == "buffer":
+            varuna.export(_TopParam(), (x, y), path, input_names=["scale", "t"])
+        else:
+            varuna.export(_TopParam(), {"x": x, "y": y}, path)
+    assert not os.listdir(tmp_path)
+
+
+class _BatchCount(nn.Module):
+    """A summed loss divided by the batch size read as a Python number."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.lin, self.how = nn.Linear(4, 3), how
+
+    def forward(self, x, y):
+        n = int(x.size(0)) if self.how == "int" else len(x)
+        return F.cross_entropy(self.lin(x), y, reduction="sum") / n
+
+
+@pytest.mark.parametrize("suffix", ["onnx", "pt"])
+@pytest.mark.parametrize("how", ["int", "len"])
+def test_warns_batch_size_turned_into_a_number_is_frozen(tmp_path, suffix, how):
+    # The batch size is a shape that changes (varuna runs micro-batches
+    # smaller than the example batch): the warning must not call it harmless,
+    # and len(x) is said in varuna's words, not only torch's.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        varuna.export(_BatchCount(how), pair_inputs(4), tmp_path / f"p.{suffix}")
+    texts = [str(w.message) for w in caught]
+    ours = [t for t in texts if "turns a tensor into a Python number" in t]
+    assert len(ours) == 1, texts
+    assert re.search(r"batch size is not: a size along the batch axis .*frozen at the "
+                     r"example's 4.*x\.shape\[0\] as it is", ours[0]), ours[0]
+    assert not any(t.startswith("Using len to get tensor shape") for t in texts), texts
+
+
+@pytest.mark.parametrize("opset", [12, 22, 0, -1, 99])
+def test_error_opset_out_of_range(tmp_path, opset):
+    from varuna.export import ONNX_OPSETS
+    assert ONNX_OPSETS == (13, 21)
+    with pytest.raises(ValueError, match=rf"opset {opset} .*supported opsets are 13 to 21"):
+        varuna.export(Pair(), pair_inputs(), tmp_path / "p.onnx", opset=opset)
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("name,fmt,match", [
+    ("m.onnx", "ts", r"format='ts' writes TorchScript, but varuna-compile would read its "
+                     r"suffix '\.onnx' as ONNX; name it \.pt or \.pth"),
+    ("m.pt", "onnx", r"format='onnx' writes ONNX, .*suffix '\.pt' as TorchScript; name it "
+                     r"\.onnx"),
+    ("model.bin", "torchscript", r"does not read the suffix '\.bin'; name it \.pt or \.pth"),
+    ("nosuffix", None, r"nosuffix': it has no suffix.*name it \.onnx \(ONNX\) or \.pt"),
+    ("UP.PT", None, r"case-sensitively and does not know '\.PT'; name it \.pt"),
+    ("UP.ONNX", "onnx", r"case-sensitively and does not know '\.ONNX'; name it \.onnx"),
+])
+def test_error_path_suffix_varuna_compile_would_misread(tmp_path, name, fmt, match):
+    with pytest.raises(ValueError, match=match):
+        varuna.export(Pair(), pair_inputs(), tmp_path / name, format=fmt)
+    assert not os.listdir(tmp_path)
+
+
+def test_error_bad_output_path(tmp_path, monkeypatch):
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("")
+    before = sorted(os.listdir(tmp_path))
+    cases = [(tmp_path / "adir", r"'.*adir' is a directory"),
+             (str(tmp_path / "adir") + os.sep, r"is a directory"),
+             (tmp_path / "afile" / "m.onnx", r"cannot write .*'.*afile' is a file, not a "
+                                             r"directory"),
+             (tmp_path / "afile" / "sub" / "m.onnx", r"'.*afile' is a file"),
+             (str(tmp_path / "m.onnx").encode(), r"path must be a str .*got bytes"),
+             (3, r"path must be a str or a pathlib.Path, got int")]
+    for path, match in cases:
+        with pytest.raises(ValueError, match=match):
+            varuna.export(Pair(), pair_inputs(), path)
+    assert sorted(os.listdir(tmp_path)) == before
+    assert os.listdir(tmp_path / "adir") == []
+    # "" wrote "..tmp<PID>" into the parent of the working directory.
+    monkeypatch.chdir(tmp_path / "adir")
+    with pytest.raises(ValueError, match="path is empty"):
+        varuna.export(Pair(), pair_inputs(), "")
+    assert sorted(os.listdir(tmp_path)) == before
+    assert os.listdir(tmp_path / "adir") == []
+
+
+def test_write_failure_is_an_oserror_naming_the_path(tmp_path, monkeypatch):
+    # A full disk is said as such, for the file asked for, without the
+    # advice for models torch's exporter cannot export; nothing is left.
+    import errno
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(torch.onnx, "export", full)
+        with pytest.raises(OSError, match=r"cannot write '.*out.m\.onnx': No space left") as e:
+            varuna.export(Pair(), pair_inputs(), tmp_path / "out" / "m.onnx")
+        assert e.value.errno == errno.ENOSPC and "TorchScript" not in str(e.value)
+    with monkeypatch.context() as m:
+        m.setattr(torch.jit.ScriptModule, "save", lambda self, f, **kw: full())
+        with pytest.raises(OSError, match=r"cannot write '.*out.m\.pt': No space left"):
+            varuna.export(Pair(), pair_inputs(), tmp_path / "out" / "m.pt")
+    assert os.listdir(tmp_path / "out") == []
+    # Failing in the last rename: the temporary file beside the target was left.
+    real_replace = os.replace
+
+    def no_rename(src, dst):
+        if str(dst).endswith("m.onnx"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_replace(src, dst)
+
+    with monkeypatch.context() as m:
+        m.setattr(os, "replace", no_rename)
+        with pytest.raises(OSError, match=r"cannot write '.*out.m\.onnx'"):
+            varuna.export(Pair(), pair_inputs(), tmp_path / "out" / "m.onnx")
+    assert os.listdir(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("dtype,which,match", [
+    (torch.bfloat16, 0, r"'x' is bfloat16.*it reads float32, .*bool\); pass it as float32 "
+                        r"and cast it inside forward \(x\.to\(torch\.bfloat16\)\)"),
+    (torch.int16, 1, r"'y' is int16.*pass it as int64 \(or int32\)"),
+    (torch.complex64, 0, r"'x' is complex64.*real and imaginary parts"),
+])
+def test_error_input_dtype_varuna_run_cannot_read(tmp_path, dtype, which, match):
+    # varuna-run refused such inputs whatever the data ("unsupported element
+    # type 'bf16'"): the export passed, the training never ran.
+    inputs = list(pair_inputs())
+    inputs[which] = inputs[which].to(dtype)
+    with pytest.raises(ValueError, match=match):
+        varuna.export(Pair(), tuple(inputs), tmp_path / "p.pt")
+    assert not os.listdir(tmp_path)
+
+
+def test_error_empty_batch(tmp_path):
+    x, y = pair_inputs()
+    with pytest.raises(ValueError, match=r"example batch is empty \(size 0 along batch_dim=0\)"):
+        varuna.export(Pair(), (x[:0], y[:0]), tmp_path / "p.onnx")
+    assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("value,what", [(False, "a bool"), (None, "None"), (3, "a int")])
+def test_error_dict_input_not_a_tensor_named_by_key(tmp_path, value, what):
+    x, y = pair_inputs()
+    with pytest.raises(ValueError, match=rf"example_inputs\['return_dict'\] is {what}, not a "
+                                         r"torch.Tensor.*leave 'return_dict' out"):
+        varuna.export(Pair(), {"x": x, "y": y, "return_dict": value}, tmp_path / "p.onnx")
+
+
+@pytest.mark.parametrize("case,cause,match", [
+    ("missing", TypeError, r"missing 1 required positional argument: 'y'"),
+    ("shape", RuntimeError, r"cannot be multiplied"),
+    ("key", TypeError, r"unexpected keyword argument 'z'.*names \(the keys\)"),
+])
+def test_error_forward_fails_on_example_inputs(tmp_path, case, cause, match):
+    # The model's own exception, said to be about the example inputs, as a
+    # ValueError with the original chained.
+    x, y = pair_inputs()
+    inputs = {"missing": (x,), "shape": (x[:, :2], y), "key": {"x": x, "z": y}}[case]
+    with pytest.raises(ValueError, match=r"the model's forward failed on the example inputs "
+                                         rf"\({cause.__name__}: .*{match}") as e:
+        varuna.export(Pair(), inputs, tmp_path / "p.onnx")
+    assert isinstance(e.value.__cause__, cause)
+    assert not os.listdir(tmp_path)

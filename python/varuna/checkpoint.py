@@ -20,7 +20,9 @@ for. A parameter
 held by several sections (a tie) must be identical in each: it is taken once.
 
 Errors are ValueError naming the directory or file and what is wrong: no
-complete checkpoint (with why each newer one was skipped), a file whose size
+complete checkpoint (with why each newer one was skipped), a missing or
+unreadable COMPLETE marker or manifest, a manifest that is not the JSON
+object varuna-run writes (even with a matching CRC-32), a file whose size
 or CRC-32 differs from the manifest, tie copies that differ. A newer step
 skipped on the way to an older one is a warning (UserWarning) saying why.
 """
@@ -31,53 +33,116 @@ import sys
 import warnings
 import zlib
 
-__all__ = ["latest", "load", "load_into"]
+__all__ = ["latest", "load", "load_into", "load_optimizer_into"]
 
 _STEP = re.compile(r"step-(0|[1-9][0-9]*)$")
 
 
 def _check(step_dir):
     """The manifest of step_dir if it is complete and intact, else raises
-    ValueError saying why."""
+    ValueError saying why, naming the file at fault (a damaged file is the
+    checkpoint's problem, never a UnicodeDecodeError or KeyError of ours)."""
+    if not os.path.isdir(step_dir):
+        raise ValueError(f"{step_dir}: " + ("not a directory" if os.path.exists(step_dir)
+                                            else "no such directory"))
     marker = os.path.join(step_dir, "COMPLETE")
-    if not os.path.exists(marker):
+    if not os.path.lexists(marker):
         raise ValueError(f"{step_dir}: torn: no COMPLETE marker")
-    with open(marker) as fh:
-        line = fh.read().strip()
+    try:
+        with open(marker, "rb") as fh:
+            raw_marker = fh.read(4096)
+    except OSError as e:  # a directory, no permission
+        raise ValueError(f"{marker}: cannot read the marker: {e.strerror or e}") from None
+    try:
+        line = raw_marker.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"{marker}: malformed marker: not text "
+                         f"({raw_marker[:40]!r})") from None
     m = re.fullmatch(r"varuna-checkpoint step=(\d+) manifest-crc32=0x([0-9a-fA-F]{8})", line)
     if not m:
-        raise ValueError(f"{marker}: malformed marker {line!r}")
+        raise ValueError(f"{marker}: malformed marker {line[:200]!r}")
     # As varuna-run --resume and varuna-ckpt check it: a step directory
     # renamed or copied to another step's name is not that step.
     named = _STEP.match(os.path.basename(os.path.normpath(step_dir)))
     if named and int(m.group(1)) != int(named.group(1)):
         raise ValueError(f"{step_dir}: COMPLETE marker is for step {m.group(1)}, the "
                          f"directory for step {named.group(1)} (renamed or copied?)")
-    with open(os.path.join(step_dir, "manifest.json"), "rb") as fh:
-        raw = fh.read()
+    manifest_path = os.path.join(step_dir, "manifest.json")
+    try:
+        with open(manifest_path, "rb") as fh:
+            raw = fh.read()
+    except OSError as e:
+        raise ValueError(f"{manifest_path}: cannot read the manifest: "
+                         f"{e.strerror or e}") from None
     if zlib.crc32(raw) != int(m.group(2), 16):
-        raise ValueError(f"{step_dir}/manifest.json: checksum mismatch with COMPLETE")
-    manifest = json.loads(raw)
+        raise ValueError(f"{manifest_path}: checksum mismatch with COMPLETE")
+    manifest = _parse_manifest(manifest_path, raw)
     if manifest.get("format") != "varuna-checkpoint":
-        raise ValueError(f"{step_dir}/manifest.json: not a varuna checkpoint manifest")
+        raise ValueError(f"{manifest_path}: not a varuna checkpoint manifest")
     if manifest.get("version") != 1:
-        raise ValueError(f"{step_dir}/manifest.json: unsupported manifest version "
+        raise ValueError(f"{manifest_path}: unsupported manifest version "
                          f"{manifest.get('version')!r} (this module reads version 1)")
     if manifest.get("step") != int(m.group(1)):
-        raise ValueError(f"{step_dir}/manifest.json: manifest is for step "
-                         f"{manifest.get('step')!r}")
+        raise ValueError(f"{manifest_path}: manifest is for step {manifest.get('step')!r}")
+    _check_manifest_fields(manifest_path, manifest)
     for f in manifest["files"]:
         path = os.path.join(step_dir, f["name"])
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
         except OSError as e:
-            raise ValueError(f"{path}: {e.strerror}") from None
+            raise ValueError(f"{path}: {e.strerror or e}") from None
         if len(data) != f["bytes"]:
             raise ValueError(f"{path}: {len(data)} bytes, the manifest says {f['bytes']}")
         if zlib.crc32(data) != f["crc32"]:
             raise ValueError(f"{path}: checksum mismatch with the manifest")
     return manifest
+
+
+def _parse_manifest(manifest_path, raw):
+    """The manifest's JSON object; ValueError naming the file otherwise. (A
+    CRC that matches says the file is what was written, not that the
+    writer -- or whoever rewrote both -- wrote a manifest.)"""
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{manifest_path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{manifest_path}: not valid JSON ({e})") from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{manifest_path}: the manifest is a JSON "
+                         f"{type(manifest).__name__}, not an object")
+    return manifest
+
+
+def _check_manifest_fields(manifest_path, manifest):
+    """Every field the readers below use, of the type they use it as."""
+    files = manifest.get("files")
+    if not isinstance(files, list):
+        raise ValueError(f"{manifest_path}: \"files\" must be a list of the step's files, "
+                         f"not {json.dumps(files)[:100]}")
+    types = {"name": str, "section": int, "bytes": int, "crc32": int}
+    for i, f in enumerate(files):
+        if not isinstance(f, dict):
+            raise ValueError(f"{manifest_path}: files[{i}] must be an object, not "
+                             f"{json.dumps(f)[:100]}")
+        for key, kind in types.items():
+            # "section" may be left out, as varuna-run's reader allows
+            # (runtime/lib/Checkpoint.cpp: -1, a file of no section).
+            if key not in f and key != "section":
+                raise ValueError(f"{manifest_path}: files[{i}] has no {key!r}")
+            v = f.get(key, -1)
+            if not isinstance(v, kind) or isinstance(v, bool) or (kind is int and v < -1):
+                raise ValueError(f"{manifest_path}: files[{i}] {key!r} is "
+                                 f"{json.dumps(v)[:100]}, not "
+                                 f"{'a non-negative integer' if kind is int else 'a string'}")
+        # A name is a file of the step directory, nothing outside it.
+        if not f["name"] or os.path.basename(f["name"]) != f["name"] or f["name"] in (".", ".."):
+            raise ValueError(f"{manifest_path}: files[{i}] names {f['name']!r}, not a file "
+                             "of the step directory")
+    if not isinstance(manifest.get("state", {}), dict):
+        raise ValueError(f"{manifest_path}: \"state\" must be an object, not "
+                         f"{json.dumps(manifest['state'])[:100]}")
 
 
 def _newest(ckpt_dir):
@@ -105,6 +170,29 @@ def _newest(ckpt_dir):
     raise ValueError(f"{ckpt_dir}: no complete checkpoint{why}")
 
 
+def _is_step_dir(path):
+    """Whether `path` is meant as one step's directory (load("ckpt/step-200"))
+    rather than a checkpoint directory: it has a manifest or a marker, or is
+    named step-<N> without steps of its own. A step whose manifest was
+    deleted is then said to be damaged, not searched for steps it lacks."""
+    if any(os.path.lexists(os.path.join(path, f)) for f in ("manifest.json", "COMPLETE")):
+        return True
+    if not _STEP.match(os.path.basename(os.path.normpath(path))):
+        return False
+    try:
+        return not any(_STEP.match(n) for n in os.listdir(path))
+    except OSError:
+        return True  # _check says what is wrong with it
+
+
+def _resolve(path):
+    """(step_dir, manifest) for a step directory or a checkpoint directory
+    (its newest complete step)."""
+    if _is_step_dir(path):
+        return path, _check(path)
+    return _newest(path)
+
+
 def latest(ckpt_dir):
     """The newest complete, intact `step-<N>` directory under ckpt_dir."""
     return _newest(ckpt_dir)[0]
@@ -117,14 +205,18 @@ def load(path, optimizer_state=False, frozen=False):
     frozen, the `frozen/...` ones (constants training never changes)."""
     from safetensors.torch import load_file
 
-    if os.path.exists(os.path.join(path, "manifest.json")):
-        manifest = _check(path)
-    else:  # checked while choosing it
-        path, manifest = _newest(path)
+    path, manifest = _resolve(path)
     out = {}
-    for f in sorted(manifest["files"], key=lambda f: f["section"]):
+    for f in sorted(manifest["files"], key=lambda f: f.get("section", -1)):
         file = os.path.join(path, f["name"])
-        for name, t in load_file(file).items():
+        try:
+            tensors = load_file(file)
+        except Exception as e:  # noqa: BLE001 - safetensors' own error types
+            # Its size and CRC-32 are the manifest's, so it is the file
+            # written -- by a writer that wrote no safetensors file.
+            raise ValueError(f"{file}: not a safetensors file ({type(e).__name__}: "
+                             f"{str(e).strip()[:200]})") from None
+        for name, t in tensors.items():
             if name.startswith("optimizer/") and not optimizer_state:
                 continue
             if name.startswith("frozen/") and not frozen:
@@ -199,15 +291,13 @@ def load_optimizer_into(optimizer, model, path):
     another optimizer than the checkpoint's (LAMB has no torch.optim
     counterpart), an optimizer parameter that is not one of `model`'s, a
     trained parameter without state in the checkpoint, a shape that
-    differs. Nothing is loaded then."""
+    differs, an AdamW with amsgrad=True (its max_exp_avg_sq is state varuna's
+    AdamW does not keep). Nothing is loaded then."""
     import torch
 
     if type(model).__name__ == "OptimizedModule" and hasattr(model, "_orig_mod"):
         model = model._orig_mod
-    if os.path.exists(os.path.join(path, "manifest.json")):
-        manifest = _check(path)
-    else:
-        path, manifest = _newest(path)
+    path, manifest = _resolve(path)
     state = manifest.get("state", {})
     kind = state.get("optimizer")
     classes = {"adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
@@ -217,7 +307,19 @@ def load_optimizer_into(optimizer, model, path):
     if type(optimizer) is not classes[kind]:
         raise ValueError(f"{path}: trained with {kind} ({classes[kind].__name__}); the "
                          f"optimizer given is a {type(optimizer).__name__}")
-    steps = int(state.get("optimizer_step", manifest["step"]))
+    for i, group in enumerate(optimizer.param_groups):
+        # AMSGrad keeps a running maximum of exp_avg_sq (max_exp_avg_sq),
+        # which varuna's AdamW neither computes nor checkpoints: its first
+        # step would raise KeyError, or -- given zeros -- not be AMSGrad.
+        if kind == "adamw" and group.get("amsgrad"):
+            raise ValueError(f"{path}: the optimizer has amsgrad=True (param group {i}), "
+                             "whose state (max_exp_avg_sq) varuna's AdamW does not keep; "
+                             "varuna trains AdamW with amsgrad=False: create it so")
+    try:
+        steps = int(state.get("optimizer_step", manifest["step"]))
+    except (TypeError, ValueError):
+        raise ValueError(f"{path}/manifest.json: optimizer_step "
+                         f"{state.get('optimizer_step')!r} is not a step count") from None
     tensors = {n: t for n, t in load(path, optimizer_state=True).items()
                if n.startswith("optimizer/")}
     names = {}
@@ -226,6 +328,10 @@ def load_optimizer_into(optimizer, model, path):
     wanted = ("exp_avg", "exp_avg_sq") if kind == "adamw" else ("momentum_buffer",)
     new = {}
     for group in optimizer.param_groups:
+        # As torch's own load_state_dict places it: on the CPU, unless the
+        # optimizer runs its step on the parameter's device (capturable or
+        # fused), which then requires it there.
+        on_device = bool(group.get("capturable") or group.get("fused"))
         for p in group["params"]:
             if id(p) not in names:
                 raise ValueError(f"{path}: the optimizer holds a parameter of shape "
@@ -246,7 +352,8 @@ def load_optimizer_into(optimizer, model, path):
                 if len(found) != 2:
                     raise ValueError(f"{path}: no AdamW state for {names[id(p)][0]} (a "
                                      "parameter varuna-run did not train?)")
-                found["step"] = torch.tensor(float(steps))
+                found["step"] = torch.tensor(float(steps), dtype=torch.float32,
+                                             device=p.device if on_device else "cpu")
             elif not found:
                 continue  # SGD without momentum keeps no state
             new[p] = found
@@ -265,15 +372,23 @@ def _main(argv):
         return 2
     path = argv[0]
     try:
-        if not os.path.exists(os.path.join(path, "manifest.json")):
-            path = latest(path)
+        path = _resolve(path)[0]
         tensors = load(path, optimizer_state=True, frozen=True)
     except ValueError as e:
         print(f"varuna.checkpoint: error: {e}", file=sys.stderr)
         return 1
-    print(path)
-    for name, t in tensors.items():
-        print(f"  {name} {list(t.shape)} {str(t.dtype).replace('torch.', '')}")
+    try:
+        print(path)
+        for name, t in tensors.items():
+            print(f"  {name} {list(t.shape)} {str(t.dtype).replace('torch.', '')}")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped (| head -1): it has what it wanted. Point
+        # stdout at /dev/null so that the interpreter's own flush at exit
+        # does not fail again and print a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
     return 0
 
 

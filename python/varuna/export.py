@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-__all__ = ["export", "EXTERNAL_DATA_THRESHOLD", "PROTOBUF_LIMIT"]
+__all__ = ["export", "EXTERNAL_DATA_THRESHOLD", "PROTOBUF_LIMIT", "ONNX_OPSETS"]
 
 #: ``external_data=None`` switches to external data above this many bytes of
 #: parameters and buffers.
@@ -49,6 +49,21 @@ PROTOBUF_LIMIT = (1 << 31) - 1
 EXTERNAL_ALIGNMENT = 64
 
 _FORMATS = ("onnx", "torchscript")
+
+#: The ONNX opsets varuna-compile imports, first and last (inclusive): it
+#: refuses a file of any other (lib/Import/ONNX/ONNXModelFile.cpp).
+ONNX_OPSETS = (13, 21)
+
+#: The suffixes varuna-compile reads as each format, compared as they are
+#: (case-sensitively: "m.PT" is "unknown model format '.PT'"); the first is
+#: the one to suggest. TorchScript's are those every varuna tool reads
+#: (varuna-compile also takes .zip, varuna-eval and varuna-opt do not).
+_SUFFIXES = {"onnx": (".onnx",), "torchscript": (".pt", ".pth")}
+
+#: The element types varuna-run reads model inputs in (the .npy dtypes of
+#: lib/Target/ATen/ReferenceTrainer.cpp's dtypeOf); it refuses any other.
+_RUN_INPUT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.int64, torch.int32,
+                     torch.int8, torch.uint8, torch.bool)
 
 
 def _exporter_id() -> str:
@@ -63,16 +78,78 @@ def _dtype_name(dtype: torch.dtype) -> str:
 # argument validation
 # ---------------------------------------------------------------------------
 
+def _check_path(path) -> str:
+    """`path` as a str, refused (ValueError) where no file can be written:
+    checked before the model runs, so that a typo costs no export and
+    leaves nothing behind."""
+    if isinstance(path, (bytes, bytearray)) or (
+            isinstance(path, os.PathLike) and not isinstance(os.fspath(path), str)):
+        raise ValueError(f"path must be a str or a pathlib.Path, got bytes ({path!r}); "
+                         "decode it first")
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a str or a pathlib.Path, got {type(path).__name__}")
+    path = os.fspath(path)
+    if not path:
+        raise ValueError("path is empty: give the file to write (model.onnx or model.pt)")
+    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)) or os.path.isdir(path):
+        raise ValueError(f"path {path!r} is a directory: give the file to write inside it "
+                         f"(e.g. {os.path.join(path, 'model.onnx')!r})")
+    # The nearest existing ancestor must be a directory: os.makedirs creates
+    # the missing ones below it, but cannot where a regular file is in the way.
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"cannot write {path!r}: {parent!r} is a file, not a directory")
+    return path
+
+
+def _suffix(path: str) -> str:
+    """The suffix as varuna-compile takes it (llvm::sys::path::extension:
+    from the last dot of the file name, ".pt" for a file named ".pt")."""
+    name = os.path.basename(path)
+    dot = name.rfind(".")
+    return name[dot:] if dot >= 0 and name not in (".", "..") else ""
+
+
 def _resolve_format(path: str, format: Optional[str]) -> str:
+    """The format to write, which varuna-compile must read `path`'s suffix
+    as: it picks the importer by the suffix alone, so a TorchScript file
+    named .onnx (or a file without a suffix) would be refused or misread."""
+    suffix = _suffix(path)
     if format is None:
-        return "torchscript" if str(path).lower().endswith(".pt") else "onnx"
-    fmt = str(format).lower()
-    if fmt == "ts":
-        fmt = "torchscript"
-    if fmt not in _FORMATS:
-        raise ValueError(f"unknown export format {format!r}; expected one of {list(_FORMATS)} "
-                         f"(or None to infer it from the path suffix: .onnx or .pt)")
-    return fmt
+        for fmt, suffixes in _SUFFIXES.items():
+            if suffix in suffixes:
+                return fmt
+        fmt = None
+    else:
+        fmt = str(format).lower()
+        if fmt == "ts":
+            fmt = "torchscript"
+        if fmt not in _FORMATS:
+            raise ValueError(f"unknown export format {format!r}; expected one of "
+                             f"{list(_FORMATS)} (or None to infer it from the path suffix: "
+                             ".onnx or .pt)")
+        if suffix in _SUFFIXES[fmt]:
+            return fmt
+    said = (f"format={format!r} writes {'ONNX' if fmt == 'onnx' else 'TorchScript'}, "
+            if fmt else "")
+    # "m.PT": the suffix varuna-compile would take, but for its case.
+    case = [f for f, sfx in _SUFFIXES.items() if suffix.lower() in sfx and suffix not in sfx]
+    wanted = fmt or (case[0] if case else None)
+    need = (f"name it {' or '.join(_SUFFIXES[wanted])}" if wanted
+            else "name it .onnx (ONNX) or .pt (TorchScript)")
+    read_as = [f for f, sfx in _SUFFIXES.items() if suffix in sfx]
+    if case:
+        why = f"varuna-compile reads suffixes case-sensitively and does not know {suffix!r}"
+    elif read_as:
+        why = (f"varuna-compile would read its suffix {suffix!r} as "
+               f"{'ONNX' if read_as[0] == 'onnx' else 'TorchScript'}")
+    elif suffix:
+        why = f"varuna-compile does not read the suffix {suffix!r}"
+    else:
+        why = "it has no suffix, by which varuna-compile picks the importer"
+    raise ValueError(f"path {path!r}: {said + 'but ' if said else ''}{why}; {need}")
 
 
 def _normalize_inputs(example_inputs) -> Tuple[torch.Tensor, ...]:
@@ -119,12 +196,18 @@ class _Adapted(torch.nn.Module):
         return _loss_output(out)
 
 
+class _ExportError(ValueError):
+    """varuna.export's own error raised while the model runs (told apart
+    from the model's own exceptions, which say the example inputs do not
+    fit the forward)."""
+
+
 def _loss_output(out):
     """A dict-like output's "loss" (a ModelOutput's, which is also a
     Mapping), else the output as it is."""
     if isinstance(out, Mapping):
         if not isinstance(out.get("loss"), torch.Tensor):
-            raise ValueError("model.forward returned a mapping without a 'loss' tensor (keys: "
+            raise _ExportError("model.forward returned a mapping without a 'loss' tensor (keys: "
                              f"{list(out.keys())}); pass the labels so that it computes the "
                              "loss, or return the loss")
         return out["loss"]
@@ -184,10 +267,62 @@ def _check_batch(inputs, names, batch_dim) -> int:
         raise ValueError(f"example inputs disagree on the batch size along dim {batch_dim}: "
                          f"{sizes}")
     b = next(iter(sizes.values()))
+    if b == 0:
+        raise ValueError(f"the example batch is empty (size 0 along batch_dim={batch_dim}): "
+                         "the forward must run on real examples to be traced; export with a "
+                         "batch of 2 or more")
     if b == 1:
         warnings.warn("example batch size is 1: the tracer may specialise size-1 batch axes; "
                       "export with a batch of 2 or more", UserWarning, stacklevel=3)
     return b
+
+
+def _check_state_names(model: torch.nn.Module, names: Sequence[str], loss_name: str,
+                       from_dict: bool) -> None:
+    """Refuses an input or loss name that is also a parameter's or buffer's:
+    torch's ONNX exporter keeps graph inputs, outputs and initializers in one
+    namespace and renames the initializer ("l1.weight" becomes
+    "l1.weight.1"), so the trained weights no longer carry the model's name
+    and its checkpoints do not load into it. TorchScript would not clash,
+    but a file that exports in one format only is a trap: refused in both."""
+    state = {n: "parameter" for n, _ in model.named_parameters(remove_duplicate=False)}
+    for n, _ in model.named_buffers(remove_duplicate=False):
+        state.setdefault(n, "buffer")
+    for nm in names:
+        if nm in state:
+            how = ("rename forward's argument (a dict of example inputs names the inputs by "
+                   "its keys)" if from_dict else "pass other input_names")
+            raise ValueError(f"input name {nm!r} is also the name of a {state[nm]} of the "
+                             f"model: the exported file would rename the {state[nm]} (to "
+                             f"'{nm}.1'), and checkpoints would not load into the model; "
+                             f"{how}")
+    if loss_name in state:
+        raise ValueError(f"loss_name {loss_name!r} is also the name of a {state[loss_name]} "
+                         f"of the model: the exported file would rename the "
+                         f"{state[loss_name]} (to '{loss_name}.1'), and checkpoints would "
+                         "not load into the model; pass another loss_name")
+
+
+def _check_input_dtypes(inputs, names) -> None:
+    """Refuses an input whose element type varuna-run cannot read (its data
+    are .npy files, which have no bfloat16): the file would export and
+    compile, then never train."""
+    accepted = ", ".join(_dtype_name(d) for d in _RUN_INPUT_DTYPES)
+    for nm, t in zip(names, inputs):
+        if t.dtype in _RUN_INPUT_DTYPES:
+            continue
+        x = nm if nm.isidentifier() else "x"
+        if t.dtype.is_floating_point:
+            hint = (f"pass it as float32 and cast it inside forward ({x}.to(torch."
+                    f"{_dtype_name(t.dtype)}))")
+        elif t.dtype.is_complex:
+            hint = ("pass its real and imaginary parts as float32 inputs and build it "
+                    "inside forward (torch.complex(re, im))")
+        else:
+            hint = (f"pass it as int64 (or int32) and cast it inside forward "
+                    f"({x}.to(torch.{_dtype_name(t.dtype)}))")
+        raise ValueError(f"example input {nm!r} is {_dtype_name(t.dtype)}, which varuna-run "
+                         f"does not read inputs in (it reads {accepted}); {hint}")
 
 
 def _autocast_on(device: str) -> bool:
@@ -645,6 +780,8 @@ def _torch_onnx_export(model, inputs, f, *, input_names, output_names, opset, dy
                              "format='torchscript'): varuna's TorchScript importer takes "
                              "many operators torch's ONNX exporter does not (quantile, kron, "
                              "cummax, nanmean, rot90, linear algebra, ...)") from e
+        except OSError:
+            raise  # writing the file failed, not the exporter: export() says so
         except Exception as e:  # noqa: BLE001 - the model ran; the exporter failed
             # (DistilBERT's question answering: ignore_index = a size read in
             # forward makes torch's exporter raise a TypeError.)
@@ -763,6 +900,21 @@ def _write_onnx(proto, src_dir: str, path: str, external: bool) -> None:
     location = os.path.basename(data_path)
     out_dir = os.path.dirname(os.path.abspath(path))
     tmp_model = os.path.join(out_dir, f".{os.path.basename(path)}.tmp{os.getpid()}")
+    try:
+        _write_onnx_files(proto, src_dir, path, external, tmp_model)
+    except BaseException:
+        # Nothing half-written left beside the user's files (a full disk, a
+        # path that became a directory meanwhile).
+        for tmp in (tmp_model, tmp_model + ".data"):
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        raise
+
+
+def _write_onnx_files(proto, src_dir: str, path: str, external: bool, tmp_model: str) -> None:
+    """_write_onnx's writes, through `tmp_model` (and `tmp_model`.data)."""
+    data_path = path + ".data"
+    location = os.path.basename(data_path)
     if external:
         tmp_data = tmp_model + ".data"
         with open(tmp_data, "wb") as out:
@@ -1066,11 +1218,15 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
         the same size along ``batch_dim``; or a dict of them, passed as
         keyword arguments (a Hugging Face model called as ``model(**batch)``:
         the keys name the inputs, in the dict's order).
-      path: output file. ``.pt`` selects TorchScript when ``format`` is None,
-        anything else ONNX.
+      path: output file (a str or pathlib.Path; its directory is created if
+        missing). varuna-compile picks the importer by the suffix, so it must
+        be ``.onnx`` for ONNX and ``.pt`` (or ``.pth``) for TorchScript,
+        lower case; another is refused.
       input_names: names of the inputs; default: forward's parameter names.
+        Neither they nor ``loss_name`` may be a parameter's or buffer's name.
       format: ``"onnx"`` or ``"torchscript"``; None infers it from ``path``.
-      opset: ONNX opset version (ONNX only).
+      opset: ONNX opset version (ONNX only), one varuna-compile imports:
+        ``ONNX_OPSETS`` (13 to 21).
       batch_dim: the batch axis of every input; exported as dynamic (``"batch"``).
         varuna-compile trains models whose inputs have the batch first (0,
         the default) only: another value gives a valid file for other tools
@@ -1079,8 +1235,10 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
         when parameters+buffers exceed 1 GiB, else embed; True/False force it.
       loss_name: name of the loss output.
 
-    Returns the path written. Raises ``ValueError`` for invalid arguments, a
-    forward that does not return a scalar floating-point loss, or one that
+    Returns the path written. Raises ``ValueError`` for invalid arguments
+    (among them example inputs the forward fails on: the model's exception
+    chained; an empty batch; an input dtype varuna-run does not read, such as
+    bfloat16), a forward that does not return a scalar floating-point loss, or one that
     calls a custom ``torch.autograd.Function`` whose Python backward the file
     cannot hold: always in TorchScript; in ONNX, whose exporter keeps the
     forward's ops, when their gradient is not the backward's (a gradient
@@ -1097,7 +1255,8 @@ def export(model: torch.nn.Module, example_inputs, path, *, input_names=None, fo
     computes; a ``torch.compile`` wrapper as the module it wraps; an
     autocast the caller is in is turned off for the export. An operator
     torch's ONNX exporter cannot export raises ``ValueError`` suggesting
-    TorchScript.
+    TorchScript. A failure to write the file (a full disk, no permission)
+    is an ``OSError`` naming ``path``; no temporary file is left behind.
     """
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -1227,13 +1386,24 @@ def _checkpoint_inlined():
 
 def _export(model, example_inputs, path, *, input_names, format, opset, batch_dim,
             external_data, loss_name):
-    path = os.fspath(path)
+    path = _check_path(path)
     fmt = _resolve_format(path, format)
-    if isinstance(example_inputs, Mapping):  # model(**batch)
+    from_dict = isinstance(example_inputs, Mapping)
+    if from_dict:  # model(**batch)
         keys = list(example_inputs.keys())
         bad = [k for k in keys if not isinstance(k, str) or not k.isidentifier()]
         if bad:
             raise ValueError(f"example_inputs keys must be forward's parameter names; got {bad}")
+        for k, v in example_inputs.items():
+            # Named by its key: "example_inputs[2]" would point into a dict
+            # that has no index. Every input of the file is a batch tensor;
+            # an option (return_dict=False) belongs in the model's config.
+            if not isinstance(v, torch.Tensor):
+                raise ValueError(
+                    f"example_inputs[{k!r}] is {'None' if v is None else 'a ' + type(v).__name__}"
+                    f", not a torch.Tensor: every example input becomes an input of the "
+                    f"file, a tensor with a batch axis; leave {k!r} out of the dict (set an "
+                    "option such as return_dict in the model or its config instead)")
         if input_names is not None and list(input_names) != keys:
             raise ValueError(f"input_names {list(input_names)} differ from the keys of "
                              f"example_inputs {keys}; leave input_names out")
@@ -1252,10 +1422,15 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
     if input_names is None:
         input_names = _default_input_names(model, len(inputs))
     names = _check_names(input_names, inputs, loss_name)
-    _check_batch(inputs, names, batch_dim)
+    _check_state_names(model, names, loss_name, from_dict)
+    batch = _check_batch(inputs, names, batch_dim)
+    _check_input_dtypes(inputs, names)
     _check_norm_state(model)
     if fmt == "onnx" and (not isinstance(opset, int) or isinstance(opset, bool)):
         raise ValueError(f"opset must be an int, got {opset!r}")
+    if fmt == "onnx" and not ONNX_OPSETS[0] <= opset <= ONNX_OPSETS[1]:
+        raise ValueError(f"opset {opset} is not one varuna-compile imports: supported opsets "
+                         f"are {ONNX_OPSETS[0]} to {ONNX_OPSETS[1]} (the default is 17)")
 
     # One forward, with gradients (to see where it cuts them), to check the
     # loss and what the export would lose.
@@ -1263,8 +1438,22 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
     ids = {n: id(b) for n, b in model.named_buffers()}
     sums = _param_sums(model)
     with _preserved_state(model, True) as snapshot:
-        with torch.enable_grad(), watch:
-            out = model(*inputs)
+        try:
+            with torch.enable_grad(), watch:
+                out = model(*inputs)
+        except _ExportError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the model raises
+            # The first run of the model: its exception (a missing argument,
+            # a shape mismatch in a matmul) says the example inputs do not
+            # fit the forward -- the caller's to fix, not a failed export.
+            given = ", ".join(f"{n} {list(t.shape)} {_dtype_name(t.dtype)}"
+                              for n, t in zip(names, inputs))
+            raise ValueError(
+                f"the model's forward failed on the example inputs ({type(e).__name__}: "
+                f"{str(e).strip()}); check that they are what forward takes: their number"
+                f"{', names (the keys)' if from_dict else ''}, shapes and dtypes (given: "
+                f"{given})") from e
         # Outside the watch: its own no_grad sums are no gradient cut.
         written = _written_in_forward(model, snapshot, ids, sums)
     # TorchScript: the importer refuses such writes itself, naming the op
@@ -1307,31 +1496,48 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", torch.jit.TracerWarning)
-        if fmt == "onnx":
-            _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name,
-                         opset=opset, batch_dim=batch_dim, external_data=external_data,
-                         torch_loss=torch_loss)
-        else:
-            _export_torchscript(model, inputs, path, input_names=names, loss_name=loss_name,
-                                batch_dim=batch_dim)
+        try:
+            if fmt == "onnx":
+                _export_onnx(model, inputs, path, input_names=names, loss_name=loss_name,
+                             opset=opset, batch_dim=batch_dim, external_data=external_data,
+                             torch_loss=torch_loss)
+            else:
+                _export_torchscript(model, inputs, path, input_names=names,
+                                    loss_name=loss_name, batch_dim=batch_dim)
+        except OSError as e:
+            # A full disk, a read-only directory, a quota: the system's
+            # refusal to write, said as such and for the file asked for (the
+            # exception names a temporary file of the export, if any).
+            raise OSError(e.errno, f"cannot write {path!r}: {e.strerror or e}") from e
     branches, numbers = [], []
     for w in caught:
         tracer = issubclass(w.category, torch.jit.TracerWarning)
         if tracer and "Python boolean" in str(w.message):
             branches.append(f"{w.filename}:{w.lineno}")
-        elif tracer and re.search(r"to a Python (number|integer|index|float)", str(w.message)):
+        elif tracer and re.search(r"to a Python (number|integer|index|float)|Using len to get "
+                                  r"tensor shape", str(w.message)):
             numbers.append(f"{w.filename}:{w.lineno}")
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if numbers:
         sites = sorted(set(numbers))
+        # Not "harmless for a shape": the batch size is one that changes
+        # (varuna runs micro-batches, smaller than the example batch), and a
+        # loss summed and divided by int(x.size(0)) trains wrong. Which
+        # constant of the trace was the batch size cannot be told reliably
+        # (any other size may equal it), so every such warning says it.
         warnings.warn(
             f"the forward turns a tensor into a Python number ({len(sites)} place(s): "
             f"{', '.join(sites[:3])}{', ...' if len(sites) > 3 else ''}; .item(), int(), "
-            "float()): the file keeps the example batch's value as a constant, and varuna "
-            "trains with that value every step -- a count or a statistic of the batch would "
-            "silently differ from PyTorch (keep it a tensor: x.sum() instead of "
-            "x.sum().item()); harmless where it cannot change (a shape)", stacklevel=3)
+            "float(), len()): the file keeps the example batch's value as a constant, and "
+            "varuna trains with that value every step -- a count or a statistic of the batch "
+            "would silently differ from PyTorch (keep it a tensor: x.sum() instead of "
+            "x.sum().item()). A size that cannot change (a hidden width) is harmless; the "
+            f"batch size is not: a size along the batch axis (int(x.size({batch_dim}))"
+            f"{', len(x)' if batch_dim == 0 else ''}) is frozen at the example's {batch}, "
+            "while varuna runs micro-batches smaller than that -- divide by "
+            f"x.shape[{batch_dim}] as it is (the tracer keeps "
+            "it an op), without int() or len(), or use a mean reduction", stacklevel=3)
     if branches:
         sites = sorted(set(branches))
         warnings.warn(

@@ -15,6 +15,7 @@ each span's step as its ``step`` argument.
 The JSON itself opens in https://ui.perfetto.dev or chrome://tracing."""
 import argparse
 import json
+import math
 import os
 import sys
 from html import escape
@@ -124,8 +125,9 @@ def layout(trace, width: int = 1200, steps=None) -> dict:
 
 
 def _check_span(e) -> None:
-    """A complete event as the format defines it: numeric ts and dur
-    (microseconds), integer pid and tid; ValueError naming the field."""
+    """A complete event as the format defines it: finite numeric ts and dur
+    (microseconds; dur not negative), integer pid and tid; ValueError naming
+    the field and the span."""
     name = e.get("name")
     if not isinstance(name, str):
         raise ValueError(f"a span without a string 'name': {json.dumps(e)[:200]}")
@@ -134,6 +136,13 @@ def _check_span(e) -> None:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"span {name!r}: {key!r} must be a number of microseconds, "
                              f"not {json.dumps(v)}")
+        # json.load takes NaN and Infinity; drawn, they became x="nan".
+        if not math.isfinite(v):
+            raise ValueError(f"span {name!r} (ts {json.dumps(e.get('ts'))}): {key!r} must be "
+                             f"a finite number of microseconds, not {json.dumps(v)}")
+    if e["dur"] < 0:
+        raise ValueError(f"span {name!r} (ts {json.dumps(e['ts'])}): 'dur' must not be "
+                         f"negative, not {json.dumps(e['dur'])} (a span ends after it starts)")
     for key in ("pid", "tid"):
         v = e.get(key, 0)
         if isinstance(v, bool) or not isinstance(v, int):
