@@ -690,6 +690,20 @@ int main(int argc, char **argv) {
   double perProcess = bytesPerTimingProcess(jobDir),
          available = memoryLimit > 0 ? double(memoryLimit)
                                      : availableMemoryBytes();
+  // (Below a megabyte in KB or bytes: "take 0 MB, and 0 MB is available".)
+  auto size = [](double b) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    if (b >= 1e9)
+      os << llvm::format("%.1f GB", b / 1e9);
+    else if (b >= 1e6)
+      os << llvm::format("%.1f MB", b / 1e6);
+    else if (b >= 1e3)
+      os << llvm::format("%.1f KB", b / 1e3);
+    else
+      os << llvm::format("%.0f bytes", b);
+    return s;
+  };
   if (sectionsOut.empty() && available > 0) {
     // A micro-batch whose examples alone exceed the memory: said before a
     // timing process dies of it (LLVM's "out of memory" abort).
@@ -698,22 +712,11 @@ int main(int argc, char **argv) {
     if (perExample > 0 && double(largest) * perExample > available)
       return fail("--micro-batches " + llvm::Twine(largest) +
                   ": its examples' inputs and activations at the cuts alone "
-                  "take " + llvm::Twine(int64_t(double(largest) * perExample /
-                                                1e6)) +
-                  " MB, and " + llvm::Twine(int64_t(available / 1e6)) +
-                  " MB of memory is available (--memory)");
+                  "take " + size(double(largest) * perExample) + ", and " +
+                  size(available) + " of memory is available (--memory)");
   }
   if (sectionsOut.empty()) {
     int fit = processesThatFit(processes, perProcess, available);
-    auto size = [](double b) {
-      std::string s;
-      llvm::raw_string_ostream os(s);
-      if (b >= 1e9)
-        os << llvm::format("%.1f GB", b / 1e9);
-      else
-        os << llvm::format("%.1f MB", b / 1e6);
-      return s;
-    };
     if (fit < processes)
       llvm::errs() << "varuna-calibrate: warning: timing the sections with "
                    << fit << " process(es), not " << processes

@@ -36,6 +36,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 #include <cstdio>
@@ -850,8 +851,10 @@ int main(int argc, char **argv) {
     unused("--timeline is written only with --simulate");
   if (simulateOne && !output.empty())
     unused("-o writes the chosen plan of a sweep, not with --simulate");
-  if (simulateOne && memory > 0)
-    unused("--memory limits a sweep's choice, not --simulate");
+  if (!simulateOne && (stages.getNumOccurrences() ||
+                       replicas.getNumOccurrences()))
+    unused("--stages and --replicas choose what --simulate simulates; a "
+           "sweep tries every P (and its D)");
   if (simulateOne && devices.getNumOccurrences() &&
       int64_t(devices) != int64_t(stages) * int64_t(replicas)) {
     std::string what = "--devices " + std::to_string(devices) +
@@ -872,7 +875,7 @@ int main(int argc, char **argv) {
     if (!r.ok())
       return fail(r.error);
     llvm::outs() << llvm::format(
-        "P=%d x D=%d, %d micro-batches of %lld: %.4f s per mini-batch, "
+        "P=%d x D=%d, %d micro-batches of %lld: %.4g s per mini-batch, "
         "%.1f examples/s; busy:",
         stages.getValue(), replicas.getValue(), c.numMicroBatches,
         static_cast<long long>(in.microBatch), r.minibatchSeconds,
@@ -883,6 +886,21 @@ int main(int argc, char **argv) {
       llvm::outs() << "; static order planned for messages of "
                    << c.scheduleTiming.latency << " forward times";
     llvm::outs() << "\n";
+    // The memory a sweep would check against --memory, said (it was
+    // ignored with --simulate: a stage of 270 MB "fit" 1 MB).
+    std::vector<double> mem = stageMemory(in, stages, r.inFlight);
+    double peak = mem.empty() ? 0 : *std::max_element(mem.begin(), mem.end());
+    llvm::outs() << "largest stage memory: " << bytesText(peak)
+                 << (cal ? "" : " (without a calibration the working memory "
+                                "of a micro-batch is not counted)")
+                 << "\n";
+    if (memory > 0 && peak + in.rankBaselineBytes > memory)
+      llvm::errs() << "varuna-plan: warning: this configuration does not fit "
+                      "--memory "
+                   << bytesText(memory) << ": a stage needs "
+                   << bytesText(peak) << ", and a rank "
+                   << bytesText(in.rankBaselineBytes)
+                   << " more for the runtime\n";
     if (!timeline.empty()) {
       std::error_code ec;
       llvm::raw_fd_ostream os(timeline, ec);
@@ -937,7 +955,7 @@ int main(int argc, char **argv) {
                   "idle   memory     schedule\n";
   for (const PlanRow &r : plan.rows)
     llvm::outs() << llvm::format(
-        "%-6d %-6d %-6lld %-8lld %-12.4f %-12.1f %-6d %-10s %s\n", r.stages,
+        "%-6d %-6d %-6lld %-8lld %-12.4g %-12.1f %-6d %-10s %s\n", r.stages,
         r.replicas, static_cast<long long>(r.microBatch),
         static_cast<long long>(r.microBatches), r.seconds,
         r.examplesPerSecond, r.idleDevices,
