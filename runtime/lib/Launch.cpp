@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <netdb.h>
 #include <optional>
@@ -208,9 +209,25 @@ volatile std::sig_atomic_t stopRequests = 0, lastStopSignal = 0;
 /// Who sent the first request (a rank passes on one it got alone while
 /// waiting for its peers: Stop.h).
 volatile pid_t firstRequestFrom = 0;
+/// When the first came (CLOCK_MONOTONIC nanoseconds).
+volatile int64_t firstRequestNs = 0;
+int64_t monotonicNs() {
+  struct timespec t {};
+  ::clock_gettime(CLOCK_MONOTONIC, &t); // async-signal-safe
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
 void countStopRequest(int sig, siginfo_t *info, void *) {
-  if (stopRequests == 0)
-    firstRequestFrom = info ? info->si_pid : 0;
+  pid_t from = info ? info->si_pid : 0;
+  if (stopRequests == 0) {
+    firstRequestFrom = from;
+    firstRequestNs = monotonicNs();
+  } else if (sig == lastStopSignal && from != 0 && from == firstRequestFrom &&
+             monotonicNs() - firstRequestNs < 100000000) { // 100 ms
+    // The first request again, not a second (Stop.cpp, isRepeatOfFirst):
+    // GNU timeout signals its child, then its process group -- one expiry
+    // read as "again: killing the ranks", which lost the stop checkpoint.
+    return;
+  }
   stopRequests = stopRequests + 1;
   lastStopSignal = sig;
 }

@@ -71,6 +71,10 @@ stop-rank:     two ranks started by hand; only rank 1 is sent SIGTERM (then,
 stop-twice:    SIGINT at the launcher twice, 0.3 s apart, during a 3 s
   step: the second kills the ranks at once (exit 130 within 5 s, no
   rank left).
+stop-timeout:  SIGTERM twice at once from one sender (GNU timeout's expiry:
+  its child, then its process group, the child again), at the launcher of
+  a 2x1 run and at one process: one request -- stopped after a step with a
+  checkpoint (the second was taken for "again: kill now" and lost it).
 stop-early:    SIGTERM at the launcher 0.1-1.5 s after it starts (parsing the
   job, ranks starting, at the rendezvous, loading): exit 143 (or killed by
   SIGTERM before it started any rank), no process left, no error.
@@ -713,6 +717,21 @@ elif scenario.startswith("stop-"):
                 fail(f"SIGTERM after {delay} s: exit {p.returncode}, left {left}: "
                      f"{err[-400:]}")
         print("SIGTERM while starting: stopped, no process left, no error")
+    elif scenario == "stop-timeout":
+        for what, shape in (("2 stages", ["--stages", "2"]), ("one process", [])):
+            shutil.rmtree(ckpt, ignore_errors=True)
+            p = start(["varuna-run", job] + shape + [
+                "--batch", "8", "--micro-batch", "2", "--synthetic", "--timeout", "20",
+                "--steps", "100000", "--checkpoint-dir", ckpt])
+            wait_for_steps(p, 4)
+            os.kill(p.pid, signal.SIGTERM)
+            os.kill(p.pid, signal.SIGTERM)
+            out, err = finish(p, 30, what)
+            k = stopped_after(err, what)
+            if p.returncode != 143 or newest(what) != k + 1 or "again: killing" in err:
+                fail(f"{what}: exit {p.returncode}: {err[-300:]}")
+            print(f"{what}: SIGTERM twice at once from one sender: stopped after a step, "
+                  "exit 143, checkpoint step-(K+1)")
     elif scenario == "stop-single":
         # The exit status is 128 + the signal, as a shell reports it.
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
