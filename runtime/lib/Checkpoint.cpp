@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <functional>
 #include <set>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -739,6 +740,42 @@ PruneResult keepLast(const std::string &ckptDir, int n, bool readFiles) {
     return result;
   return removeSteps(ckptDir, steps,
                      [&](int64_t step) { return step < *cutoff; });
+}
+
+std::string lockCheckpointDirectory(const std::string &ckptDir) {
+  std::string path = join(ckptDir, ".varuna-run.lock");
+  // Not inherited by the ranks a launcher starts (it holds the lock for
+  // them); closed, and so released, when this process exits.
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return "cannot open '" + path + "': " + errnoText(errno);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    std::string holder;
+    char buf[256] = {};
+    ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    if (n > 0)
+      holder = " (" + std::string(buf, size_t(n)) + ")";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ')'))
+      holder.pop_back();
+    if (!holder.empty())
+      holder += ")";
+    ::close(fd);
+    if (err != EWOULDBLOCK)
+      return "cannot lock '" + path + "': " + errnoText(err);
+    return "the checkpoint directory '" + ckptDir +
+           "' is in use by another run" + holder +
+           ": two runs writing one directory mix their checkpoints; wait "
+           "for it to end (or stop it), or give another --checkpoint-dir";
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  std::string who = "pid " + std::to_string(::getpid()) + " on host " + host;
+  if (::ftruncate(fd, 0) == 0) {
+    ssize_t ignored = ::pwrite(fd, who.data(), who.size(), 0);
+    (void)ignored; // the pid is for the message only; the lock is the fd
+  }
+  return ""; // fd stays open: the lock lasts as long as the process
 }
 
 } // namespace varuna::rt

@@ -23,9 +23,7 @@ std::atomic<bool> watching{false};
 /// The launcher's pid (followLauncher), else 0.
 std::atomic<pid_t> launcher{0};
 std::atomic<bool> fromLauncher{false}; // the recorded signal's sender
-/// The first request's sender (si_pid, 0 for the kernel: a terminal) and
-/// when it came: see isRepeatOfFirst.
-std::atomic<pid_t> firstSender{0};
+/// When the first request came: see isRepeatOfFirst.
 std::chrono::steady_clock::time_point firstAt; // written once, by the watcher
 /// What the live WaitingForPeers waits for (empty: none); the signal thread
 /// holds the lock while it ends the process, so the wait cannot end under it.
@@ -64,18 +62,18 @@ sigset_t watchedSignals() {
 }
 
 /// Whether a signal is the first request again rather than a second one:
-/// the same signal from the same process (not the kernel) within 100 ms.
-/// GNU timeout sends SIGTERM to its child and then to its whole process
-/// group, the child included: one expiry, two signals. Taken as a second
-/// request, it killed the run without its stop checkpoint (when the first
-/// had been taken before the second came; pending, the two merged). A
-/// terminal's Ctrl-C comes from the kernel, once per press: pressed again,
-/// it still kills at once, as does a signal sent again a moment later.
-bool isRepeatOfFirst(int sig, const siginfo_t &info) {
-  return sig == received.load() && info.si_pid != 0 &&
-         info.si_pid == firstSender.load() &&
-         std::chrono::steady_clock::now() - firstAt <
-             std::chrono::milliseconds(100);
+/// a stop signal within 100 ms of it, whoever sent it. GNU timeout sends
+/// SIGTERM to its child and then to its whole process group, the child
+/// included (one expiry, two signals), and passes on a SIGTERM it gets
+/// (pkill of both: two more); srun and schedulers may signal every process
+/// of a job as well as its launcher. Taken as a second request, each killed
+/// the run without its stop checkpoint (when the first had been taken
+/// before the next came; pending, they merged). No one presses Ctrl-C
+/// twice within 100 ms: pressed again, or a signal sent again a moment
+/// later, still kills at once.
+bool isRepeatOfFirst() {
+  return std::chrono::steady_clock::now() - firstAt <
+         std::chrono::milliseconds(100);
 }
 
 /// Ends the process as `sig` would have: default action, delivered to this
@@ -109,7 +107,6 @@ void watchStopSignals() {
       bool byLauncher = launcher.load() && info.si_pid == launcher.load();
       if (armed.load() && received.compare_exchange_strong(none, sig)) {
         firstAt = std::chrono::steady_clock::now();
-        firstSender.store(info.si_pid);
         fromLauncher.store(byLauncher);
         std::lock_guard<std::mutex> lock(waitingLock);
         if (!waitingFor.empty())
@@ -121,7 +118,7 @@ void watchStopSignals() {
       if (received.load() && launcher.load() &&
           info.si_pid == launcher.load())
         continue;
-      if (received.load() && isRepeatOfFirst(sig, info))
+      if (received.load() && isRepeatOfFirst())
         continue;
       dieOf(sig);
     }

@@ -982,6 +982,16 @@ int main(int argc, char **argv) {
                   llvm::Twine(*newest) +
                   "): give --resume to continue that run, or another "
                   "--checkpoint-dir for a new one");
+  // One run per directory while it runs, --resume or not: this process
+  // (one process, or the launcher of the ranks it starts), or rank 0 of
+  // ranks started by torchrun, srun or hand.
+  if (const char *rank = std::getenv("RANK");
+      !checkpointDir.empty() &&
+      (!rank || (llvm::StringRef(rank) == "0" &&
+                 !std::getenv("VARUNA_LAUNCHER_PID"))))
+    if (std::string why = varuna::rt::lockCheckpointDirectory(checkpointDir);
+        !why.empty())
+      return fail(why);
   bool tty = llvm::sys::Process::StandardOutIsDisplayed();
   // One line per step; on a terminal also a progress bar below it, which
   // the next line overwrites.

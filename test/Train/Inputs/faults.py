@@ -75,6 +75,9 @@ stop-timeout:  SIGTERM twice at once from one sender (GNU timeout's expiry:
   its child, then its process group, the child again), at the launcher of
   a 2x1 run and at one process: one request -- stopped after a step with a
   checkpoint (the second was taken for "again: kill now" and lost it).
+stop-one-dir:  a run (2 stages) writes a checkpoint directory; a second run
+  given it, with --resume, one process or launching ranks, is refused
+  naming the first's pid; after the first stops, it resumes.
 stop-early:    SIGTERM at the launcher 0.1-1.5 s after it starts (parsing the
   job, ranks starting, at the rendezvous, loading): exit 143 (or killed by
   SIGTERM before it started any rank), no process left, no error.
@@ -732,6 +735,31 @@ elif scenario.startswith("stop-"):
                 fail(f"{what}: exit {p.returncode}: {err[-300:]}")
             print(f"{what}: SIGTERM twice at once from one sender: stopped after a step, "
                   "exit 143, checkpoint step-(K+1)")
+    elif scenario == "stop-one-dir":
+        shutil.rmtree(ckpt, ignore_errors=True)
+        first = start(["varuna-run", job, "--stages", "2", "--batch", "8", "--micro-batch",
+                       "2", "--synthetic", "--timeout", "20", "--steps", "100000",
+                       "--checkpoint-dir", ckpt, "--checkpoint-every", "2"])
+        wait_for_steps(first, 3)
+        for what, shape in (("one process", []), ("2 stages", ["--stages", "2"])):
+            r = subprocess.run(["varuna-run", job] + shape + [
+                "--batch", "8", "--micro-batch", "2", "--synthetic", "--steps", "100000",
+                "--checkpoint-dir", ckpt, "--resume"], capture_output=True, text=True,
+                timeout=120)
+            said = f"is in use by another run (pid {first.pid} on host " in r.stderr
+            if r.returncode != 1 or not said:
+                fail(f"{what}: a second run of the directory: exit {r.returncode}: "
+                     f"{r.stderr[-300:]!r}")
+            print(f"{what}: a second run of the directory refused, naming the first's pid")
+        first.send_signal(signal.SIGTERM)
+        out, err = finish(first, 30, "the first run")
+        k = stopped_after(err, "the first run")
+        r = subprocess.run(["varuna-run", job, "--batch", "8", "--micro-batch", "2",
+                            "--synthetic", "--steps", str(k + 3), "--checkpoint-dir", ckpt,
+                            "--resume"], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            fail(f"resume after the first run ended: exit {r.returncode}: {r.stderr[-300:]}")
+        print("after the first run stopped: resumed")
     elif scenario == "stop-single":
         # The exit status is 128 + the signal, as a shell reports it.
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):

@@ -198,6 +198,15 @@ PruneResult removeNewerThan(const std::string &ckptDir, int64_t step);
 /// `readFiles`: as verifyCheckpoint's (false: by their sizes only).
 PruneResult keepLast(const std::string &ckptDir, int n, bool readFiles = true);
 
+/// Makes this process the one run writing CKPT_DIR (which must exist):
+/// an exclusive lock on CKPT_DIR/.varuna-run.lock, held until the process
+/// exits, the file naming its pid and host. Returns "" or why not: another
+/// run holds it ("... is in use by another run (pid 123 on host h) ...")
+/// or the file cannot be opened or locked. Two runs writing one directory
+/// (a restart script firing while the old run lives, the same command
+/// started twice with --resume) wrote each other's steps.
+std::string lockCheckpointDirectory(const std::string &ckptDir);
+
 } // namespace varuna::rt
 
 #endif // VARUNA_RUNTIME_CHECKPOINT_H
