@@ -1427,6 +1427,12 @@ def test_error_opset_out_of_range(tmp_path, opset):
     assert not os.listdir(tmp_path)
 
 
+def test_opset_numpy_integer(tmp_path):
+    """A numpy integer is an int for the opset (it was "opset must be an int")."""
+    import numpy as np
+    varuna.export(Pair(), pair_inputs(), tmp_path / "p.onnx", opset=np.int64(17))
+
+
 @pytest.mark.parametrize("name,fmt,match", [
     ("m.onnx", "ts", r"format='ts' writes TorchScript, but varuna-compile would read its "
                      r"suffix '\.onnx' as ONNX; name it \.pt or \.pth"),
@@ -1546,3 +1552,30 @@ def test_error_forward_fails_on_example_inputs(tmp_path, case, cause, match):
         varuna.export(Pair(), inputs, tmp_path / "p.onnx")
     assert isinstance(e.value.__cause__, cause)
     assert not os.listdir(tmp_path)
+
+
+def test_held_eval_batch_norm_with_cumulative_momentum_exports(tmp_path):
+    """A batch norm held in eval mode (frozen) never moves its statistics, so
+    momentum=None (refused for a training one) does not matter: exported."""
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class N(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Conv2d(3, 4, 3)
+            self.bn = nn.BatchNorm2d(4, momentum=None)
+            self.fc = nn.Linear(4, 2)
+
+        def forward(self, x, y):
+            return F.cross_entropy(self.fc(self.bn(self.c(x)).mean((2, 3))), y)
+
+    n = N()
+    n.train()
+    n.bn.eval()
+    ex = (torch.randn(4, 3, 8, 8), torch.randint(0, 2, (4,)))
+    for name in ("n.onnx", "n.pt"):
+        varuna.export(n, ex, str(tmp_path / name))
+    n.bn.train()  # training it, the cumulative average is refused
+    with pytest.raises(ValueError, match="momentum=None"):
+        varuna.export(n, ex, str(tmp_path / "t.onnx"))

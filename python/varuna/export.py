@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+from numbers import Integral
 import os
 import re
 import tempfile
@@ -653,6 +654,8 @@ def _check_norm_state(model: torch.nn.Module) -> None:
     from torch.nn.modules.instancenorm import _InstanceNorm
     for name, m in model.named_modules():
         what = f"{name or 'the model'} ({type(m).__name__})"
+        if model.training and not m.training:
+            continue  # held in eval mode (_preserved_state): its statistics never move
         if isinstance(m, _BatchNorm) and m.track_running_stats and m.momentum is None:
             raise ValueError(
                 f"{what} has momentum=None: a cumulative average of the batch statistics "
@@ -1426,8 +1429,10 @@ def _export(model, example_inputs, path, *, input_names, format, opset, batch_di
     batch = _check_batch(inputs, names, batch_dim)
     _check_input_dtypes(inputs, names)
     _check_norm_state(model)
-    if fmt == "onnx" and (not isinstance(opset, int) or isinstance(opset, bool)):
+    if fmt == "onnx" and (not isinstance(opset, Integral) or isinstance(opset, bool)):
         raise ValueError(f"opset must be an int, got {opset!r}")
+    if fmt == "onnx":
+        opset = int(opset)  # numpy's integers too (torch's exporter takes int only)
     if fmt == "onnx" and not ONNX_OPSETS[0] <= opset <= ONNX_OPSETS[1]:
         raise ValueError(f"opset {opset} is not one varuna-compile imports: supported opsets "
                          f"are {ONNX_OPSETS[0]} to {ONNX_OPSETS[1]} (the default is 17)")

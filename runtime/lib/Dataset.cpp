@@ -187,6 +187,8 @@ bool isFloat(DType t) {
   return t == DType::F16 || t == DType::F32 || t == DType::F64;
 }
 
+} // namespace
+
 int64_t typeRange(DType t) {
   switch (t) {
   case DType::Bool:
@@ -203,8 +205,6 @@ int64_t typeRange(DType t) {
     return int64_t(1) << 31;
   }
 }
-
-} // namespace
 
 //===----------------------------------------------------------------------===//
 // DataSource

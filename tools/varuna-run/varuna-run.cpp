@@ -796,6 +796,10 @@ int main(int argc, char **argv) {
         s.vocab = vocab;
         if (vocab.getNumOccurrences())
           continue;
+        // The default within what the type holds: a bool input was refused
+        // ("vocab 64 does not fit bool") unless --synthetic-vocab 2, which
+        // then limited every other integer input too.
+        s.vocab = std::min<int64_t>(s.vocab, varuna::rt::typeRange(s.dtype));
         for (const varuna::IndexRange &r : ranges)
           if (r.input == s.name && r.lo <= 0 && r.hi > 0)
             s.vocab = std::min<int64_t>(s.vocab, r.hi);

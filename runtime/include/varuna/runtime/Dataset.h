@@ -35,6 +35,10 @@ struct InputSpec {
   int64_t vocab = 0;
 };
 
+/// How many non-negative values an integer type holds (2 for bool, 256 for
+/// uint8), capped at 2^31: the largest vocab a synthetic input of it takes.
+int64_t typeRange(DType t);
+
 /// One input's slice of a batch.
 struct BatchTensor {
   std::string name;
