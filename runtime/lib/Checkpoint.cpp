@@ -751,15 +751,10 @@ std::string lockCheckpointDirectory(const std::string &ckptDir) {
     return "cannot open '" + path + "': " + errnoText(errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
-    std::string holder;
+    // The holder wrote "pid N on host H" (below); said when it is there.
     char buf[256] = {};
     ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    if (n > 0)
-      holder = " (" + std::string(buf, size_t(n)) + ")";
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ')'))
-      holder.pop_back();
-    if (!holder.empty())
-      holder += ")";
+    std::string holder = n > 0 ? " (" + std::string(buf, size_t(n)) + ")" : "";
     ::close(fd);
     if (err != EWOULDBLOCK)
       return "cannot lock '" + path + "': " + errnoText(err);

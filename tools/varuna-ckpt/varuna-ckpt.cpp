@@ -231,7 +231,8 @@ std::vector<StepDirectory> stepsOf(const std::string &dir, bool readFiles) {
 
 /// One line per step directory, newest first: "step-N complete, K sections,
 /// B bytes, shape S" or "step-N bad: why". A torn directory newer than the
-/// newest good one may be a write in progress. Exit 0 whatever it finds.
+/// newest good one may be a write in progress. Exit 0 whatever the step
+/// directories hold (1 when DIR holds none: stepsOf).
 int cmdList(int argc, char **argv) {
   if (argc != 1)
     usage("list takes exactly one DIR");
