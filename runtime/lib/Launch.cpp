@@ -221,7 +221,8 @@ void countStopRequest(int sig, siginfo_t *info, void *) {
   if (stopRequests == 0) {
     firstRequestFrom = from;
     firstRequestNs = monotonicNs();
-  } else if (monotonicNs() - firstRequestNs < 100000000) { // 100 ms
+  } else if (monotonicNs() - firstRequestNs <
+             std::chrono::nanoseconds(kSameStopRequest).count()) {
     // The first request again, not a second (Stop.cpp, isRepeatOfFirst):
     // GNU timeout signals its child, then its process group -- one expiry
     // read as "again: killing the ranks", which lost the stop checkpoint.

@@ -62,7 +62,7 @@ sigset_t watchedSignals() {
 }
 
 /// Whether a signal is the first request again rather than a second one:
-/// a stop signal within 100 ms of it, whoever sent it. GNU timeout sends
+/// a stop signal within kSameStopRequest of it, whoever sent it. GNU timeout sends
 /// SIGTERM to its child and then to its whole process group, the child
 /// included (one expiry, two signals), and passes on a SIGTERM it gets
 /// (pkill of both: two more); srun and schedulers may signal every process
@@ -72,8 +72,7 @@ sigset_t watchedSignals() {
 /// twice within 100 ms: pressed again, or a signal sent again a moment
 /// later, still kills at once.
 bool isRepeatOfFirst() {
-  return std::chrono::steady_clock::now() - firstAt <
-         std::chrono::milliseconds(100);
+  return std::chrono::steady_clock::now() - firstAt < kSameStopRequest;
 }
 
 /// Ends the process as `sig` would have: default action, delivered to this

@@ -33,11 +33,18 @@
 #ifndef VARUNA_RUNTIME_STOP_H
 #define VARUNA_RUNTIME_STOP_H
 
+#include <chrono>
 #include <string>
 
 namespace varuna::rt {
 
 constexpr int kStoppedExitStatus = 128 + 15;
+
+/// A stop signal this soon after the first is the same request, not a
+/// second one (which kills at once): GNU timeout signals its child, then
+/// its process group. What a rank (Stop.cpp) and the launcher (Launch.cpp)
+/// both go by.
+constexpr std::chrono::milliseconds kSameStopRequest{100};
 
 /// Blocks the stop signals in the calling thread (so in every thread it
 /// creates later) and starts the thread that waits for them. Idempotent.
