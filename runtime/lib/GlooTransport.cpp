@@ -50,6 +50,11 @@ int envInt(const char *name, const char *fallback) {
               __LINE__);
 }
 
+/// What a timed-out collective or receive adds to its cause: a link too
+/// slow for the timeout looks the same as a peer that is gone.
+constexpr const char *kSlowLinkHint =
+    ", or the link is too slow to carry it in that time (raise --timeout)";
+
 /// Waits for a c10d work item, turning every failure into rt::Error.
 void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
               const std::string &what, std::chrono::milliseconds timeout) {
@@ -68,8 +73,8 @@ void waitWork(const c10::intrusive_ptr<c10d::Work> &work,
                           (collective
                                ? ": a rank of the group did not take part "
                                  "in time (stopped, gone, or cut off from "
-                                 "this host), or the link is too slow to "
-                                 "carry it in that time (raise --timeout)"
+                                 "this host)" +
+                                 std::string(kSlowLinkHint)
                                : "")
                     : m,
                 __FILE__, __LINE__);
@@ -136,9 +141,8 @@ public:
       throw Error("Gloo", what,
                   "Timed out waiting for the message (timeout " +
                       detail::seconds(timeout) +
-                      "): the sender stopped or is cut off from this host, "
-                      "or the link is too slow to carry it in that time "
-                      "(raise --timeout)",
+                      "): the sender stopped or is cut off from this host" +
+                      kSlowLinkHint,
                   __FILE__, __LINE__);
     }
     watcher.join();
